@@ -1,0 +1,42 @@
+"""isolane: tenant isolation for shared AI data-center networks, at wire speed.
+
+The data path is Rust (``isolane._core``); this package is the control path. Start with
+:func:`read_pcap` / :func:`iter_pcap` to get :class:`PacketBatch` objects and :func:`parse`
+to turn them into one record per packet (see ``docs/parsing.md``).
+"""
+
+from __future__ import annotations
+
+from isolane._core import GENEVE_PORT, VXLAN_PORT, IsolaneError, PacketBatch, PcapError, PcapIterator, read_pcap
+from isolane.parsing import PARSED_DTYPE, LinkType, Status, Tunnel, format_addresses, parse
+
+__all__ = [
+    "GENEVE_PORT",
+    "PARSED_DTYPE",
+    "VXLAN_PORT",
+    "IsolaneError",
+    "LinkType",
+    "PacketBatch",
+    "PcapError",
+    "PcapIterator",
+    "Status",
+    "Tunnel",
+    "format_addresses",
+    "iter_pcap",
+    "parse",
+    "read_pcap",
+]
+
+__version__ = "0.1.0"
+
+
+def iter_pcap(path: str | "os.PathLike[str]", batch_size: int = 65536) -> PcapIterator:
+    """Stream a pcap/pcapng capture as :class:`PacketBatch` objects of at most ``batch_size``
+    packets (and about 32 MiB of packet bytes), so memory stays bounded for any file size.
+
+    The returned iterator also reports ``position`` and ``size`` (bytes) for progress bars.
+    """
+    return PcapIterator(path, batch_size)
+
+
+import os  # noqa: E402  (only for the annotation above)

@@ -1,0 +1,15 @@
+//! isolane's data path: plain Rust, built and tested without Python.
+//!
+//! Domains: [`batch`] (packet batches as flat arrays), [`pcap`] (pcap/pcapng reading),
+//! [`parse`] (the VXLAN/Geneve-aware header parser). The PyO3 bindings live apart in `python`,
+//! compiled only with the `python` feature.
+
+pub mod batch;
+pub mod error;
+pub mod parse;
+pub mod pcap;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use error::CoreError;

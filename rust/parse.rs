@@ -1,0 +1,470 @@
+//! The tunnel-aware header parser: one fixed-size record per packet, no allocation.
+//!
+//! The tenant is identified by the outermost VXLAN/Geneve tunnel; the record's `src` .. `dst_port`
+//! describe the first IP packet inside it (see docs/parsing.md for every field's meaning).
+//! Every bounds check returns a status instead of failing, so any byte string parses.
+
+use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
+
+use crate::batch::{linktype, BatchView};
+
+/// Why a record is as complete as it is.
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok = 0,
+    /// The capture stopped before a header isolane needed.
+    Truncated = 1,
+    /// A header is impossible, or runs past a frame that was captured whole.
+    Malformed = 2,
+    /// Well formed, but the tenant packet is not IP (ARP, LLC, an unknown Geneve payload, ...).
+    Unsupported = 3,
+}
+
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tunnel {
+    None = 0,
+    Vxlan = 1,
+    Geneve = 2,
+}
+
+/// One parsed packet, laid out as numpy's `isolane.PARSED_DTYPE` (packed, native byte order).
+#[repr(C, packed)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct PacketInfo {
+    pub outer_src: [u8; 16],
+    pub outer_dst: [u8; 16],
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub wire_len: u32,
+    pub vni: i32,
+    pub vlan: i16,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub status: u8,
+    pub tunnel: u8,
+    pub ip_version: u8,
+    pub proto: u8,
+    pub dscp: u8,
+    pub is_fragment: u8,
+}
+
+impl PacketInfo {
+    fn unparsed(wire_len: u32) -> Self {
+        PacketInfo { wire_len, vni: -1, vlan: -1, ..Zeroable::zeroed() }
+    }
+}
+
+/// The record's fields for numpy: (name, numpy type, byte offset); addresses are 16 x u1.
+pub fn record_fields() -> Vec<(&'static str, &'static str, usize)> {
+    use std::mem::offset_of;
+    vec![
+        ("status", "u1", offset_of!(PacketInfo, status)),
+        ("tunnel", "u1", offset_of!(PacketInfo, tunnel)),
+        ("vni", "=i4", offset_of!(PacketInfo, vni)),
+        ("vlan", "=i2", offset_of!(PacketInfo, vlan)),
+        ("outer_src", "16u1", offset_of!(PacketInfo, outer_src)),
+        ("outer_dst", "16u1", offset_of!(PacketInfo, outer_dst)),
+        ("src", "16u1", offset_of!(PacketInfo, src)),
+        ("dst", "16u1", offset_of!(PacketInfo, dst)),
+        ("ip_version", "u1", offset_of!(PacketInfo, ip_version)),
+        ("proto", "u1", offset_of!(PacketInfo, proto)),
+        ("src_port", "=u2", offset_of!(PacketInfo, src_port)),
+        ("dst_port", "=u2", offset_of!(PacketInfo, dst_port)),
+        ("dscp", "u1", offset_of!(PacketInfo, dscp)),
+        ("is_fragment", "?", offset_of!(PacketInfo, is_fragment)),
+        ("wire_len", "=u4", offset_of!(PacketInfo, wire_len)),
+    ]
+}
+
+/// A set of UDP ports with constant-time membership (a 64 Kibit bitmap).
+#[derive(Clone)]
+pub struct PortSet(Box<[u64; 1024]>);
+
+impl PortSet {
+    pub fn new(ports: &[u16]) -> Self {
+        let mut bits = Box::new([0u64; 1024]);
+        for &port in ports {
+            bits[usize::from(port >> 6)] |= 1 << (port & 63);
+        }
+        PortSet(bits)
+    }
+
+    #[inline]
+    pub fn contains(&self, port: u16) -> bool {
+        self.0[usize::from(port >> 6)] & (1 << (port & 63)) != 0
+    }
+}
+
+/// Which UDP destination ports announce a tunnel.
+#[derive(Clone)]
+pub struct ParseConfig {
+    pub vxlan_ports: PortSet,
+    pub geneve_ports: PortSet,
+}
+
+pub const VXLAN_PORT: u16 = 4789;
+pub const GENEVE_PORT: u16 = 6081;
+
+impl Default for ParseConfig {
+    fn default() -> Self {
+        ParseConfig { vxlan_ports: PortSet::new(&[VXLAN_PORT]), geneve_ports: PortSet::new(&[GENEVE_PORT]) }
+    }
+}
+
+/// Parses every packet of `batch` into `out` (one record per packet), on up to `threads` threads.
+pub fn parse_batch(batch: &BatchView<'_>, config: &ParseConfig, out: &mut [PacketInfo], threads: usize) {
+    assert_eq!(out.len(), batch.len(), "one output record per packet");
+    const CHUNK: usize = 4096;
+    if threads <= 1 || batch.len() <= CHUNK {
+        parse_range(batch, config, 0, out);
+        return;
+    }
+    let mut work = || {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(chunk, records)| parse_range(batch, config, chunk * CHUNK, records));
+    };
+    match thread_pool(threads) {
+        Some(pool) => pool.install(work),
+        None => work(),
+    }
+}
+
+fn parse_range(batch: &BatchView<'_>, config: &ParseConfig, first: usize, out: &mut [PacketInfo]) {
+    for (index, record) in (first..).zip(out.iter_mut()) {
+        *record = parse_packet(
+            batch.packet(index),
+            batch.wire_lengths[index],
+            batch.link_types.get(index),
+            config,
+        );
+    }
+}
+
+/// A pool per requested thread count, built once: building one per call costs more than
+/// parsing a small batch.
+fn thread_pool(threads: usize) -> Option<std::sync::Arc<rayon::ThreadPool>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let mut pools = POOLS.get_or_init(Default::default).lock().ok()?;
+    if let Some(pool) = pools.get(&threads) {
+        return Some(pool.clone());
+    }
+    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(threads).build().ok()?);
+    pools.insert(threads, pool.clone());
+    Some(pool)
+}
+
+/// Parses one packet of the given link type.
+pub fn parse_packet(packet: &[u8], wire_len: u32, link_type: u16, config: &ParseConfig) -> PacketInfo {
+    let mut parser = Parser {
+        packet,
+        captured_short: (packet.len() as u64) < u64::from(wire_len),
+        info: PacketInfo::unparsed(wire_len),
+    };
+    parser.info.status = match parser.run(link_type, config) {
+        Ok(()) => Status::Ok,
+        Err(status) => status,
+    } as u8;
+    parser.info
+}
+
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ETHERTYPE_TEB: u16 = 0x6558; // transparent Ethernet bridging: Geneve's Ethernet payload
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+const PROTO_DCCP: u8 = 33;
+const PROTO_SCTP: u8 = 132;
+const PROTO_UDPLITE: u8 = 136;
+const VXLAN_FLAG_VNI: u8 = 0x08;
+
+/// Where an IP packet's upper layer starts, and whether it carries its upper-layer header.
+struct UpperLayer {
+    proto: u8,
+    start: usize,
+    end: usize,
+    has_header: bool,
+}
+
+struct Parser<'a> {
+    packet: &'a [u8],
+    /// Captured length below wire length: running out of bytes means truncated, not malformed.
+    captured_short: bool,
+    info: PacketInfo,
+}
+
+type Step<T> = Result<T, Status>;
+
+impl<'a> Parser<'a> {
+    fn run(&mut self, link_type: u16, config: &ParseConfig) -> Step<()> {
+        let end = self.packet.len();
+        let (ethertype, start) = self.link_header(link_type)?;
+        let upper = self.ip(ethertype, start, end, true)?;
+        if !upper.has_header {
+            return Ok(());
+        }
+        if upper.proto != PROTO_UDP {
+            return self.ports(&upper);
+        }
+        self.need(upper.start, 8, upper.end)?;
+        let dst_port = self.u16_at(upper.start + 2);
+        let payload = upper.start + 8;
+        if config.vxlan_ports.contains(dst_port) {
+            self.enter_tunnel(Tunnel::Vxlan);
+            self.vxlan(payload, upper.end)
+        } else if config.geneve_ports.contains(dst_port) {
+            self.enter_tunnel(Tunnel::Geneve);
+            self.geneve(payload, upper.end)
+        } else {
+            self.ports(&upper)
+        }
+    }
+
+    /// Fails unless `len` bytes from `start` lie inside both the declared `end` and the capture.
+    #[inline]
+    fn need(&self, start: usize, len: usize, end: usize) -> Step<()> {
+        let stop = start + len;
+        if stop <= end.min(self.packet.len()) {
+            Ok(())
+        } else if stop <= self.packet.len() || !self.captured_short {
+            Err(Status::Malformed)
+        } else {
+            Err(Status::Truncated)
+        }
+    }
+
+    #[inline]
+    fn u16_at(&self, at: usize) -> u16 {
+        u16::from_be_bytes([self.packet[at], self.packet[at + 1]])
+    }
+
+    /// Returns the network-layer ethertype and where its header starts.
+    fn link_header(&mut self, link_type: u16) -> Step<(u16, usize)> {
+        let end = self.packet.len();
+        match link_type {
+            linktype::ETHERNET => self.ethernet(0, end, true),
+            linktype::LINUX_SLL => {
+                self.need(0, 16, end)?;
+                Ok((self.u16_at(14), 16))
+            }
+            linktype::LINUX_SLL2 => {
+                self.need(0, 20, end)?;
+                Ok((self.u16_at(0), 20))
+            }
+            linktype::RAW | linktype::IPV4 | linktype::IPV6 => {
+                self.need(0, 1, end)?;
+                match self.packet[0] >> 4 {
+                    4 => Ok((ETHERTYPE_IPV4, 0)),
+                    6 => Ok((ETHERTYPE_IPV6, 0)),
+                    _ => Err(Status::Malformed),
+                }
+            }
+            linktype::NULL | linktype::LOOP => {
+                self.need(0, 4, end)?;
+                let family = [self.packet[0], self.packet[1], self.packet[2], self.packet[3]];
+                // NULL stores the address family in the capturing host's byte order: try both.
+                let family = u32::from_le_bytes(family).min(u32::from_be_bytes(family));
+                match family {
+                    2 => Ok((ETHERTYPE_IPV4, 4)),
+                    24 | 28 | 30 => Ok((ETHERTYPE_IPV6, 4)),
+                    _ => Err(Status::Unsupported),
+                }
+            }
+            _ => Err(Status::Unsupported),
+        }
+    }
+
+    /// Skips an Ethernet header and its VLAN tags; records the outer frame's outermost VLAN id.
+    fn ethernet(&mut self, start: usize, end: usize, outer: bool) -> Step<(u16, usize)> {
+        self.need(start, 14, end)?;
+        let mut at = start + 12;
+        let mut ethertype = self.u16_at(at);
+        while matches!(ethertype, 0x8100 | 0x88a8 | 0x9100) {
+            self.need(at, 6, end)?;
+            if outer && self.info.vlan < 0 {
+                self.info.vlan = (self.u16_at(at + 2) & 0x0fff) as i16;
+            }
+            at += 4;
+            ethertype = self.u16_at(at);
+        }
+        Ok((ethertype, at + 2))
+    }
+
+    /// Parses an IPv4 or IPv6 header into the tenant fields (and the outer addresses if `outer`).
+    fn ip(&mut self, ethertype: u16, start: usize, end: usize, outer: bool) -> Step<UpperLayer> {
+        match ethertype {
+            ETHERTYPE_IPV4 => self.ipv4(start, end, outer),
+            ETHERTYPE_IPV6 => self.ipv6(start, end, outer),
+            _ => Err(Status::Unsupported),
+        }
+    }
+
+    fn ipv4(&mut self, start: usize, end: usize, outer: bool) -> Step<UpperLayer> {
+        self.need(start, 20, end)?;
+        let header = &self.packet[start..start + 20];
+        let header_len = usize::from(header[0] & 0x0f) * 4;
+        if header[0] >> 4 != 4 || header_len < 20 {
+            return Err(Status::Malformed);
+        }
+        let total_len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+        let flags_offset = u16::from_be_bytes([header[6], header[7]]);
+        let more_fragments = flags_offset & 0x2000 != 0;
+        let fragment_offset = flags_offset & 0x1fff;
+        let mut src = [0u8; 16];
+        let mut dst = [0u8; 16];
+        src[10..12].copy_from_slice(&[0xff, 0xff]);
+        dst[10..12].copy_from_slice(&[0xff, 0xff]);
+        src[12..].copy_from_slice(&header[12..16]);
+        dst[12..].copy_from_slice(&header[16..20]);
+        self.set_ip(4, src, dst, header[9], header[1] >> 2, outer);
+        self.info.is_fragment |= u8::from(more_fragments || fragment_offset != 0);
+        self.need(start, header_len, end)?;
+        let packet_end = match total_len {
+            0 => end, // TSO/GSO captures leave the total length 0
+            len if len < header_len => return Err(Status::Malformed),
+            len => end.min(start + len),
+        };
+        Ok(UpperLayer {
+            proto: header[9],
+            start: start + header_len,
+            end: packet_end,
+            has_header: fragment_offset == 0,
+        })
+    }
+
+    fn ipv6(&mut self, start: usize, end: usize, outer: bool) -> Step<UpperLayer> {
+        self.need(start, 40, end)?;
+        let header = &self.packet[start..start + 40];
+        if header[0] >> 4 != 6 {
+            return Err(Status::Malformed);
+        }
+        let traffic_class = (header[0] << 4) | (header[1] >> 4);
+        let payload_len = usize::from(u16::from_be_bytes([header[4], header[5]]));
+        let src: [u8; 16] = header[8..24].try_into().unwrap_or_default();
+        let dst: [u8; 16] = header[24..40].try_into().unwrap_or_default();
+        let mut next_header = header[6];
+        self.set_ip(6, src, dst, next_header, traffic_class >> 2, outer);
+        let packet_end = match payload_len {
+            0 => end, // jumbogram or TSO/GSO capture
+            len => end.min(start + 40 + len),
+        };
+        let mut at = start + 40;
+        loop {
+            let header_len = match next_header {
+                0 | 43 | 60 | 135 | 139 | 140 => {
+                    self.need(at, 2, packet_end)?;
+                    (usize::from(self.packet[at + 1]) + 1) * 8
+                }
+                51 => {
+                    self.need(at, 2, packet_end)?;
+                    (usize::from(self.packet[at + 1]) + 2) * 4
+                }
+                44 => {
+                    self.need(at, 8, packet_end)?;
+                    self.info.is_fragment = 1;
+                    next_header = self.packet[at];
+                    self.info.proto = next_header;
+                    let fragment_offset = self.u16_at(at + 2) >> 3;
+                    if fragment_offset != 0 {
+                        return Ok(UpperLayer { proto: next_header, start: at + 8, end: packet_end, has_header: false });
+                    }
+                    at += 8;
+                    continue;
+                }
+                _ => {
+                    return Ok(UpperLayer { proto: next_header, start: at, end: packet_end, has_header: true });
+                }
+            };
+            self.need(at, header_len, packet_end)?;
+            next_header = self.packet[at];
+            self.info.proto = next_header;
+            at += header_len;
+        }
+    }
+
+    fn set_ip(&mut self, version: u8, src: [u8; 16], dst: [u8; 16], proto: u8, dscp: u8, outer: bool) {
+        if outer {
+            self.info.outer_src = src;
+            self.info.outer_dst = dst;
+        }
+        self.info.src = src;
+        self.info.dst = dst;
+        self.info.ip_version = version;
+        self.info.proto = proto;
+        self.info.dscp = dscp;
+    }
+
+    fn ports(&mut self, upper: &UpperLayer) -> Step<()> {
+        if !matches!(upper.proto, PROTO_TCP | PROTO_UDP | PROTO_SCTP | PROTO_DCCP | PROTO_UDPLITE) {
+            return Ok(());
+        }
+        self.need(upper.start, 4, upper.end)?;
+        self.info.src_port = self.u16_at(upper.start);
+        self.info.dst_port = self.u16_at(upper.start + 2);
+        Ok(())
+    }
+
+    /// From here on the tenant fields describe the packet inside the tunnel, so the outer
+    /// packet's must not linger where the inner one is cut short.
+    fn enter_tunnel(&mut self, tunnel: Tunnel) {
+        self.info.tunnel = tunnel as u8;
+        self.info.src = [0; 16];
+        self.info.dst = [0; 16];
+        self.info.ip_version = 0;
+        self.info.proto = 0;
+        self.info.dscp = 0;
+    }
+
+    fn vxlan(&mut self, start: usize, end: usize) -> Step<()> {
+        self.need(start, 8, end)?;
+        if self.packet[start] & VXLAN_FLAG_VNI == 0 {
+            return Err(Status::Malformed);
+        }
+        self.info.vni = vni_at(&self.packet[start + 4..start + 7]);
+        self.inner_ethernet(start + 8, end)
+    }
+
+    fn geneve(&mut self, start: usize, end: usize) -> Step<()> {
+        self.need(start, 8, end)?;
+        let version = self.packet[start] >> 6;
+        if version != 0 {
+            return Err(Status::Unsupported);
+        }
+        let options_len = usize::from(self.packet[start] & 0x3f) * 4;
+        let protocol = self.u16_at(start + 2);
+        self.info.vni = vni_at(&self.packet[start + 4..start + 7]);
+        self.need(start, 8 + options_len, end)?;
+        let payload = start + 8 + options_len;
+        match protocol {
+            ETHERTYPE_TEB => self.inner_ethernet(payload, end),
+            ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => self.inner_ip(protocol, payload, end),
+            _ => Err(Status::Unsupported),
+        }
+    }
+
+    fn inner_ethernet(&mut self, start: usize, end: usize) -> Step<()> {
+        let (ethertype, at) = self.ethernet(start, end, false)?;
+        self.inner_ip(ethertype, at, end)
+    }
+
+    fn inner_ip(&mut self, ethertype: u16, start: usize, end: usize) -> Step<()> {
+        let upper = self.ip(ethertype, start, end, false)?;
+        if upper.has_header {
+            self.ports(&upper)?;
+        }
+        Ok(())
+    }
+}
+
+#[inline]
+fn vni_at(bytes: &[u8]) -> i32 {
+    i32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]])
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,258 @@
+//! Capture files built byte by byte: both pcap byte orders and resolutions, pcapng with several
+//! interfaces and sections, and every kind of corruption the reader must name.
+
+use super::*;
+use proptest::prelude::*;
+
+fn pcap_file(big_endian: bool, nanos: bool, snaplen: u32, link: u32, records: &[(u32, u32, &[u8], u32)]) -> Vec<u8> {
+    let u32b = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+    let u16b = |v: u16| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+    let mut file = Vec::new();
+    file.extend_from_slice(&u32b(if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 }));
+    file.extend_from_slice(&u16b(2));
+    file.extend_from_slice(&u16b(4));
+    file.extend_from_slice(&[0; 8]);
+    file.extend_from_slice(&u32b(snaplen));
+    file.extend_from_slice(&u32b(link));
+    for &(sec, frac, data, wire) in records {
+        for v in [sec, frac, data.len() as u32, wire] {
+            file.extend_from_slice(&u32b(v));
+        }
+        file.extend_from_slice(data);
+    }
+    file
+}
+
+fn block(block_type: u32, body: &[u8]) -> Vec<u8> {
+    let len = (12 + body.len().div_ceil(4) * 4) as u32;
+    let mut out = block_type.to_le_bytes().to_vec();
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(body);
+    out.resize(len as usize - 4, 0);
+    out.extend_from_slice(&len.to_le_bytes());
+    out
+}
+
+fn shb() -> Vec<u8> {
+    let mut body = PCAPNG_BYTE_ORDER_MAGIC.to_le_bytes().to_vec();
+    body.extend_from_slice(&[1, 0, 0, 0]);
+    body.extend_from_slice(&u64::MAX.to_le_bytes());
+    block(PCAPNG_SHB, &body)
+}
+
+fn idb(link: u16, tsresol: Option<u8>) -> Vec<u8> {
+    let mut body = link.to_le_bytes().to_vec();
+    body.extend_from_slice(&[0, 0]);
+    body.extend_from_slice(&0u32.to_le_bytes());
+    if let Some(resol) = tsresol {
+        body.extend_from_slice(&[9, 0, 1, 0, resol, 0, 0, 0]); // if_tsresol
+        body.extend_from_slice(&[0, 0, 0, 0]); // opt_endofopt
+    }
+    block(1, &body)
+}
+
+fn epb(interface: u32, ticks: u64, data: &[u8], wire: u32) -> Vec<u8> {
+    let mut body = interface.to_le_bytes().to_vec();
+    body.extend_from_slice(&((ticks >> 32) as u32).to_le_bytes());
+    body.extend_from_slice(&(ticks as u32).to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(&wire.to_le_bytes());
+    body.extend_from_slice(data);
+    block(6, &body)
+}
+
+fn read(bytes: &[u8]) -> Result<PacketBuffers> {
+    read_all(bytes)
+}
+
+fn reason(err: CoreError) -> (u64, u64, String) {
+    match err {
+        CoreError::Pcap { offset, packet, reason } => (offset, packet, reason),
+        other => panic!("expected a pcap error, got {other}"),
+    }
+}
+
+#[test]
+fn pcap_all_magics() {
+    for big_endian in [false, true] {
+        for nanos in [false, true] {
+            let file = pcap_file(big_endian, nanos, 65535, 1, &[(10, 5, &[1, 2, 3], 60), (11, 0, &[4], 1)]);
+            let out = read(&file).unwrap();
+            let unit = if nanos { 1 } else { 1000 };
+            assert_eq!(out.timestamps_ns, vec![10_000_000_000 + 5 * unit, 11_000_000_000]);
+            assert_eq!((out.lengths.clone(), out.wire_lengths.clone()), (vec![3, 1], vec![60, 1]));
+            assert_eq!(out.data, vec![1, 2, 3, 4]);
+        }
+    }
+}
+
+#[test]
+fn pcap_timestamps_past_2038_stay_positive() {
+    let out = read(&pcap_file(false, false, 0, 1, &[(u32::MAX, 999_999, &[0], 1)])).unwrap();
+    assert_eq!(out.timestamps_ns[0], i64::from(u32::MAX) * 1_000_000_000 + 999_999_000);
+}
+
+#[test]
+fn bad_magic_and_short_files() {
+    assert!(reason(read(b"GIF89a....").unwrap_err()).2.contains("bad magic 0x38464947"));
+    assert!(reason(read(&[0xd4, 0xc3]).unwrap_err()).2.contains("too short"));
+    let header_only = &pcap_file(false, false, 100, 1, &[])[..20];
+    assert!(reason(read(header_only).unwrap_err()).2.contains("truncated pcap file header"));
+    assert_eq!(read(&pcap_file(false, false, 100, 1, &[])).unwrap().len(), 0);
+}
+
+#[test]
+fn truncated_final_record_names_offset_and_packet() {
+    let file = pcap_file(false, false, 100, 1, &[(1, 0, &[7; 10], 10), (2, 0, &[8; 10], 10)]);
+    let (offset, packet, why) = reason(read(&file[..file.len() - 3]).unwrap_err());
+    assert_eq!((offset, packet), (24 + 26, 1));
+    assert!(why.contains("truncated final record: 26 bytes announced, 23 left"), "{why}");
+    let (offset, _, why) = reason(read(&file[..24 + 26 + 5]).unwrap_err());
+    assert_eq!(offset, 50);
+    assert!(why.contains("record header"), "{why}");
+}
+
+#[test]
+fn record_longer_than_snaplen_is_an_error_not_an_allocation() {
+    let mut file = pcap_file(false, false, 65535, 1, &[(1, 0, &[0; 4], 4)]);
+    file[24 + 8..24 + 12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    let (offset, packet, why) = reason(read(&file).unwrap_err());
+    assert_eq!((offset, packet), (24, 0));
+    assert!(why.contains("longer than the snap length"), "{why}");
+}
+
+#[test]
+fn unsupported_link_type_is_named() {
+    let why = reason(read(&pcap_file(false, false, 100, 105, &[])).unwrap_err()).2;
+    assert!(why.contains("unsupported link type 105"), "{why}");
+}
+
+#[test]
+fn pcapng_interfaces_resolutions_and_sections() {
+    let mut file = shb();
+    file.extend(idb(1, None)); // microseconds by default
+    file.extend(idb(113, Some(9))); // nanoseconds
+    file.extend(epb(0, 1_500_000, &[1, 2], 70));
+    file.extend(epb(1, 2_000_000_123, &[3], 3));
+    file.extend(shb()); // a new section forgets the interfaces
+    file.extend(idb(1, Some(0x80 | 10))); // 2^-10 s
+    file.extend(epb(0, 1024 + 512, &[4, 5, 6], 6));
+    let out = read(&file).unwrap();
+    assert_eq!(out.timestamps_ns, vec![1_500_000_000, 2_000_000_123, 1_500_000_000]);
+    assert_eq!(out.link_types, vec![1, 113, 1]);
+    assert_eq!(out.lengths, vec![2, 1, 3]);
+    assert_eq!(out.wire_lengths, vec![70, 3, 6]);
+    assert_eq!(out.uniform_link_type(), None);
+}
+
+#[test]
+fn pcapng_corruptions_are_named() {
+    let mut good = shb();
+    good.extend(idb(1, None));
+    let shb_len = shb().len() as u64;
+    let packets_from = good.len() as u64;
+    good.extend(epb(0, 1, &[1, 2, 3, 4], 4));
+
+    let mut bad_len = good.clone();
+    bad_len[packets_from as usize + 4] = 13;
+    let (offset, _, why) = reason(read(&bad_len).unwrap_err());
+    assert_eq!(offset, packets_from);
+    assert!(why.contains("impossible block length 13"), "{why}");
+
+    let mut mismatch = good.clone();
+    let end = mismatch.len();
+    mismatch[end - 4] = 0x40;
+    assert!(reason(read(&mismatch).unwrap_err()).2.contains("does not match its trailing copy"));
+
+    let mut unknown_interface = good.clone();
+    unknown_interface[packets_from as usize + 8] = 3;
+    let why = reason(read(&unknown_interface).unwrap_err()).2;
+    assert!(why.contains("interface 3, but the section has 1"), "{why}");
+
+    let truncated = &good[..good.len() - 2];
+    let (offset, packet, why) = reason(read(truncated).unwrap_err());
+    assert_eq!((offset, packet), (packets_from, 0));
+    assert!(why.contains("truncated final block"), "{why}");
+
+    let mut bad_order = good.clone();
+    bad_order[8] = 0;
+    assert!(reason(read(&bad_order).unwrap_err()).2.contains("byte-order magic"));
+    assert!(shb_len > 0);
+}
+
+#[test]
+fn streaming_in_small_batches_sees_every_packet_once() {
+    let records: Vec<(u32, u32, Vec<u8>)> = (0..1000u32).map(|i| (i, i, vec![i as u8; (i % 50) as usize])).collect();
+    let refs: Vec<_> = records.iter().map(|(s, f, d)| (*s, *f, d.as_slice(), d.len() as u32)).collect();
+    let file = pcap_file(false, true, 100, 1, &refs);
+    let mut reader = PcapReader::new(file.as_slice()).unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let mut out = PacketBuffers::default();
+        if reader.read_into(&mut out, 7, 200).unwrap() == 0 {
+            break;
+        }
+        seen.extend(out.timestamps_ns);
+    }
+    assert_eq!(seen, (0..1000i64).map(|i| i * 1_000_000_000 + i).collect::<Vec<_>>());
+    assert_eq!(reader.position(), file.len() as u64);
+}
+
+/// A reader that hands out one byte per call, to exercise every refill path.
+struct Trickle<'a>(&'a [u8]);
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let Some((&first, rest)) = self.0.split_first() else { return Ok(0) };
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        buf[0] = first;
+        self.0 = rest;
+        Ok(1)
+    }
+}
+
+#[test]
+fn byte_at_a_time_reads_match() {
+    let mut file = shb();
+    file.extend(idb(1, None));
+    for i in 0..50u64 {
+        file.extend(epb(0, i, &vec![i as u8; i as usize], i as u32));
+    }
+    assert_eq!(read_all(Trickle(&file)).unwrap().data, read(&file).unwrap().data);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("ISOLANE_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(2_000)
+    ))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..512), ng in any::<bool>()) {
+        let mut file = if ng { shb() } else { pcap_file(false, false, 200, 1, &[]) };
+        file.extend(body);
+        let _ = read(&file);
+    }
+
+    #[test]
+    fn mutated_captures_never_panic(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6), cut in any::<prop::sample::Index>(), ng in any::<bool>()) {
+        let mut file = if ng {
+            let mut f = shb();
+            f.extend(idb(1, Some(9)));
+            f.extend(epb(0, 5, &[1; 30], 40));
+            f.extend(epb(0, 6, &[2; 3], 3));
+            f
+        } else {
+            pcap_file(true, true, 64, 1, &[(1, 2, &[1; 30], 40), (3, 4, &[2; 3], 3)])
+        };
+        for (at, value) in flips {
+            let at = at.index(file.len());
+            file[at] = value;
+        }
+        file.truncate(cut.index(file.len() + 1));
+        if let Ok(out) = read(&file) {
+            prop_assert!(out.view().len() == out.len());
+        }
+    }
+}
