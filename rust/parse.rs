@@ -163,7 +163,7 @@ fn thread_pool(threads: usize) -> Option<std::sync::Arc<rayon::ThreadPool>> {
 pub fn parse_packet(packet: &[u8], wire_len: u32, link_type: u16, config: &ParseConfig) -> PacketInfo {
     let mut parser = Parser {
         packet,
-        captured_short: (packet.len() as u64) < u64::from(wire_len),
+        frame_end: (wire_len as usize).max(packet.len()),
         info: PacketInfo::unparsed(wire_len),
     };
     parser.info.status = match parser.run(link_type, config) {
@@ -193,8 +193,10 @@ struct UpperLayer {
 
 struct Parser<'a> {
     packet: &'a [u8],
-    /// Captured length below wire length: running out of bytes means truncated, not malformed.
-    captured_short: bool,
+    /// The frame's length on the wire: the declared end of the outermost header. Every `end`
+    /// below is a declared end, never clamped to what was captured, so that `need` can tell a
+    /// short capture (truncated) from a header that does not fit its packet (malformed).
+    frame_end: usize,
     info: PacketInfo,
 }
 
@@ -202,7 +204,7 @@ type Step<T> = Result<T, Status>;
 
 impl<'a> Parser<'a> {
     fn run(&mut self, link_type: u16, config: &ParseConfig) -> Step<()> {
-        let end = self.packet.len();
+        let end = self.frame_end;
         let (ethertype, start) = self.link_header(link_type)?;
         let upper = self.ip(ethertype, start, end, true)?;
         if !upper.has_header {
@@ -229,12 +231,12 @@ impl<'a> Parser<'a> {
     #[inline]
     fn need(&self, start: usize, len: usize, end: usize) -> Step<()> {
         let stop = start + len;
-        if stop <= end.min(self.packet.len()) {
-            Ok(())
-        } else if stop <= self.packet.len() || !self.captured_short {
+        if stop > end {
             Err(Status::Malformed)
-        } else {
+        } else if stop > self.packet.len() {
             Err(Status::Truncated)
+        } else {
+            Ok(())
         }
     }
 
@@ -245,7 +247,7 @@ impl<'a> Parser<'a> {
 
     /// Returns the network-layer ethertype and where its header starts.
     fn link_header(&mut self, link_type: u16) -> Step<(u16, usize)> {
-        let end = self.packet.len();
+        let end = self.frame_end;
         match link_type {
             linktype::ETHERNET => self.ethernet(0, end, true),
             linktype::LINUX_SLL => {

@@ -332,7 +332,8 @@ fn read_pcap_header<R: Read>(window: &mut Window<R>) -> Result<State> {
     }
     let (_, header) = parse_pcap_header(window.bytes())
         .map_err(|err| pcap_error(0, 0, format!("bad pcap file header: {err:?}")))?;
-    let link_type = header.network.0;
+    // The top bits carry FCS information (libpcap's LT_LINKTYPE keeps the low 26 bits).
+    let link_type = header.network.0 & 0x03ff_ffff;
     let link_type = u16::try_from(link_type).map_err(|_| pcap_error(20, 0, format!("unknown link type {link_type}")))?;
     check_link_type(link_type).map_err(|reason| pcap_error(20, 0, reason))?;
     window.consume(24);

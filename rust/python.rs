@@ -64,9 +64,11 @@ fn without_gil<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyRe
     })
 }
 
-/// A numpy array of `T` for `obj` without copying when it already is one (contiguous);
-/// otherwise converted with numpy's same-kind casting, so floats never pass as integers.
-fn as_array<'py, T: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyArray1<T>>> {
+/// A numpy array of `T` for `obj` without copying when it already is one (contiguous).
+/// Otherwise integers of any width convert when every value fits `T`'s range `bounds`
+/// (Python lists become int64, which numpy will not cast to unsigned by itself); anything
+/// else converts only by numpy's same-kind casting, so floats never pass as integers.
+fn as_array<'py, T: Element>(obj: &Bound<'py, PyAny>, name: &str, bounds: (i128, i128)) -> PyResult<Bound<'py, PyArray1<T>>> {
     if let Ok(array) = obj.cast::<PyArray1<T>>() {
         if array.is_contiguous() {
             return Ok(array.clone());
@@ -74,19 +76,34 @@ fn as_array<'py, T: Element>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Bo
     }
     let py = obj.py();
     let np = py.import("numpy")?;
-    let target = dtype::<T>(py);
+    let context = |err: PyErr| PyValueError::new_err(format!("{name}: {}", err.value(py)));
+    let array = np.call_method1("asarray", (obj,)).map_err(context)?;
+    let is_integer = matches!(array.getattr("dtype")?.getattr("kind")?.extract::<String>()?.as_str(), "i" | "u" | "b");
+    if is_integer && array.getattr("size")?.extract::<usize>()? > 0 {
+        let (low, high): (i128, i128) = (array.call_method0("min")?.extract()?, array.call_method0("max")?.extract()?);
+        if low < bounds.0 || high > bounds.1 {
+            return Err(PyValueError::new_err(format!(
+                "{name}: values from {low} to {high} do not fit {} .. {}",
+                bounds.0, bounds.1
+            )));
+        }
+    }
     let kwargs = PyDict::new(py);
-    kwargs.set_item("casting", "same_kind")?;
-    kwargs.set_item("copy", false)?;
-    let converted = np
-        .call_method1("asarray", (obj,))
-        .and_then(|a| a.call_method("astype", (target,), Some(&kwargs)))
+    kwargs.set_item("casting", if is_integer { "unsafe" } else { "same_kind" })?;
+    let converted = array
+        .call_method("astype", (dtype::<T>(py),), Some(&kwargs))
         .and_then(|a| np.call_method1("ascontiguousarray", (a,)))
-        .map_err(|err| PyValueError::new_err(format!("{name}: {}", err.value(py))))?;
+        .map_err(context)?;
     converted
         .cast_into::<PyArray1<T>>()
         .map_err(|_| PyValueError::new_err(format!("{name} must be a one-dimensional array")))
 }
+
+const U8: (i128, i128) = (0, u8::MAX as i128);
+const U16: (i128, i128) = (0, u16::MAX as i128);
+const U32: (i128, i128) = (0, u32::MAX as i128);
+const U64: (i128, i128) = (0, u64::MAX as i128);
+const I64: (i128, i128) = (i64::MIN as i128, i64::MAX as i128);
 
 enum LinkTypeStore {
     Uniform(u16),
@@ -163,14 +180,14 @@ impl PacketBatch {
         let data = if data.is_instance_of::<pyo3::types::PyBytes>() || data.is_instance_of::<pyo3::types::PyByteArray>() {
             py.import("numpy")?.call_method1("frombuffer", (data, "u1"))?.cast_into::<PyArray1<u8>>()?
         } else {
-            as_array::<u8>(data, "data")?
+            as_array::<u8>(data, "data", U8)?
         };
-        let lengths = as_array::<u32>(lengths, "lengths")?;
+        let lengths = as_array::<u32>(lengths, "lengths", U32)?;
         let link_types = match link_type.map(|t| (t, t.extract::<u32>())) {
             None => LinkTypeStore::Uniform(linktype::ETHERNET),
             Some((_, Ok(one))) => LinkTypeStore::Uniform(supported_link_type(one)?),
             Some((link_type, Err(_))) => {
-                let array = as_array::<u16>(link_type, "link_type")?;
+                let array = as_array::<u16>(link_type, "link_type", U16)?;
                 for &one in array.readonly().as_slice()? {
                     supported_link_type(u32::from(one))?;
                 }
@@ -179,13 +196,13 @@ impl PacketBatch {
         };
         let batch = PacketBatch {
             data: data.unbind(),
-            offsets: as_array::<u64>(offsets, "offsets")?.unbind(),
+            offsets: as_array::<u64>(offsets, "offsets", U64)?.unbind(),
             wire_lengths: match wire_lengths {
-                Some(wire) => as_array::<u32>(wire, "wire_lengths")?.unbind(),
+                Some(wire) => as_array::<u32>(wire, "wire_lengths", U32)?.unbind(),
                 None => PyArray1::from_slice(py, lengths.readonly().as_slice()?).unbind(),
             },
             lengths: lengths.unbind(),
-            timestamps_ns: as_array::<i64>(timestamps_ns, "timestamps_ns")?.unbind(),
+            timestamps_ns: as_array::<i64>(timestamps_ns, "timestamps_ns", I64)?.unbind(),
             link_types,
         };
         let packets = batch.offsets.bind(py).len();

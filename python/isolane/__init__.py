@@ -7,6 +7,8 @@ to turn them into one record per packet (see ``docs/parsing.md``).
 
 from __future__ import annotations
 
+import os
+
 from isolane._core import GENEVE_PORT, VXLAN_PORT, IsolaneError, PacketBatch, PcapError, PcapIterator, read_pcap
 from isolane.parsing import PARSED_DTYPE, LinkType, Status, Tunnel, format_addresses, parse
 
@@ -30,7 +32,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def iter_pcap(path: str | "os.PathLike[str]", batch_size: int = 65536) -> PcapIterator:
+def iter_pcap(path: str | os.PathLike[str], batch_size: int = 65536) -> PcapIterator:
     """Stream a pcap/pcapng capture as :class:`PacketBatch` objects of at most ``batch_size``
     packets (and about 32 MiB of packet bytes), so memory stays bounded for any file size.
 
@@ -38,5 +40,3 @@ def iter_pcap(path: str | "os.PathLike[str]", batch_size: int = 65536) -> PcapIt
     """
     return PcapIterator(path, batch_size)
 
-
-import os  # noqa: E402  (only for the annotation above)

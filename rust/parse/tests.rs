@@ -332,16 +332,28 @@ proptest! {
     ))]
 
     #[test]
-    fn any_bytes_parse_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), link in prop::sample::select(vec![0u16, 1, 101, 108, 113, 276, 999]), wire in any::<u32>()) {
+    fn fuzz_any_bytes_parse_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), link in prop::sample::select(vec![0u16, 1, 101, 108, 113, 276, 999]), wire in any::<u32>()) {
         let info = parse_packet(&bytes, wire, link, &ParseConfig::default());
         prop_assert!(info.status <= 3);
     }
 
     #[test]
-    fn mutated_tunnels_parse_without_panic((packet, wire) in mutated_packet()) {
+    fn fuzz_mutated_tunnels_parse_without_panic((packet, wire) in mutated_packet()) {
         let info = parse_packet(&packet, wire, linktype::ETHERNET, &ParseConfig::default());
         prop_assert!(info.status <= 3);
         prop_assert!(info.tunnel <= 2);
         prop_assert!(info.vni >= -1 && info.vni < (1 << 24));
     }
+}
+
+#[test]
+fn header_past_declared_length_is_malformed_even_in_a_short_capture() {
+    let mut packet = vxlan_packet(12, &inner_tcp_frame());
+    let outer_ip = 18;
+    let declared = (20 + 8 + 8) as u16; // the outer IP packet claims to end right after VXLAN
+    packet[outer_ip + 2..outer_ip + 4].copy_from_slice(&declared.to_be_bytes());
+    let wire = packet.len() as u32;
+    let cut = &packet[..outer_ip + declared as usize];
+    let info = parse_packet(cut, wire, linktype::ETHERNET, &ParseConfig::default());
+    assert_eq!((info.status, { info.vni }), (Status::Malformed as u8, 12));
 }

@@ -122,6 +122,12 @@ fn record_longer_than_snaplen_is_an_error_not_an_allocation() {
 }
 
 #[test]
+fn fcs_bits_of_the_link_type_field_are_ignored() {
+    let out = read(&pcap_file(false, false, 100, 0x4000_0001, &[(1, 0, &[0; 4], 4)])).unwrap();
+    assert_eq!(out.link_types, vec![linktype::ETHERNET]);
+}
+
+#[test]
 fn unsupported_link_type_is_named() {
     let why = reason(read(&pcap_file(false, false, 100, 105, &[])).unwrap_err()).2;
     assert!(why.contains("unsupported link type 105"), "{why}");
@@ -229,14 +235,14 @@ proptest! {
     ))]
 
     #[test]
-    fn arbitrary_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..512), ng in any::<bool>()) {
+    fn fuzz_arbitrary_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..512), ng in any::<bool>()) {
         let mut file = if ng { shb() } else { pcap_file(false, false, 200, 1, &[]) };
         file.extend(body);
         let _ = read(&file);
     }
 
     #[test]
-    fn mutated_captures_never_panic(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6), cut in any::<prop::sample::Index>(), ng in any::<bool>()) {
+    fn fuzz_mutated_captures_never_panic(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6), cut in any::<prop::sample::Index>(), ng in any::<bool>()) {
         let mut file = if ng {
             let mut f = shb();
             f.extend(idb(1, Some(9)));

@@ -1,0 +1,107 @@
+"""Type stubs for isolane's Rust core (hand-kept; checked by mypy.stubtest in CI)."""
+
+import os
+from typing import final
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "GENEVE_PORT",
+    "IsolaneError",
+    "PacketBatch",
+    "PcapError",
+    "PcapIterator",
+    "VXLAN_PORT",
+    "parse_records",
+    "read_pcap",
+    "record_layout",
+]
+
+VXLAN_PORT: int
+GENEVE_PORT: int
+
+class IsolaneError(Exception):
+    """Base class of isolane's errors."""
+
+class PcapError(IsolaneError):
+    """A capture file that is not valid pcap/pcapng."""
+
+    path: str | None
+    offset: int
+    packet: int
+
+@final
+class PacketBatch:
+    """Packets as numpy arrays: bytes in one buffer plus per-packet offsets, captured lengths,
+    wire lengths, timestamps (ns) and link type. Packet ``i`` is
+    ``data[offsets[i] : offsets[i] + lengths[i]]``."""
+
+    @staticmethod
+    def from_arrays(
+        data: npt.ArrayLike | bytes | bytearray,
+        offsets: npt.ArrayLike,
+        lengths: npt.ArrayLike,
+        timestamps_ns: npt.ArrayLike,
+        wire_lengths: npt.ArrayLike | None = None,
+        link_type: int | npt.ArrayLike | None = None,
+    ) -> PacketBatch:
+        """Build a batch without copying arrays that already have the right dtype
+        (uint8 data, uint64 offsets, uint32 lengths, int64 timestamps) and are contiguous.
+        ``wire_lengths`` defaults to ``lengths``; ``link_type`` to Ethernet (1), or one per packet."""
+
+    @property
+    def data(self) -> npt.NDArray[np.uint8]: ...
+    @property
+    def offsets(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def lengths(self) -> npt.NDArray[np.uint32]: ...
+    @property
+    def wire_lengths(self) -> npt.NDArray[np.uint32]: ...
+    @property
+    def timestamps_ns(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def link_type(self) -> int | None:
+        """The link type shared by every packet, or None when they differ."""
+
+    @property
+    def link_types(self) -> npt.NDArray[np.uint16]:
+        """Every packet's link type."""
+
+    def packet(self, index: int) -> bytes:
+        """The captured bytes of packet ``index`` (negative counts from the end)."""
+
+    def __len__(self) -> int: ...
+
+@final
+class PcapIterator:
+    """Streams a capture as PacketBatch objects of at most ``batch_size`` packets."""
+
+    def __new__(cls, path: str | os.PathLike[str], batch_size: int = 65536) -> PcapIterator: ...
+    def __iter__(self) -> PcapIterator: ...
+    def __next__(self) -> PacketBatch: ...
+    @property
+    def position(self) -> int:
+        """Bytes of the file consumed so far."""
+
+    @property
+    def size(self) -> int:
+        """The file's size in bytes when it was opened."""
+
+    @property
+    def packets_read(self) -> int: ...
+    @property
+    def format(self) -> str:
+        """``"pcap"`` or ``"pcapng"``, from the file's magic number."""
+
+    @property
+    def path(self) -> str: ...
+
+def read_pcap(path: str | os.PathLike[str]) -> PacketBatch:
+    """Read a whole pcap/pcapng file (format detected from its content) into one batch."""
+
+def parse_records(batch: PacketBatch, vxlan_ports: list[int], geneve_ports: list[int], threads: int) -> npt.NDArray[np.uint8]:
+    """Parse a batch into packed records (raw bytes; view them with ``isolane.PARSED_DTYPE``)."""
+
+def record_layout() -> tuple[list[tuple[str, str, int]], int]:
+    """The parsed record's fields as (name, numpy type, byte offset), and its size."""
