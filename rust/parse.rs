@@ -160,7 +160,85 @@ fn thread_pool(threads: usize) -> Option<std::sync::Arc<rayon::ThreadPool>> {
 }
 
 /// Parses one packet of the given link type.
+#[inline]
 pub fn parse_packet(packet: &[u8], wire_len: u32, link_type: u16, config: &ParseConfig) -> PacketInfo {
+    if link_type == linktype::ETHERNET {
+        if let Some(info) = vxlan_ipv4_fast_path(packet, wire_len, config) {
+            return info;
+        }
+    }
+    parse_packet_general(packet, wire_len, link_type, config)
+}
+
+/// Offsets of the common case: Ethernet / IPv4 (no options) / UDP / VXLAN / Ethernet / IPv4.
+mod fixed {
+    pub const OUTER_IP: usize = 14;
+    pub const UDP: usize = OUTER_IP + 20;
+    pub const VXLAN: usize = UDP + 8;
+    pub const INNER_ETHERTYPE: usize = VXLAN + 8 + 12;
+    pub const INNER_IP: usize = INNER_ETHERTYPE + 2;
+    pub const INNER_L4: usize = INNER_IP + 20;
+}
+
+/// The common case at fixed offsets, with one length check up front; `None` sends anything
+/// else (VLAN tags, options, IPv6, fragments, short or odd lengths) to the general parser,
+/// which gives the same record (a property test holds the two to that).
+#[inline]
+fn vxlan_ipv4_fast_path(packet: &[u8], wire_len: u32, config: &ParseConfig) -> Option<PacketInfo> {
+    use fixed::*;
+    let p = packet.get(..INNER_L4 + 4)?;
+    let be16 = |at: usize| u16::from_be_bytes([p[at], p[at + 1]]);
+    let outer_len = usize::from(be16(OUTER_IP + 2));
+    let inner_len = usize::from(be16(INNER_IP + 2));
+    let outer_ok = be16(12) == ETHERTYPE_IPV4
+        && p[OUTER_IP] == 0x45
+        && be16(OUTER_IP + 6) & 0x3fff == 0
+        && p[OUTER_IP + 9] == PROTO_UDP
+        && OUTER_IP + outer_len <= packet.len()
+        && outer_len >= INNER_L4 + 4 - OUTER_IP;
+    if !outer_ok || !config.vxlan_ports.contains(be16(UDP + 2)) || p[VXLAN] & VXLAN_FLAG_VNI == 0 {
+        return None;
+    }
+    let proto = p[INNER_IP + 9];
+    let has_ports = matches!(proto, PROTO_TCP | PROTO_UDP | PROTO_SCTP | PROTO_DCCP | PROTO_UDPLITE);
+    let inner_ok = be16(INNER_ETHERTYPE) == ETHERTYPE_IPV4
+        && p[INNER_IP] == 0x45
+        && be16(INNER_IP + 6) & 0x3fff == 0
+        && inner_len >= if has_ports { 24 } else { 20 };
+    if !inner_ok {
+        return None;
+    }
+    let (src_port, dst_port) = if has_ports { (be16(INNER_L4), be16(INNER_L4 + 2)) } else { (0, 0) };
+    Some(PacketInfo {
+        outer_src: ipv4_mapped(&p[OUTER_IP + 12..OUTER_IP + 16]),
+        outer_dst: ipv4_mapped(&p[OUTER_IP + 16..OUTER_IP + 20]),
+        src: ipv4_mapped(&p[INNER_IP + 12..INNER_IP + 16]),
+        dst: ipv4_mapped(&p[INNER_IP + 16..INNER_IP + 20]),
+        wire_len,
+        vni: vni_at(&p[VXLAN + 4..VXLAN + 7]),
+        vlan: -1,
+        src_port,
+        dst_port,
+        status: Status::Ok as u8,
+        tunnel: Tunnel::Vxlan as u8,
+        ip_version: 4,
+        proto,
+        dscp: p[INNER_IP + 1] >> 2,
+        is_fragment: 0,
+    })
+}
+
+#[inline]
+fn ipv4_mapped(address: &[u8]) -> [u8; 16] {
+    let mut mapped = [0u8; 16];
+    mapped[10] = 0xff;
+    mapped[11] = 0xff;
+    mapped[12..].copy_from_slice(address);
+    mapped
+}
+
+/// Parses one packet through every check: the reference for the fast path.
+pub(crate) fn parse_packet_general(packet: &[u8], wire_len: u32, link_type: u16, config: &ParseConfig) -> PacketInfo {
     let mut parser = Parser {
         packet,
         frame_end: (wire_len as usize).max(packet.len()),
@@ -317,12 +395,7 @@ impl<'a> Parser<'a> {
         let flags_offset = u16::from_be_bytes([header[6], header[7]]);
         let more_fragments = flags_offset & 0x2000 != 0;
         let fragment_offset = flags_offset & 0x1fff;
-        let mut src = [0u8; 16];
-        let mut dst = [0u8; 16];
-        src[10..12].copy_from_slice(&[0xff, 0xff]);
-        dst[10..12].copy_from_slice(&[0xff, 0xff]);
-        src[12..].copy_from_slice(&header[12..16]);
-        dst[12..].copy_from_slice(&header[16..20]);
+        let (src, dst) = (ipv4_mapped(&header[12..16]), ipv4_mapped(&header[16..20]));
         self.set_ip(4, src, dst, header[9], header[1] >> 2, outer);
         self.info.is_fragment |= u8::from(more_fragments || fragment_offset != 0);
         self.need(start, header_len, end)?;

@@ -19,7 +19,9 @@ use crate::error::{CoreError, Result};
 const MAX_BLOCK_LEN: usize = 16 << 20;
 /// A snap length of 0 means "unlimited"; libpcap's largest snap length stands in for it.
 const DEFAULT_SNAPLEN: u32 = 262_144;
+/// Reads go 1 MiB at a time; the window starts smaller so a small file costs little.
 const READ_CHUNK: usize = 1 << 20;
+const FIRST_WINDOW: usize = 64 << 10;
 const PCAPNG_SHB: u32 = 0x0a0d_0d0a;
 const PCAPNG_BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
 
@@ -43,7 +45,7 @@ struct Window<R> {
 
 impl<R: Read> Window<R> {
     fn new(reader: R) -> Self {
-        Window { reader, buf: vec![0; READ_CHUNK], start: 0, end: 0, base: 0, exhausted: false }
+        Window { reader, buf: vec![0; FIRST_WINDOW], start: 0, end: 0, base: 0, exhausted: false }
     }
 
     fn bytes(&self) -> &[u8] {
@@ -66,8 +68,8 @@ impl<R: Read> Window<R> {
                 self.base += self.start as u64;
                 self.end -= self.start;
                 self.start = 0;
-                if len > self.buf.len() {
-                    self.buf.resize(len.next_power_of_two(), 0);
+                if len > self.buf.len() || self.buf.len() < READ_CHUNK {
+                    self.buf.resize(len.next_power_of_two().max(READ_CHUNK), 0);
                 }
             }
             match self.reader.read(&mut self.buf[self.end..]) {

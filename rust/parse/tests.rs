@@ -326,6 +326,41 @@ fn mutated_packet() -> impl Strategy<Value = (Vec<u8>, u32)> {
         })
 }
 
+/// Mutations aimed at the bytes the fast path checks, so that both sides of every check occur.
+fn fast_path_candidate() -> impl Strategy<Value = (Vec<u8>, u32)> {
+    let interesting = vec![12, 13, 14, 16, 17, 20, 21, 23, 36, 37, 42, 62, 63, 64, 66, 67, 70, 71, 73, 84, 85, 86, 87];
+    let mut udp_inner = ethernet(0x0800, &[]);
+    udp_inner.extend(ipv4(17, [10, 1, 1, 1], [10, 2, 2, 2], &l4(5, 6, &[])));
+    let mut outer = ethernet(0x0800, &[]);
+    outer.extend(ipv4(17, [192, 0, 2, 1], [192, 0, 2, 2], &l4(40000, 4789, &vxlan(0x08, 7, &udp_inner))));
+    (
+        proptest::collection::vec((prop::sample::select(interesting), any::<u8>()), 0..4),
+        0usize..12,
+        any::<bool>(),
+    )
+        .prop_map(move |(flips, cut, short_wire)| {
+            let mut packet = outer.clone();
+            for (at, value) in flips {
+                packet[at] = value;
+            }
+            let wire = packet.len() as u32 + u32::from(short_wire);
+            packet.truncate(packet.len() - cut);
+            (packet, wire)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("ISOLANE_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(5_000)
+    ))]
+
+    #[test]
+    fn fuzz_fast_path_agrees_with_general_parser((packet, wire) in fast_path_candidate()) {
+        let config = ParseConfig::default();
+        prop_assert_eq!(parse_packet(&packet, wire, 1, &config), parse_packet_general(&packet, wire, 1, &config));
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
         std::env::var("ISOLANE_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(2_000)
@@ -356,4 +391,14 @@ fn header_past_declared_length_is_malformed_even_in_a_short_capture() {
     let cut = &packet[..outer_ip + declared as usize];
     let info = parse_packet(cut, wire, linktype::ETHERNET, &ParseConfig::default());
     assert_eq!((info.status, { info.vni }), (Status::Malformed as u8, 12));
+}
+
+#[test]
+fn fast_path_takes_the_common_case_and_agrees() {
+    let mut packet = ethernet(0x0800, &[]);
+    packet.extend(ipv4(17, [192, 0, 2, 1], [192, 0, 2, 2], &l4(40000, 4789, &vxlan(0x08, 7, &inner_tcp_frame()))));
+    let config = ParseConfig::default();
+    let fast = vxlan_ipv4_fast_path(&packet, packet.len() as u32, &config).expect("the common case takes the fast path");
+    assert_eq!(fast, parse_packet_general(&packet, packet.len() as u32, 1, &config));
+    assert_eq!(({ fast.vni }, { fast.dst_port }), (7, 80));
 }

@@ -1,0 +1,17 @@
+//! Times the parser on a capture held in memory: `cargo run --release --example parse_speed FILE [ROUNDS]`.
+use isolane::parse::{parse_batch, PacketInfo, ParseConfig};
+use std::time::Instant;
+
+fn main() {
+    let path = std::env::args().nth(1).expect("usage: parse_speed FILE [ROUNDS]");
+    let rounds: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(5);
+    let buffers = isolane::pcap::read_all(std::fs::File::open(path).expect("open")).expect("read");
+    let view = buffers.view();
+    let mut out: Vec<PacketInfo> = bytemuck::zeroed_vec(view.len());
+    for _ in 0..rounds {
+        let start = Instant::now();
+        parse_batch(&view, &ParseConfig::default(), &mut out, 1);
+        let seconds = start.elapsed().as_secs_f64();
+        println!("{:.1} Mpps ({} packets, {:.1} ns each)", view.len() as f64 / seconds / 1e6, view.len(), seconds * 1e9 / view.len() as f64);
+    }
+}
