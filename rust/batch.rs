@@ -128,10 +128,17 @@ impl PacketBuffers {
         self.offsets.is_empty()
     }
 
+    /// Appends a copy of `bytes` as the next packet.
     pub fn push(&mut self, bytes: &[u8], wire_length: u32, timestamp_ns: i64, link_type: u16) {
-        self.offsets.push(self.data.len() as u64);
-        self.lengths.push(bytes.len() as u32);
+        let start = self.data.len();
         self.data.extend_from_slice(bytes);
+        self.push_at(start, bytes.len(), wire_length, timestamp_ns, link_type);
+    }
+
+    /// Describes the next packet as `data[start .. start + len]`, already in place.
+    pub fn push_at(&mut self, start: usize, len: usize, wire_length: u32, timestamp_ns: i64, link_type: u16) {
+        self.offsets.push(start as u64);
+        self.lengths.push(len as u32);
         self.wire_lengths.push(wire_length);
         self.timestamps_ns.push(timestamp_ns);
         self.link_types.push(link_type);

@@ -1,9 +1,9 @@
 //! Streaming pcap and pcapng reader with bounded memory and errors that say where.
 //!
 //! The format is detected from the first four bytes, never from the file name. Records are
-//! decoded by the `pcap-parser` crate; this module owns the buffering (so that memory stays
-//! bounded and every error knows its byte offset) and the checks that turn a corrupt file into
-//! an error instead of a hang or a silently shorter capture.
+//! decoded by the `pcap-parser` crate; this module owns the buffering (packets stay where they
+//! were read, memory stays bounded, and every error knows its byte offset) and the checks that
+//! turn a corrupt file into an error instead of a hang or a silently shorter capture.
 
 use std::io::Read;
 
@@ -19,9 +19,8 @@ use crate::error::{CoreError, Result};
 const MAX_BLOCK_LEN: usize = 16 << 20;
 /// A snap length of 0 means "unlimited"; libpcap's largest snap length stands in for it.
 const DEFAULT_SNAPLEN: u32 = 262_144;
-/// Reads go 1 MiB at a time; the window starts smaller so a small file costs little.
+/// Reads go at least 1 MiB at a time.
 const READ_CHUNK: usize = 1 << 20;
-const FIRST_WINDOW: usize = 64 << 10;
 const PCAPNG_SHB: u32 = 0x0a0d_0d0a;
 const PCAPNG_BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
 
@@ -30,61 +29,6 @@ const PCAPNG_BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
 pub enum Format {
     Pcap,
     PcapNg,
-}
-
-/// A growable window over a reader that knows the file offset of every byte it holds.
-struct Window<R> {
-    reader: R,
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
-    /// File offset of `buf[0]`.
-    base: u64,
-    exhausted: bool,
-}
-
-impl<R: Read> Window<R> {
-    fn new(reader: R) -> Self {
-        Window { reader, buf: vec![0; FIRST_WINDOW], start: 0, end: 0, base: 0, exhausted: false }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        &self.buf[self.start..self.end]
-    }
-
-    fn offset(&self) -> u64 {
-        self.base + self.start as u64
-    }
-
-    fn consume(&mut self, len: usize) {
-        self.start += len;
-    }
-
-    /// Makes `len` bytes available; false if the file ends first.
-    fn fill(&mut self, len: usize) -> std::io::Result<bool> {
-        while self.end - self.start < len && !self.exhausted {
-            if self.start + len > self.buf.len() {
-                self.buf.copy_within(self.start..self.end, 0);
-                self.base += self.start as u64;
-                self.end -= self.start;
-                self.start = 0;
-                if len > self.buf.len() || self.buf.len() < READ_CHUNK {
-                    self.buf.resize(len.next_power_of_two().max(READ_CHUNK), 0);
-                }
-            }
-            match self.reader.read(&mut self.buf[self.end..]) {
-                Ok(0) => self.exhausted = true,
-                Ok(read) => self.end += read,
-                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(err) => return Err(err),
-            }
-        }
-        Ok(self.end - self.start >= len)
-    }
-
-    fn at_end(&mut self) -> std::io::Result<bool> {
-        Ok(!self.fill(1)?)
-    }
 }
 
 /// One pcapng interface: what its packets' link type and timestamps mean.
@@ -110,29 +54,78 @@ enum State {
     PcapNg { big_endian: bool, interfaces: Vec<Interface> },
 }
 
+/// A packet found in a record, relative to the record's first byte.
+struct PacketAt {
+    start: usize,
+    len: usize,
+    wire_len: u32,
+    timestamp_ns: i64,
+    link_type: u16,
+}
+
+/// The outcome of looking at the bytes where the next record starts.
+enum Step {
+    /// A whole record of `len` bytes, carrying a packet or not (interface, statistics blocks).
+    Record { len: usize, packet: Option<PacketAt> },
+    /// The record needs `total` bytes from its start; `what` names it for the error if the
+    /// file ends first.
+    NeedMore { total: usize, what: &'static str },
+}
+
+/// How much one batch may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub packets: usize,
+    /// Bytes of the file per batch (packet bytes plus record headers), checked between records.
+    pub bytes: usize,
+}
+
+impl Limits {
+    pub const WHOLE_FILE: Limits = Limits { packets: usize::MAX, bytes: usize::MAX };
+}
+
 /// Reads packets from a pcap or pcapng stream, a batch at a time.
+///
+/// A batch's `data` is the file's bytes as read, record headers and all: packets stay where
+/// they were read and `offsets` point at them, so no packet byte is copied. Only a record cut
+/// by the end of one batch moves, to the start of the next.
 pub struct PcapReader<R> {
-    window: Window<R>,
+    reader: R,
     state: State,
+    /// Bytes read but not yet taken into a batch, and the file offset of the first.
+    carry: Vec<u8>,
+    carry_offset: u64,
+    exhausted: bool,
     packets_read: u64,
 }
 
 impl<R: Read> PcapReader<R> {
     /// Reads the file header; fails on anything that is neither pcap nor pcapng.
     pub fn new(reader: R) -> Result<Self> {
-        let mut window = Window::new(reader);
-        if !window.fill(4)? {
-            return Err(pcap_error(0, 0, format!("file too short for a capture header ({} bytes)", window.bytes().len())));
-        }
-        let magic = u32::from_le_bytes(window.bytes()[..4].try_into().unwrap_or_default());
-        let state = match detect(magic) {
-            Some(Format::Pcap) => read_pcap_header(&mut window)?,
-            Some(Format::PcapNg) => State::PcapNg { big_endian: false, interfaces: Vec::new() },
-            None => {
-                return Err(pcap_error(0, 0, format!("bad magic 0x{magic:08x}: not a pcap or pcapng file")));
-            }
+        let mut this = PcapReader {
+            reader,
+            state: State::PcapNg { big_endian: false, interfaces: Vec::new() },
+            carry: Vec::new(),
+            carry_offset: 0,
+            exhausted: false,
+            packets_read: 0,
         };
-        Ok(PcapReader { window, state, packets_read: 0 })
+        this.carry_at_least(24)?;
+        let head = &this.carry;
+        if head.len() < 4 {
+            return Err(pcap_error(0, 0, format!("file too short for a capture header ({} bytes)", head.len())));
+        }
+        let magic = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        match detect(magic) {
+            Some(Format::Pcap) => {
+                this.state = read_pcap_header(head)?;
+                this.carry.drain(..24);
+                this.carry_offset = 24;
+            }
+            Some(Format::PcapNg) => {} // the section header is the first block
+            None => return Err(pcap_error(0, 0, format!("bad magic 0x{magic:08x}: not a pcap or pcapng file"))),
+        }
+        Ok(this)
     }
 
     pub fn format(&self) -> Format {
@@ -142,84 +135,112 @@ impl<R: Read> PcapReader<R> {
         }
     }
 
-    /// Bytes of the file consumed so far (for progress reports).
+    /// Bytes of the file taken into batches so far (for progress reports).
     pub fn position(&self) -> u64 {
-        self.window.offset()
+        self.carry_offset
     }
 
     pub fn packets_read(&self) -> u64 {
         self.packets_read
     }
 
-    /// Appends packets to `out` until it holds `max_packets` more, or `max_bytes` more packet
-    /// bytes (bounding memory whatever the packet sizes); returns how many (0 at the end).
-    pub fn read_into(&mut self, out: &mut PacketBuffers, max_packets: usize, max_bytes: usize) -> Result<usize> {
-        let before = out.len();
-        let bytes_before = out.data.len();
-        while out.len() - before < max_packets && out.data.len() - bytes_before < max_bytes && !self.window.at_end()? {
-            match self.state {
-                State::Pcap { .. } => self.next_pcap_record(out)?,
-                State::PcapNg { .. } => self.next_pcapng_block(out)?,
+    /// Reads the next batch within `limits`; an empty batch means the end of the file.
+    /// `capacity` is the room to reserve for its bytes (the file size, for a whole file).
+    pub fn next_batch(&mut self, limits: Limits, capacity: usize) -> Result<PacketBuffers> {
+        let mut out = PacketBuffers { data: crate::memory::byte_buffer(capacity.max(self.carry.len())), ..Default::default() };
+        out.data.append(&mut self.carry);
+        let base = self.carry_offset;
+        let mut pos = 0;
+        loop {
+            let mut need = None;
+            while out.len() < limits.packets && pos < limits.bytes && pos < out.data.len() {
+                let at = base + pos as u64;
+                match self.step(&out.data[pos..], at, out.len())? {
+                    Step::Record { len, packet } => {
+                        if let Some(p) = packet {
+                            out.push_at(pos + p.start, p.len, p.wire_len, p.timestamp_ns, p.link_type);
+                        }
+                        pos += len;
+                    }
+                    Step::NeedMore { total, what } => {
+                        need = Some((total, what));
+                        break;
+                    }
+                }
             }
+            let full = out.len() >= limits.packets || pos >= limits.bytes;
+            if full || (self.exhausted && pos == out.data.len()) {
+                break;
+            }
+            if self.exhausted {
+                let (total, what) = need.unwrap_or((0, "record"));
+                let have = out.data.len() - pos;
+                let packet = self.packets_read + out.len() as u64;
+                return Err(pcap_error(base + pos as u64, packet, format!("truncated final {what}: {total} bytes announced, {have} left in the file")));
+            }
+            let wanted = need.map_or(0, |(total, _)| total.saturating_sub(out.data.len() - pos));
+            let spare = out.data.capacity() - out.data.len();
+            let read_size = if limits.packets == usize::MAX { spare } else { 0 };
+            self.read_more(&mut out.data, wanted.max(read_size).max(READ_CHUNK))?;
         }
-        Ok(out.len() - before)
+        self.carry.extend_from_slice(&out.data[pos..]);
+        out.data.truncate(pos);
+        self.carry_offset = base + pos as u64;
+        self.packets_read += out.len() as u64;
+        Ok(out)
     }
 
-    fn error(&self, reason: String) -> CoreError {
-        pcap_error(self.window.offset(), self.packets_read, reason)
-    }
-
-    /// Makes a whole record or block of `len` bytes available, or says why it cannot be.
-    fn fill_record(&mut self, len: usize, what: &str) -> Result<()> {
-        if !self.window.fill(len)? {
-            let have = self.window.bytes().len();
-            return Err(self.error(format!("truncated final {what}: {len} bytes announced, {have} left in the file")));
-        }
+    /// Appends up to `len` more bytes of the file to `data`, without zero-filling first.
+    fn read_more(&mut self, data: &mut Vec<u8>, len: usize) -> Result<()> {
+        let got = (&mut self.reader).take(len as u64).read_to_end(data)?;
+        self.exhausted |= got < len;
         Ok(())
     }
 
-    fn next_pcap_record(&mut self, out: &mut PacketBuffers) -> Result<()> {
-        let State::Pcap { big_endian, nanoseconds, snaplen, link_type } = self.state else {
-            unreachable!("called for pcap files only")
-        };
-        self.fill_record(16, "record header")?;
-        let field = |at: usize, bytes: &[u8]| read_u32(&bytes[at..at + 4], big_endian);
-        let caplen = field(8, self.window.bytes());
-        if caplen > snaplen.max(DEFAULT_SNAPLEN) {
-            return Err(self.error(format!("record of {caplen} bytes is longer than the snap length {snaplen}")));
-        }
-        self.fill_record(16 + caplen as usize, "record")?;
-        let parsed = if big_endian { parse_pcap_frame_be } else { parse_pcap_frame };
-        let (rest, block): (_, LegacyPcapBlock) = parsed(self.window.bytes())
-            .map_err(|err| self.error(format!("bad record: {err:?}")))?;
-        let consumed = self.window.bytes().len() - rest.len();
-        let fraction_ns = if nanoseconds { u64::from(block.ts_usec) } else { u64::from(block.ts_usec) * 1000 };
-        let timestamp = i64::from(block.ts_sec) * 1_000_000_000 + fraction_ns as i64;
-        out.push(block.data, block.origlen, timestamp, link_type);
-        self.window.consume(consumed);
-        self.packets_read += 1;
+    fn carry_at_least(&mut self, len: usize) -> Result<()> {
+        let mut carry = std::mem::take(&mut self.carry);
+        let missing = len.saturating_sub(carry.len());
+        self.read_more(&mut carry, missing)?;
+        self.carry = carry;
         Ok(())
     }
 
-    fn next_pcapng_block(&mut self, out: &mut PacketBuffers) -> Result<()> {
-        self.fill_record(12, "block header")?;
-        let header = self.window.bytes();
-        let block_type = u32::from_le_bytes(header[..4].try_into().unwrap_or_default());
+    fn step(&mut self, bytes: &[u8], at: u64, packets_in_batch: usize) -> Result<Step> {
+        let packet = self.packets_read + packets_in_batch as u64;
+        let error = |reason: String| pcap_error(at, packet, reason);
+        match self.state {
+            State::Pcap { big_endian, nanoseconds, snaplen, link_type } => {
+                pcap_record(bytes, big_endian, nanoseconds, snaplen, link_type).map_err(error)
+            }
+            State::PcapNg { .. } => self.pcapng_block(bytes).map_err(error),
+        }
+    }
+
+    fn pcapng_block(&mut self, bytes: &[u8]) -> std::result::Result<Step, String> {
+        if bytes.len() < 12 {
+            return Ok(Step::NeedMore { total: 12, what: "block header" });
+        }
+        let block_type = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
         if block_type == PCAPNG_SHB {
-            return self.section_header();
+            return self.section_header(bytes);
         }
         let State::PcapNg { big_endian, .. } = self.state else { unreachable!("called for pcapng files only") };
-        let block_len = read_u32(&header[4..8], big_endian) as usize;
-        self.check_block_len(block_len)?;
-        self.fill_record(block_len, "block")?;
-        let bytes = &self.window.bytes()[..block_len];
+        let block_len = read_u32(&bytes[4..8], big_endian) as usize;
+        check_block_len(block_len)?;
+        if bytes.len() < block_len {
+            return Ok(Step::NeedMore { total: block_len, what: "block" });
+        }
+        let bytes = &bytes[..block_len];
         let trailer = read_u32(&bytes[block_len - 4..], big_endian) as usize;
         if trailer != block_len {
-            return Err(self.error(format!("block length {block_len} does not match its trailing copy {trailer}")));
+            return Err(format!("block length {block_len} does not match its trailing copy {trailer}"));
         }
         let parse = if big_endian { pcapng::parse_block_be } else { pcapng::parse_block_le };
-        let block = parse(bytes).map_err(|err| self.error(format!("bad block of type 0x{block_type:08x}: {err:?}")))?.1;
-        let packet_at = |data: &[u8]| data.as_ptr() as usize - bytes.as_ptr() as usize..data.as_ptr() as usize - bytes.as_ptr() as usize + data.len();
+        let block = parse(bytes).map_err(|err| format!("bad block of type 0x{block_type:08x}: {err:?}"))?.1;
+        let packet_at = |data: &[u8]| {
+            let start = data.as_ptr() as usize - bytes.as_ptr() as usize;
+            start..start + data.len()
+        };
         let content = match block {
             Block::InterfaceDescription(idb) => BlockContent::Interface(Interface {
                 link_type: idb.linktype.0 as u16,
@@ -238,43 +259,31 @@ impl<R: Read> PcapReader<R> {
             }
             _ => BlockContent::Nothing, // statistics, name resolution, custom blocks: nothing to count
         };
-        match content {
+        let packet = match content {
             BlockContent::Interface(interface) if interface.resolution == 0 => {
-                return Err(self.error("interface has an impossible if_tsresol (finer than 1e-19 s or 2^-63 s)".to_string()));
+                return Err("interface has an impossible if_tsresol (finer than 1e-19 s or 2^-63 s)".to_string());
             }
-            BlockContent::Interface(interface) => self.interfaces().push(interface),
-            BlockContent::Packet { interface, bytes, wire_len, ticks } => {
-                self.push_pcapng_packet(out, interface, bytes, wire_len, ticks)?;
+            BlockContent::Interface(interface) => {
+                self.interfaces().push(interface);
+                None
             }
-            BlockContent::Nothing => {}
-        }
-        self.window.consume(block_len);
-        Ok(())
+            BlockContent::Packet { interface, bytes, wire_len, ticks } => Some(self.pcapng_packet(interface, bytes, wire_len, ticks)?),
+            BlockContent::Nothing => None,
+        };
+        Ok(Step::Record { len: block_len, packet })
     }
 
-    fn push_pcapng_packet(
-        &mut self,
-        out: &mut PacketBuffers,
-        interface: usize,
-        bytes: std::ops::Range<usize>,
-        wire_len: u32,
-        ticks: u64,
-    ) -> Result<()> {
+    fn pcapng_packet(&self, interface: usize, bytes: std::ops::Range<usize>, wire_len: u32, ticks: u64) -> std::result::Result<PacketAt, String> {
         let State::PcapNg { interfaces, .. } = &self.state else { unreachable!("called for pcapng files only") };
         let Some(interface) = interfaces.get(interface).copied() else {
-            return Err(self.error(format!("packet names interface {interface}, but the section has {}", interfaces.len())));
+            return Err(format!("packet names interface {interface}, but the section has {}", interfaces.len()));
         };
-        check_link_type(interface.link_type).map_err(|reason| self.error(reason))?;
-        let snaplen = if interface.snaplen == 0 { DEFAULT_SNAPLEN } else { interface.snaplen.max(DEFAULT_SNAPLEN) };
-        if bytes.len() > snaplen as usize {
-            let captured = bytes.len();
-            return Err(self.error(format!("packet of {captured} bytes is longer than the snap length {}", interface.snaplen)));
+        check_link_type(interface.link_type)?;
+        if bytes.len() > interface.snaplen.max(DEFAULT_SNAPLEN) as usize {
+            return Err(format!("packet of {} bytes is longer than the snap length {}", bytes.len(), interface.snaplen));
         }
-        let timestamp = pcapng_timestamp_ns(ticks, interface)
-            .ok_or_else(|| self.error(format!("timestamp {ticks} is out of range")))?;
-        out.push(&self.window.bytes()[bytes], wire_len, timestamp, interface.link_type);
-        self.packets_read += 1;
-        Ok(())
+        let timestamp_ns = pcapng_timestamp_ns(ticks, interface).ok_or_else(|| format!("timestamp {ticks} is out of range"))?;
+        Ok(PacketAt { start: bytes.start, len: bytes.len(), wire_len, timestamp_ns, link_type: interface.link_type })
     }
 
     fn interfaces(&mut self) -> &mut Vec<Interface> {
@@ -284,40 +293,56 @@ impl<R: Read> PcapReader<R> {
         }
     }
 
-    fn check_block_len(&self, block_len: usize) -> Result<()> {
-        if block_len < 12 || block_len % 4 != 0 || block_len > MAX_BLOCK_LEN {
-            return Err(self.error(format!("impossible block length {block_len}")));
-        }
-        Ok(())
-    }
-
     /// A section header starts a new section: its byte order applies from here, and the
     /// interfaces of the previous section are forgotten.
-    fn section_header(&mut self) -> Result<()> {
-        let header = self.window.bytes();
-        let byte_order = u32::from_le_bytes(header[8..12].try_into().unwrap_or_default());
+    fn section_header(&mut self, bytes: &[u8]) -> std::result::Result<Step, String> {
+        let byte_order = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
         let big_endian = match byte_order {
             PCAPNG_BYTE_ORDER_MAGIC => false,
             magic if magic == PCAPNG_BYTE_ORDER_MAGIC.swap_bytes() => true,
-            magic => return Err(self.error(format!("bad pcapng byte-order magic 0x{magic:08x}"))),
+            magic => return Err(format!("bad pcapng byte-order magic 0x{magic:08x}")),
         };
-        let block_len = read_u32(&header[4..8], big_endian) as usize;
-        self.check_block_len(block_len)?;
-        self.fill_record(block_len, "section header block")?;
-        pcapng::parse_sectionheaderblock(&self.window.bytes()[..block_len])
-            .map_err(|err| self.error(format!("bad section header block: {err:?}")))?;
+        let block_len = read_u32(&bytes[4..8], big_endian) as usize;
+        check_block_len(block_len)?;
+        if bytes.len() < block_len {
+            return Ok(Step::NeedMore { total: block_len, what: "section header block" });
+        }
+        pcapng::parse_sectionheaderblock(&bytes[..block_len]).map_err(|err| format!("bad section header block: {err:?}"))?;
         self.state = State::PcapNg { big_endian, interfaces: Vec::new() };
-        self.window.consume(block_len);
-        Ok(())
+        Ok(Step::Record { len: block_len, packet: None })
     }
 }
 
+/// One classic pcap record: a 16-byte header and the captured bytes.
+fn pcap_record(bytes: &[u8], big_endian: bool, nanoseconds: bool, snaplen: u32, link_type: u16) -> std::result::Result<Step, String> {
+    if bytes.len() < 16 {
+        return Ok(Step::NeedMore { total: 16, what: "record header" });
+    }
+    let caplen = read_u32(&bytes[8..12], big_endian);
+    if caplen > snaplen.max(DEFAULT_SNAPLEN) {
+        return Err(format!("record of {caplen} bytes is longer than the snap length {snaplen}"));
+    }
+    let len = 16 + caplen as usize;
+    if bytes.len() < len {
+        return Ok(Step::NeedMore { total: len, what: "record" });
+    }
+    let parse = if big_endian { parse_pcap_frame_be } else { parse_pcap_frame };
+    let (_, block): (_, LegacyPcapBlock) = parse(&bytes[..len]).map_err(|err| format!("bad record: {err:?}"))?;
+    let fraction_ns = if nanoseconds { u64::from(block.ts_usec) } else { u64::from(block.ts_usec) * 1000 };
+    let timestamp_ns = i64::from(block.ts_sec) * 1_000_000_000 + fraction_ns as i64;
+    Ok(Step::Record { len, packet: Some(PacketAt { start: 16, len: caplen as usize, wire_len: block.origlen, timestamp_ns, link_type }) })
+}
+
+fn check_block_len(block_len: usize) -> std::result::Result<(), String> {
+    if block_len < 12 || block_len % 4 != 0 || block_len > MAX_BLOCK_LEN {
+        return Err(format!("impossible block length {block_len}"));
+    }
+    Ok(())
+}
+
 /// Reads a whole capture into one batch.
-pub fn read_all<R: Read>(reader: R) -> Result<PacketBuffers> {
-    let mut reader = PcapReader::new(reader)?;
-    let mut out = PacketBuffers::default();
-    reader.read_into(&mut out, usize::MAX, usize::MAX)?;
-    Ok(out)
+pub fn read_all<R: Read>(reader: R, size_hint: usize) -> Result<PacketBuffers> {
+    PcapReader::new(reader)?.next_batch(Limits::WHOLE_FILE, size_hint)
 }
 
 fn detect(magic: u32) -> Option<Format> {
@@ -328,17 +353,15 @@ fn detect(magic: u32) -> Option<Format> {
     }
 }
 
-fn read_pcap_header<R: Read>(window: &mut Window<R>) -> Result<State> {
-    if !window.fill(24)? {
-        return Err(pcap_error(0, 0, format!("truncated pcap file header: {} of 24 bytes", window.bytes().len())));
+fn read_pcap_header(head: &[u8]) -> Result<State> {
+    if head.len() < 24 {
+        return Err(pcap_error(0, 0, format!("truncated pcap file header: {} of 24 bytes", head.len())));
     }
-    let (_, header) = parse_pcap_header(window.bytes())
-        .map_err(|err| pcap_error(0, 0, format!("bad pcap file header: {err:?}")))?;
+    let (_, header) = parse_pcap_header(head).map_err(|err| pcap_error(0, 0, format!("bad pcap file header: {err:?}")))?;
     // The top bits carry FCS information (libpcap's LT_LINKTYPE keeps the low 26 bits).
     let link_type = header.network.0 & 0x03ff_ffff;
     let link_type = u16::try_from(link_type).map_err(|_| pcap_error(20, 0, format!("unknown link type {link_type}")))?;
     check_link_type(link_type).map_err(|reason| pcap_error(20, 0, reason))?;
-    window.consume(24);
     Ok(State::Pcap {
         big_endian: header.is_bigendian(),
         nanoseconds: header.is_nanosecond_precision(),

@@ -17,7 +17,8 @@ use pyo3::types::{PyDict, PyList};
 use crate::batch::{linktype, BatchView, LinkTypes, PacketBuffers};
 use crate::error::CoreError;
 use crate::parse::{self, ParseConfig, PacketInfo, PortSet};
-use crate::pcap::{Format, PcapReader};
+use crate::memory;
+use crate::pcap::{self, Format, Limits, PcapReader};
 
 create_exception!(_core, IsolaneError, PyException, "Base class of isolane's errors.");
 create_exception!(
@@ -29,6 +30,8 @@ create_exception!(
 
 /// A packet batch's caps when streamed: enough to amortise the call, small enough to bound memory.
 const MAX_BATCH_BYTES: usize = 32 << 20;
+/// Room beyond the cap for the record that crosses it and one read ahead.
+const BATCH_SLACK: usize = 2 << 20;
 
 fn to_py_err(err: CoreError, path: Option<&PathBuf>) -> PyErr {
     let shown = path.map(|p| p.display().to_string());
@@ -300,14 +303,7 @@ fn open(path: &PathBuf) -> PyResult<(File, u64)> {
 #[pyfunction]
 fn read_pcap(py: Python<'_>, path: PathBuf) -> PyResult<PacketBatch> {
     let (file, size) = open(&path)?;
-    let buffers = without_gil(py, || {
-        let mut reader = PcapReader::new(file)?;
-        let mut out = PacketBuffers::default();
-        out.data.reserve(size as usize);
-        reader.read_into(&mut out, usize::MAX, usize::MAX)?;
-        Ok::<_, CoreError>(out)
-    })?
-    .map_err(|err| to_py_err(err, Some(&path)))?;
+    let buffers = without_gil(py, || pcap::read_all(file, size as usize))?.map_err(|err| to_py_err(err, Some(&path)))?;
     Ok(PacketBatch::from_buffers(py, buffers))
 }
 
@@ -339,11 +335,10 @@ impl PcapIterator {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<PacketBatch>> {
         let buffers = without_gil(py, || {
-            let mut reader = self.reader.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let mut out = PacketBuffers::default();
+            let mut reader = self.lock();
             let remaining = self.size.saturating_sub(reader.position()) as usize;
-            out.data.reserve(remaining.min(MAX_BATCH_BYTES));
-            reader.read_into(&mut out, self.batch_size, MAX_BATCH_BYTES).map(|_| out)
+            let limits = Limits { packets: self.batch_size, bytes: MAX_BATCH_BYTES };
+            reader.next_batch(limits, remaining.min(MAX_BATCH_BYTES + BATCH_SLACK))
         })?
         .map_err(|err| to_py_err(err, Some(&self.path)))?;
         Ok((!buffers.is_empty()).then(|| PacketBatch::from_buffers(py, buffers)))
@@ -400,7 +395,7 @@ fn parse_records<'py>(
 ) -> PyResult<Bound<'py, PyArray1<u8>>> {
     let config = ParseConfig { vxlan_ports: PortSet::new(&vxlan_ports), geneve_ports: PortSet::new(&geneve_ports) };
     let records = batch.with_view(py, |view| {
-        let mut records: Vec<PacketInfo> = bytemuck::zeroed_vec(view.len());
+        let mut records: Vec<PacketInfo> = memory::zeroed_vec(view.len());
         parse::parse_batch(view, &config, &mut records, threads.max(1));
         bytemuck::cast_vec::<PacketInfo, u8>(records)
     })?;

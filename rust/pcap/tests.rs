@@ -62,7 +62,12 @@ fn epb(interface: u32, ticks: u64, data: &[u8], wire: u32) -> Vec<u8> {
 }
 
 fn read(bytes: &[u8]) -> Result<PacketBuffers> {
-    read_all(bytes)
+    read_all(bytes, bytes.len())
+}
+
+fn packets(out: &PacketBuffers) -> Vec<Vec<u8>> {
+    let view = out.view();
+    (0..view.len()).map(|i| view.packet(i).to_vec()).collect()
 }
 
 fn reason(err: CoreError) -> (u64, u64, String) {
@@ -81,7 +86,7 @@ fn pcap_all_magics() {
             let unit = if nanos { 1 } else { 1000 };
             assert_eq!(out.timestamps_ns, vec![10_000_000_000 + 5 * unit, 11_000_000_000]);
             assert_eq!((out.lengths.clone(), out.wire_lengths.clone()), (vec![3, 1], vec![60, 1]));
-            assert_eq!(out.data, vec![1, 2, 3, 4]);
+            assert_eq!(packets(&out), vec![vec![1, 2, 3], vec![4]]);
         }
     }
 }
@@ -192,16 +197,20 @@ fn streaming_in_small_batches_sees_every_packet_once() {
     let refs: Vec<_> = records.iter().map(|(s, f, d)| (*s, *f, d.as_slice(), d.len() as u32)).collect();
     let file = pcap_file(false, true, 100, 1, &refs);
     let mut reader = PcapReader::new(file.as_slice()).unwrap();
-    let mut seen = Vec::new();
+    let (mut seen, mut seen_packets) = (Vec::new(), Vec::new());
     loop {
-        let mut out = PacketBuffers::default();
-        if reader.read_into(&mut out, 7, 200).unwrap() == 0 {
+        let out = reader.next_batch(Limits { packets: 7, bytes: 200 }, 256).unwrap();
+        if out.is_empty() {
             break;
         }
+        assert!(out.len() <= 7 && out.data.len() < 200 + 16 + 50, "batch of {} packets, {} bytes", out.len(), out.data.len());
+        seen_packets.extend(packets(&out));
         seen.extend(out.timestamps_ns);
     }
     assert_eq!(seen, (0..1000i64).map(|i| i * 1_000_000_000 + i).collect::<Vec<_>>());
+    assert_eq!(seen_packets, records.iter().map(|r| r.2.clone()).collect::<Vec<_>>());
     assert_eq!(reader.position(), file.len() as u64);
+    assert_eq!(reader.packets_read(), 1000);
 }
 
 /// A reader that hands out one byte per call, to exercise every refill path.
@@ -226,7 +235,9 @@ fn byte_at_a_time_reads_match() {
     for i in 0..50u64 {
         file.extend(epb(0, i, &vec![i as u8; i as usize], i as u32));
     }
-    assert_eq!(read_all(Trickle(&file)).unwrap().data, read(&file).unwrap().data);
+    let trickled = read_all(Trickle(&file), 0).unwrap();
+    assert_eq!(packets(&trickled), packets(&read(&file).unwrap()));
+    assert_eq!(trickled.len(), 50);
 }
 
 proptest! {

@@ -1,0 +1,59 @@
+//! Large buffers backed by transparent huge pages where the kernel allows it.
+//!
+//! Batches are large (a million records is 84 MB) and freshly allocated, and on virtual
+//! machines a 4 KiB page fault costs microseconds: faulting the output in cost more than
+//! parsing it. Asking for huge pages turns ~20,000 faults into ~40.
+
+use bytemuck::Zeroable;
+
+/// Below this, huge pages cannot help (there is no whole 2 MiB page inside the buffer).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// A zeroed vector of `len` elements whose memory is advised to use huge pages.
+pub fn zeroed_vec<T: Zeroable + Clone>(len: usize) -> Vec<T> {
+    // calloc of a large block maps fresh zero pages without touching them, so the advice
+    // below comes before the first fault.
+    let vec: Vec<T> = bytemuck::zeroed_vec(len);
+    advise_huge_pages(vec.as_ptr().cast(), len * std::mem::size_of::<T>());
+    vec
+}
+
+/// An empty vector with room for `capacity` bytes, advised to use huge pages.
+pub fn byte_buffer(capacity: usize) -> Vec<u8> {
+    let vec = Vec::with_capacity(capacity);
+    advise_huge_pages(vec.as_ptr(), capacity);
+    vec
+}
+
+fn advise_huge_pages(start: *const u8, len: usize) {
+    if len < 2 * HUGE_PAGE {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let first = (start as usize).next_multiple_of(HUGE_PAGE);
+        let end = (start as usize + len) / HUGE_PAGE * HUGE_PAGE;
+        if end > first {
+            // SAFETY: the range lies inside an allocation this process owns; MADV_HUGEPAGE
+            // only changes how the kernel backs it, never its contents. Failure (no THP
+            // support) leaves ordinary pages, which is fine.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn buffers_are_usable_whatever_their_size() {
+        for len in [0, 1, 4 << 20, (9 << 20) + 3] {
+            let zeroed: Vec<u64> = super::zeroed_vec(len);
+            assert!(zeroed.len() == len && zeroed.iter().all(|&v| v == 0));
+            let mut bytes = super::byte_buffer(len);
+            bytes.resize(len, 7);
+            assert!(bytes.iter().all(|&b| b == 7));
+        }
+    }
+}
