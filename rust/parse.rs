@@ -423,7 +423,8 @@ impl<'a> Parser<'a> {
         let src: [u8; 16] = header[8..24].try_into().unwrap_or_default();
         let dst: [u8; 16] = header[24..40].try_into().unwrap_or_default();
         let mut next_header = header[6];
-        self.set_ip(6, src, dst, next_header, traffic_class >> 2, outer);
+        // `proto` is the protocol after the extension headers: unknown until the chain ends.
+        self.set_ip(6, src, dst, 0, traffic_class >> 2, outer);
         let packet_end = match payload_len {
             0 => end, // jumbogram or TSO/GSO capture
             len => end.min(start + 40 + len),
@@ -443,21 +444,21 @@ impl<'a> Parser<'a> {
                     self.need(at, 8, packet_end)?;
                     self.info.is_fragment = 1;
                     next_header = self.packet[at];
-                    self.info.proto = next_header;
                     let fragment_offset = self.u16_at(at + 2) >> 3;
                     if fragment_offset != 0 {
+                        self.info.proto = next_header;
                         return Ok(UpperLayer { proto: next_header, start: at + 8, end: packet_end, has_header: false });
                     }
                     at += 8;
                     continue;
                 }
                 _ => {
+                    self.info.proto = next_header;
                     return Ok(UpperLayer { proto: next_header, start: at, end: packet_end, has_header: true });
                 }
             };
             self.need(at, header_len, packet_end)?;
             next_header = self.packet[at];
-            self.info.proto = next_header;
             at += header_len;
         }
     }

@@ -193,6 +193,19 @@ fn ipv6_extension_headers_are_walked() {
 }
 
 #[test]
+fn ipv6_chain_cut_short_leaves_proto_unknown() {
+    let mut chain = vec![60, 0, 0, 0, 0, 0, 0, 0]; // hop-by-hop -> destination options
+    chain.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0]); // destination options -> TCP
+    chain.extend(l4(1, 2, &[0; 12]));
+    let mut packet = ethernet(0x86dd, &[]);
+    packet.extend(ipv6(0, [1; 16], [2; 16], &chain));
+    let cut = &packet[..14 + 40 + 10];
+    let info = parse_packet(cut, packet.len() as u32, linktype::ETHERNET, &ParseConfig::default());
+    assert_eq!((info.status, info.ip_version, info.proto), (Status::Truncated as u8, 6, 0));
+    assert_eq!(parse(&packet).proto, 6);
+}
+
+#[test]
 fn non_first_fragments_have_no_ports() {
     let mut ip = ipv4(17, [1, 1, 1, 1], [2, 2, 2, 2], &l4(1, 4789, &[0; 16]));
     ip[6..8].copy_from_slice(&0x00b9u16.to_be_bytes()); // offset 185 * 8
