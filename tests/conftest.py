@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-REAL_PCAPS = SHARED / "pcaps" / "real"
-SAMPLE = ROOT / "pcaps" / "kernel_vxlan.pcap"
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests' own helper modules
+
+from locations import REAL_PCAPS  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 import isolane
-from conftest import SAMPLE
+from locations import SAMPLE
 from isolane.cli import main
 
 
