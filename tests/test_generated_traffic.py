@@ -860,7 +860,17 @@ def failures_report(failures, total, what):
 
 
 @settings(max_examples=1000 if THOROUGH else 100, **COMMON)
-@given(st.lists(sample(), min_size=20, max_size=40))
+def scapy_round_trips(candidate: Sample) -> bool:
+    """Expected values come from scapy's dissection, which is only trustworthy where scapy
+    rebuilds the very bytes it dissected; a few frames with inconsistent lengths it does not
+    (it moves padding), and those are left out rather than compared against a wrong reading."""
+    return bytes(dissect(candidate.frame, candidate.link_type)) == candidate.frame
+
+
+dissectable_sample = sample().filter(scapy_round_trips)
+
+
+@given(st.lists(dissectable_sample, min_size=20, max_size=40))
 def test_whole_packets_match_scapy(samples):
     expected = [expectation(s.frame, s.link_type) for s in samples]
     rows = parse_frames([s.wire for s in samples], [len(s.wire) for s in samples], [s.link_type for s in samples])
@@ -874,7 +884,7 @@ def test_whole_packets_match_scapy(samples):
 
 
 @settings(max_examples=1000 if THOROUGH else 150, **COMMON)
-@given(st.lists(sample(), min_size=3, max_size=6))
+@given(st.lists(dissectable_sample, min_size=3, max_size=6))
 def test_truncated_capture_at_every_byte(samples):
     """Capture length below wire length: fields reached are right, the rest empty, status
     TRUNCATED until every header isolane needs was captured, then as for the whole frame."""
@@ -898,7 +908,7 @@ def test_truncated_capture_at_every_byte(samples):
 
 
 @settings(max_examples=1000 if THOROUGH else 120, **COMMON)
-@given(st.lists(sample(), min_size=3, max_size=6), st.randoms(use_true_random=False))
+@given(st.lists(dissectable_sample, min_size=3, max_size=6), st.randoms(use_true_random=False))
 def test_short_frames_and_short_ip_lengths_are_malformed(samples, rnd):
     """A frame that really ends early (captured whole: wire length = its length), or an IPv4
     total length / IPv6 payload length that ends before the headers do: the headers inside are
