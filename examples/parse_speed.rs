@@ -14,6 +14,12 @@ fn main() {
         println!("read: {:.1} Mpps ({:.0} ms, {:.2} GB/s)", buffers.len() as f64 / seconds / 1e6, seconds * 1e3, size as f64 / seconds / 1e9);
     }
     let view = buffers.view();
+    let mapped = unsafe { memmap2::Mmap::map(&std::fs::File::open(&path).unwrap()).unwrap() };
+    for _ in 0..rounds {
+        let start = Instant::now();
+        let index = isolane::pcap::index(&mapped).expect("index");
+        println!("index: {:.1} ms for {} packets", start.elapsed().as_secs_f64() * 1e3, index.len());
+    }
     for _ in 0..rounds {
         let start = Instant::now();
         let mut out: Vec<PacketInfo> = isolane::memory::zeroed_vec(view.len());

@@ -20,8 +20,13 @@ pub fn zeroed_vec<T: Zeroable + Clone>(len: usize) -> Vec<T> {
 
 /// An empty vector with room for `capacity` bytes, advised to use huge pages.
 pub fn byte_buffer(capacity: usize) -> Vec<u8> {
-    let vec = Vec::with_capacity(capacity);
-    advise_huge_pages(vec.as_ptr(), capacity);
+    with_capacity(capacity)
+}
+
+/// An empty vector with room for `capacity` elements, advised to use huge pages.
+pub fn with_capacity<T>(capacity: usize) -> Vec<T> {
+    let vec: Vec<T> = Vec::with_capacity(capacity);
+    advise_huge_pages(vec.as_ptr().cast(), capacity * std::mem::size_of::<T>());
     vec
 }
 

@@ -9,10 +9,11 @@ use std::io::Read;
 
 use pcap_parser::pcapng::{self, Block};
 use pcap_parser::traits::PcapNGPacketBlock;
-use pcap_parser::{parse_pcap_frame, parse_pcap_frame_be, parse_pcap_header, LegacyPcapBlock};
+use pcap_parser::parse_pcap_header;
 
 use crate::batch::{linktype, PacketBuffers};
 use crate::error::{CoreError, Result};
+use crate::memory;
 
 /// No real capture has a record this large (libpcap caps pcapng blocks at 16 MiB); a length
 /// beyond it means a corrupt file, and honouring it would mean allocating gigabytes.
@@ -147,7 +148,7 @@ impl<R: Read> PcapReader<R> {
     /// Reads the next batch within `limits`; an empty batch means the end of the file.
     /// `capacity` is the room to reserve for its bytes (the file size, for a whole file).
     pub fn next_batch(&mut self, limits: Limits, capacity: usize) -> Result<PacketBuffers> {
-        let mut out = PacketBuffers { data: crate::memory::byte_buffer(capacity.max(self.carry.len())), ..Default::default() };
+        let mut out = PacketBuffers { data: memory::byte_buffer(capacity.max(self.carry.len())), ..Default::default() };
         out.data.append(&mut self.carry);
         let base = self.carry_offset;
         let mut pos = 0;
@@ -205,6 +206,7 @@ impl<R: Read> PcapReader<R> {
         Ok(())
     }
 
+    #[inline]
     fn step(&mut self, bytes: &[u8], at: u64, packets_in_batch: usize) -> Result<Step> {
         let packet = self.packets_read + packets_in_batch as u64;
         let error = |reason: String| pcap_error(at, packet, reason);
@@ -313,12 +315,15 @@ impl<R: Read> PcapReader<R> {
     }
 }
 
-/// One classic pcap record: a 16-byte header and the captured bytes.
+/// One classic pcap record: a 16-byte header and the captured bytes. This is the per-packet
+/// hot path of reading, so the fixed header is read directly rather than through a parser.
+#[inline]
 fn pcap_record(bytes: &[u8], big_endian: bool, nanoseconds: bool, snaplen: u32, link_type: u16) -> std::result::Result<Step, String> {
-    if bytes.len() < 16 {
+    let Some(header) = bytes.get(..16) else {
         return Ok(Step::NeedMore { total: 16, what: "record header" });
-    }
-    let caplen = read_u32(&bytes[8..12], big_endian);
+    };
+    let field = |at: usize| read_u32(&header[at..at + 4], big_endian);
+    let caplen = field(8);
     if caplen > snaplen.max(DEFAULT_SNAPLEN) {
         return Err(format!("record of {caplen} bytes is longer than the snap length {snaplen}"));
     }
@@ -326,11 +331,10 @@ fn pcap_record(bytes: &[u8], big_endian: bool, nanoseconds: bool, snaplen: u32, 
     if bytes.len() < len {
         return Ok(Step::NeedMore { total: len, what: "record" });
     }
-    let parse = if big_endian { parse_pcap_frame_be } else { parse_pcap_frame };
-    let (_, block): (_, LegacyPcapBlock) = parse(&bytes[..len]).map_err(|err| format!("bad record: {err:?}"))?;
-    let fraction_ns = if nanoseconds { u64::from(block.ts_usec) } else { u64::from(block.ts_usec) * 1000 };
-    let timestamp_ns = i64::from(block.ts_sec) * 1_000_000_000 + fraction_ns as i64;
-    Ok(Step::Record { len, packet: Some(PacketAt { start: 16, len: caplen as usize, wire_len: block.origlen, timestamp_ns, link_type }) })
+    let fraction = u64::from(field(4));
+    let fraction_ns = if nanoseconds { fraction } else { fraction * 1000 };
+    let timestamp_ns = i64::from(field(0)) * 1_000_000_000 + fraction_ns as i64;
+    Ok(Step::Record { len, packet: Some(PacketAt { start: 16, len: caplen as usize, wire_len: field(12), timestamp_ns, link_type }) })
 }
 
 fn check_block_len(block_len: usize) -> std::result::Result<(), String> {
@@ -343,6 +347,39 @@ fn check_block_len(block_len: usize) -> std::result::Result<(), String> {
 /// Reads a whole capture into one batch.
 pub fn read_all<R: Read>(reader: R, size_hint: usize) -> Result<PacketBuffers> {
     PcapReader::new(reader)?.next_batch(Limits::WHOLE_FILE, size_hint)
+}
+
+/// Finds every packet of a capture that is already in memory (a mapped file), without copying
+/// a byte: the result's `data` is left empty and its `offsets` point into `capture`.
+pub fn index(capture: &[u8]) -> Result<PacketBuffers> {
+    let mut reader = PcapReader::new(&capture[..capture.len().min(24)])?;
+    // The smallest record is 16 bytes of header plus a 14-byte Ethernet header: room for that
+    // many packets is reserved (untouched pages cost nothing) so the arrays never move.
+    let most = capture.len() / 30 + 1;
+    let mut out = PacketBuffers {
+        offsets: memory::with_capacity(most),
+        lengths: memory::with_capacity(most),
+        wire_lengths: memory::with_capacity(most),
+        timestamps_ns: memory::with_capacity(most),
+        link_types: memory::with_capacity(most),
+        ..Default::default()
+    };
+    let mut pos = reader.carry_offset as usize;
+    while pos < capture.len() {
+        match reader.step(&capture[pos..], pos as u64, out.len())? {
+            Step::Record { len, packet } => {
+                if let Some(p) = packet {
+                    out.push_at(pos + p.start, p.len, p.wire_len, p.timestamp_ns, p.link_type);
+                }
+                pos += len;
+            }
+            Step::NeedMore { total, what } => {
+                let (have, packet) = (capture.len() - pos, out.len());
+                return Err(pcap_error(pos as u64, packet as u64, format!("truncated final {what}: {total} bytes announced, {have} left in the file")));
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn detect(magic: u32) -> Option<Format> {
@@ -399,6 +436,7 @@ fn pcapng_timestamp_ns(ticks: u64, interface: Interface) -> Option<i64> {
     nanos.checked_add(interface.offset_seconds.checked_mul(1_000_000_000)?)
 }
 
+#[inline]
 fn read_u32(bytes: &[u8], big_endian: bool) -> u32 {
     let bytes: [u8; 4] = bytes[..4].try_into().unwrap_or_default();
     if big_endian {

@@ -141,6 +141,11 @@ impl PacketBatch {
         }
     }
 
+    /// A batch whose packets live in `data` (a mapped file) at the places `index` says.
+    fn from_index(py: Python<'_>, data: Bound<'_, PyArray1<u8>>, index: PacketBuffers) -> Self {
+        PacketBatch { data: data.unbind(), ..Self::from_buffers(py, index) }
+    }
+
     /// Borrows the arrays as slices (validated again: numpy arrays can change after
     /// construction) and runs `work` on them without the GIL.
     fn with_view<T: Send>(&self, py: Python<'_>, work: impl FnOnce(&BatchView<'_>) -> T + Send) -> PyResult<T> {
@@ -299,12 +304,38 @@ fn open(path: &PathBuf) -> PyResult<(File, u64)> {
     Ok((file, size))
 }
 
-/// Reads a whole pcap/pcapng file into one batch.
+/// Below this size a file is read rather than mapped: mapping costs more than it saves.
+const MAP_MIN_BYTES: u64 = 1 << 20;
+
+/// A capture file mapped read-only; the mapping lives as long as any array that views it.
+#[pyclass(frozen, module = "isolane._core")]
+struct MappedCapture {
+    map: memmap2::Mmap,
+}
+
+/// Reads a whole pcap/pcapng file into one batch. Large files are mapped, not copied: the
+/// batch's `data` is the file itself, indexed in place, and read-only.
 #[pyfunction]
 fn read_pcap(py: Python<'_>, path: PathBuf) -> PyResult<PacketBatch> {
     let (file, size) = open(&path)?;
-    let buffers = without_gil(py, || pcap::read_all(file, size as usize))?.map_err(|err| to_py_err(err, Some(&path)))?;
-    Ok(PacketBatch::from_buffers(py, buffers))
+    if size < MAP_MIN_BYTES {
+        let buffers = without_gil(py, || pcap::read_all(file, size as usize))?.map_err(|err| to_py_err(err, Some(&path)))?;
+        return Ok(PacketBatch::from_buffers(py, buffers));
+    }
+    // SAFETY: a read-only mapping, and the numpy view of it is made read-only below. As with
+    // numpy.memmap, another process truncating the file while it is mapped would fault on
+    // access; iter_pcap reads instead, for captures still being written.
+    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|err| to_py_err(err.into(), Some(&path)))?;
+    let index = without_gil(py, || pcap::index(&map))?.map_err(|err| to_py_err(err, Some(&path)))?;
+    let owner = Bound::new(py, MappedCapture { map })?;
+    let view = numpy::ndarray::ArrayView1::from(&owner.get().map[..]);
+    // SAFETY: the array's base is `owner`, which keeps the mapping (and so the memory the
+    // view points at) alive and never remaps it.
+    let data = unsafe { PyArray1::borrow_from_array(&view, owner.clone().into_any()) };
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("write", false)?;
+    data.call_method("setflags", (), Some(&kwargs))?;
+    Ok(PacketBatch::from_index(py, data, index))
 }
 
 /// Streams a capture as batches of at most `batch_size` packets (and about 32 MiB).

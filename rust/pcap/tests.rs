@@ -61,8 +61,23 @@ fn epb(interface: u32, ticks: u64, data: &[u8], wire: u32) -> Vec<u8> {
     block(6, &body)
 }
 
+/// Reads through both paths (streamed and indexed in place) and checks they agree.
 fn read(bytes: &[u8]) -> Result<PacketBuffers> {
-    read_all(bytes, bytes.len())
+    let streamed = read_all(bytes, bytes.len());
+    let mut indexed = index(bytes);
+    match (&streamed, &mut indexed) {
+        (Ok(streamed), Ok(indexed)) => {
+            indexed.data = bytes.to_vec();
+            assert_eq!(packets(streamed), packets(indexed));
+            assert_eq!((&streamed.timestamps_ns, &streamed.wire_lengths), (&indexed.timestamps_ns, &indexed.wire_lengths));
+            assert_eq!(streamed.link_types, indexed.link_types);
+        }
+        (Err(CoreError::Pcap { offset: a, packet: p, reason: r }), Err(CoreError::Pcap { offset: b, packet: q, reason: s })) => {
+            assert_eq!((*a, *p, r.as_str()), (*b, *q, s.as_str()));
+        }
+        (streamed, indexed) => panic!("paths disagree: {streamed:?} vs {indexed:?}"),
+    }
+    streamed
 }
 
 fn packets(out: &PacketBuffers) -> Vec<Vec<u8>> {
