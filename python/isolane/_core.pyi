@@ -35,7 +35,9 @@ class PcapError(IsolaneError):
 class PacketBatch:
     """Packets as numpy arrays: bytes in one buffer plus per-packet offsets, captured lengths,
     wire lengths, timestamps (ns) and link type. Packet ``i`` is
-    ``data[offsets[i] : offsets[i] + lengths[i]]``."""
+    ``data[offsets[i] : offsets[i] + lengths[i]]``; ``data`` may hold other bytes between
+    packets (a batch read from a file is the file itself, record headers included, and is
+    read-only when ``read_pcap`` mapped it)."""
 
     @staticmethod
     def from_arrays(
@@ -98,7 +100,10 @@ class PcapIterator:
     def path(self) -> str: ...
 
 def read_pcap(path: str | os.PathLike[str]) -> PacketBatch:
-    """Read a whole pcap/pcapng file (format detected from its content) into one batch."""
+    """Read a whole pcap/pcapng file (format detected from its content) into one batch.
+    Files of 1 MiB or more are mapped read-only and indexed in place, not copied; as with
+    ``numpy.memmap`` the file must not be truncated while the batch is alive (use
+    ``iter_pcap`` for a capture that is still being written)."""
 
 def parse_records(batch: PacketBatch, vxlan_ports: list[int], geneve_ports: list[int], threads: int) -> npt.NDArray[np.uint8]:
     """Parse a batch into packed records (raw bytes; view them with ``isolane.PARSED_DTYPE``)."""
