@@ -1,10 +1,11 @@
 //! isolane's data path: plain Rust, built and tested without Python.
 //!
 //! Domains: [`batch`] (packet batches as flat arrays), [`pcap`] (pcap/pcapng reading),
-//! [`parse`] (the VXLAN/Geneve-aware header parser). The PyO3 bindings live apart in `python`,
+//! [`parse`] (the VXLAN/Geneve-aware header parser), [`classify`] (first-match rule tables). The PyO3 bindings live apart in `python`,
 //! compiled only with the `python` feature.
 
 pub mod batch;
+pub mod classify;
 pub mod error;
 pub mod memory;
 pub mod parse;

@@ -1,0 +1,164 @@
+//! The tables against a plainly written first-match scan, on random rule sets with random
+//! updates, and against ClassBench's labelled traces.
+
+use super::*;
+use proptest::prelude::*;
+
+fn brute_force(rules: &[Rule], key: &Key) -> Option<usize> {
+    rules.iter().position(|rule| rule.matches(key))
+}
+
+fn v4(address: [u8; 4]) -> u128 {
+    ipv4_mapped(u32::from_be_bytes(address))
+}
+
+#[test]
+fn first_match_wins_and_wildcards_match_everything() {
+    let web = Rule { dst: v4([10, 0, 0, 0]), dst_len: 104, dst_ports: (80, 80), proto: 6, proto_mask: 0xff, ..Rule::ANY };
+    let subnet = Rule { dst: v4([10, 0, 0, 0]), dst_len: 104, ..Rule::ANY };
+    let table = RuleTable::new(vec![web, subnet, Rule::ANY]).unwrap();
+    let key = |dst, port, proto| Key { dst: v4(dst), dst_port: port, proto, ..Key::default() };
+    assert_eq!(table.lookup(&key([10, 1, 2, 3], 80, 6)), Some(0));
+    assert_eq!(table.lookup(&key([10, 1, 2, 3], 81, 6)), Some(1));
+    assert_eq!(table.lookup(&key([11, 1, 2, 3], 80, 6)), Some(2));
+    assert_eq!(RuleTable::new(vec![web]).unwrap().lookup(&key([11, 0, 0, 0], 80, 6)), None);
+}
+
+#[test]
+fn updates_shift_later_rules() {
+    let a = Rule { src: v4([1, 0, 0, 0]), src_len: 104, ..Rule::ANY };
+    let b = Rule { src: v4([1, 2, 0, 0]), src_len: 112, ..Rule::ANY };
+    let mut table = RuleTable::new(vec![a, Rule::ANY]).unwrap();
+    let key = Key { src: v4([1, 2, 3, 4]), ..Key::default() };
+    assert_eq!(table.lookup(&key), Some(0));
+    table.insert(0, b).unwrap();
+    assert_eq!(table.lookup(&key), Some(0));
+    assert_eq!(table.rules()[1], a);
+    table.remove(0).unwrap();
+    table.remove(0).unwrap();
+    assert_eq!(table.lookup(&key), Some(0));
+    assert_eq!(table.len(), 1);
+    assert!(table.insert(5, a).is_err() && table.remove(3).is_err());
+}
+
+#[test]
+fn impossible_rules_are_refused_with_their_index() {
+    let reversed = Rule { dst_ports: (90, 80), ..Rule::ANY };
+    assert_eq!(RuleTable::new(vec![Rule::ANY, reversed]).unwrap_err().0, 1);
+    assert!(RuleTable::new(vec![Rule { src_len: 129, ..Rule::ANY }]).is_err());
+}
+
+#[test]
+fn classbench_rule_syntax() {
+    let rules = parse_classbench("@10.1.0.0/16\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x06/0xFF\t0x1000/0x1000\t\n").unwrap();
+    assert_eq!(rules[0].src, v4([10, 1, 0, 0]));
+    assert_eq!((rules[0].src_len, rules[0].dst_len, rules[0].dst_ports, rules[0].proto_mask), (112, 96, (80, 80), 0xff));
+    assert_eq!(parse_classbench("@10.1.0.0/33\t0.0.0.0/0\t0 : 1\t0 : 1\t0x06/0xFF\n").unwrap_err().0, 1);
+}
+
+/// Every labelled header of every ClassBench trace in ../shared gets its label.
+#[test]
+fn classbench_traces_match_their_labels() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/classbench");
+    if !dir.is_dir() {
+        eprintln!("skipped: {} not found", dir.display());
+        return;
+    }
+    let sizes: &[&str] = if cfg!(debug_assertions) { &["1k", "10k"] } else { &["1k", "10k", "100k"] };
+    for family in ["acl1", "fw1", "ipc1"] {
+        for size in sizes {
+            let name = format!("{family}_{size}");
+            let rules = parse_classbench(&std::fs::read_to_string(dir.join(&name)).unwrap()).unwrap();
+            let table = RuleTable::new(rules).unwrap();
+            let trace = std::fs::read_to_string(dir.join(format!("{name}_trace"))).unwrap();
+            let mut checked = 0;
+            for (line_number, line) in trace.lines().enumerate() {
+                let f: Vec<i64> = line.split_whitespace().map(|v| v.parse().unwrap()).collect();
+                if f[5] < 0 {
+                    continue; // a 100k trace's unlabelled tail: the rule it came from, not the first match
+                }
+                let key = Key { src: ipv4_mapped(f[0] as u32), dst: ipv4_mapped(f[1] as u32), src_port: f[2] as u16, dst_port: f[3] as u16, proto: f[4] as u8, dscp: 0 };
+                assert_eq!(table.lookup(&key), Some(f[5] as usize), "{name} trace line {}", line_number + 1);
+                checked += 1;
+            }
+            assert!(checked >= 5120, "{name}: only {checked} labelled headers");
+        }
+    }
+}
+
+fn rule_strategy() -> impl Strategy<Value = Rule> {
+    let address = prop_oneof![
+        (0u8..4).prop_map(|n| v4([10, n, 0, 0])),
+        any::<u32>().prop_map(ipv4_mapped),
+        (any::<u8>()).prop_map(|b| 0x2001_0db8u128 << 96 | u128::from(b) << 64),
+    ];
+    let length = prop_oneof![Just(0u8), 96u8..=128, 0u8..=128];
+    let ports = prop_oneof![Just((0u16, u16::MAX)), (0u16..100).prop_map(|p| (p, p)), (0u16..100, 0u16..100).prop_map(|(a, b)| (a.min(b), a.max(b)))];
+    (address.clone(), length.clone(), address, length, ports.clone(), ports, (0u8..20, prop_oneof![Just(0u8), Just(0xffu8), any::<u8>()]), (0u8..64, prop_oneof![Just(0u8), Just(0x3fu8)]))
+        .prop_map(|(src, src_len, dst, dst_len, src_ports, dst_ports, (proto, proto_mask), (dscp, dscp_mask))| Rule {
+            src, src_len, dst, dst_len, src_ports, dst_ports, proto, proto_mask, dscp, dscp_mask,
+        })
+}
+
+/// A key inside `rule` (so that lookups hit), or anywhere.
+fn key_for(rule: &Rule, noise: u128, port_noise: u16) -> Key {
+    let pick = |value: u128, len: u8| (value & prefix_mask(len)) | (noise & !prefix_mask(len));
+    Key {
+        src: pick(rule.src, rule.src_len),
+        dst: pick(rule.dst, rule.dst_len),
+        src_port: rule.src_ports.0.saturating_add(port_noise % 3),
+        dst_port: rule.dst_ports.0,
+        proto: rule.proto,
+        dscp: rule.dscp,
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Update {
+    Insert(prop::sample::Index, Rule),
+    Remove(prop::sample::Index),
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("ISOLANE_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(300)
+    ))]
+
+    #[test]
+    fn fuzz_tables_agree_with_brute_force_through_updates(
+        rules in proptest::collection::vec(rule_strategy(), 0..60),
+        updates in proptest::collection::vec(prop_oneof![
+            (any::<prop::sample::Index>(), rule_strategy()).prop_map(|(i, r)| Update::Insert(i, r)),
+            any::<prop::sample::Index>().prop_map(Update::Remove),
+        ], 0..20),
+        noise in any::<u128>(),
+    ) {
+        let mut reference = rules.clone();
+        let mut table = RuleTable::new(rules).unwrap();
+        let check = |table: &RuleTable, reference: &[Rule]| -> Result<(), TestCaseError> {
+            for (i, rule) in reference.iter().enumerate() {
+                let key = key_for(rule, noise.rotate_left(i as u32), i as u16);
+                prop_assert_eq!(table.lookup(&key), brute_force(reference, &key));
+            }
+            let stray = Key { src: noise, dst: !noise, src_port: noise as u16, dst_port: 80, proto: 6, dscp: 0 };
+            prop_assert_eq!(table.lookup(&stray), brute_force(reference, &stray));
+            Ok(())
+        };
+        check(&table, &reference)?;
+        for update in updates {
+            match update {
+                Update::Insert(at, rule) => {
+                    let at = at.index(reference.len() + 1);
+                    reference.insert(at, rule);
+                    table.insert(at, rule).unwrap();
+                }
+                Update::Remove(at) if !reference.is_empty() => {
+                    let at = at.index(reference.len());
+                    prop_assert_eq!(table.remove(at).unwrap(), reference.remove(at));
+                }
+                Update::Remove(_) => prop_assert!(table.remove(0).is_err()),
+            }
+            check(&table, &reference)?;
+        }
+    }
+}
