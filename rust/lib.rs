@@ -6,6 +6,7 @@
 
 pub mod batch;
 pub mod classify;
+pub mod engine;
 pub mod error;
 pub mod memory;
 pub mod parse;

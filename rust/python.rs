@@ -16,6 +16,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::batch::{linktype, BatchView, LinkTypes, PacketBuffers};
 use crate::classify::{self, Key, Rule};
+use crate::engine::{self, TablesSpec, TenantSpec, Verdict};
 use crate::error::CoreError;
 use crate::parse::{self, ParseConfig, PacketInfo, PortSet};
 use crate::memory;
@@ -478,6 +479,152 @@ fn range_of(obj: Option<&Bound<'_, PyAny>>) -> PyResult<(u16, u16)> {
     }
 }
 
+/// The rule arrays of docs/classify-contract.md, in its order: src, src_len, dst, dst_len,
+/// src_port_lo, src_port_hi, dst_port_lo, dst_port_hi, proto, proto_mask, dscp, dscp_mask.
+const RULE_COLUMNS: [&str; 12] =
+    ["src", "src_len", "dst", "dst_len", "src_port_lo", "src_port_hi", "dst_port_lo", "dst_port_hi", "proto", "proto_mask", "dscp", "dscp_mask"];
+
+fn rules_from_columns(columns: [&Bound<'_, PyAny>; 12]) -> PyResult<Vec<Rule>> {
+    let [src, src_len, dst, dst_len, src_port_lo, src_port_hi, dst_port_lo, dst_port_hi, proto, proto_mask, dscp, dscp_mask] = columns;
+    let srcs = addresses(src, "src")?;
+    let n = srcs.len();
+    let dsts = addresses(dst, "dst")?;
+    if dsts.len() != n {
+        return Err(PyValueError::new_err(format!("dst has {} entries, expected {n}", dsts.len())));
+    }
+    let (src_len, dst_len) = (column::<u8>(src_len, "src_len", U8, n)?, column::<u8>(dst_len, "dst_len", U8, n)?);
+    let (sp_lo, sp_hi) = (column::<u16>(src_port_lo, "src_port_lo", U16, n)?, column::<u16>(src_port_hi, "src_port_hi", U16, n)?);
+    let (dp_lo, dp_hi) = (column::<u16>(dst_port_lo, "dst_port_lo", U16, n)?, column::<u16>(dst_port_hi, "dst_port_hi", U16, n)?);
+    let (proto, proto_mask) = (column::<u8>(proto, "proto", U8, n)?, column::<u8>(proto_mask, "proto_mask", U8, n)?);
+    let (dscp, dscp_mask) = (column::<u8>(dscp, "dscp", U8, n)?, column::<u8>(dscp_mask, "dscp_mask", U8, n)?);
+    Ok((0..n)
+        .map(|i| Rule {
+            src: srcs[i],
+            src_len: src_len[i],
+            dst: dsts[i],
+            dst_len: dst_len[i],
+            src_ports: (sp_lo[i], sp_hi[i]),
+            dst_ports: (dp_lo[i], dp_hi[i]),
+            proto: proto[i],
+            proto_mask: proto_mask[i],
+            dscp: dscp[i],
+            dscp_mask: dscp_mask[i],
+        })
+        .collect())
+}
+
+/// One tenant of an engine spec: the rule columns plus `name`, `action`, `cls`,
+/// `policy_rule` (per rule), `default_action` and `default_cls`.
+fn tenant_from_dict(tenant: &Bound<'_, PyDict>) -> PyResult<TenantSpec> {
+    let item = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+        tenant.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("tenant spec lacks '{key}'")))
+    };
+    let columns: Vec<Bound<'_, PyAny>> = RULE_COLUMNS.iter().map(|key| item(key)).collect::<PyResult<_>>()?;
+    let columns: [&Bound<'_, PyAny>; 12] = std::array::from_fn(|i| &columns[i]);
+    let rules = rules_from_columns(columns)?;
+    let n = rules.len();
+    Ok(TenantSpec {
+        name: item("name")?.extract()?,
+        actions: column::<u8>(&item("action")?, "action", U8, n)?,
+        classes: column::<u16>(&item("cls")?, "cls", U16, n)?,
+        policy_rules: column::<i32>(&item("policy_rule")?, "policy_rule", (i128::from(i32::MIN), i128::from(i32::MAX)), n)?,
+        default_action: item("default_action")?.extract()?,
+        default_class: item("default_cls")?.extract()?,
+        rules,
+    })
+}
+
+fn tables_spec_from_dict(spec: &Bound<'_, PyDict>) -> PyResult<TablesSpec> {
+    let item = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+        spec.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("engine spec lacks '{key}'")))
+    };
+    let tenants = item("tenants")?
+        .extract::<Vec<Bound<'_, PyDict>>>()?
+        .iter()
+        .enumerate()
+        .map(|(index, tenant)| tenant_from_dict(tenant).map_err(|err| PyValueError::new_err(format!("tenants[{index}]: {}", err.value(spec.py())))))
+        .collect::<PyResult<Vec<_>>>()?;
+    let sources = item("sources")?
+        .extract::<Vec<(Vec<u8>, u8, i32)>>()?
+        .into_iter()
+        .map(|(address, len, tenant)| {
+            let address: [u8; 16] = address.try_into().map_err(|_| PyValueError::new_err("a source address is 16 bytes"))?;
+            Ok((u128::from_be_bytes(address), len, tenant))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(TablesSpec {
+        tenants,
+        vnis: item("vnis")?.extract()?,
+        vlans: item("vlans")?.extract()?,
+        sources,
+        unknown_action: item("unknown_action")?.extract()?,
+    })
+}
+
+/// The engine: compiled policy tables, swapped atomically by `update`.
+#[pyclass(frozen, module = "isolane._core")]
+pub struct Engine {
+    engine: engine::Engine,
+}
+
+#[pymethods]
+impl Engine {
+    #[new]
+    fn new(py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let spec = tables_spec_from_dict(spec)?;
+        let engine = without_gil(py, || engine::Engine::new(spec))?.map_err(PyValueError::new_err)?;
+        Ok(Engine { engine })
+    }
+
+    /// Installs new tables; returns how many tenants were kept, patched and rebuilt.
+    fn update(&self, py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<(usize, usize, usize)> {
+        let spec = tables_spec_from_dict(spec)?;
+        let report = without_gil(py, || self.engine.update(spec))?.map_err(PyValueError::new_err)?;
+        Ok((report.kept, report.incremental, report.rebuilt))
+    }
+
+    /// Classifies parsed records (raw bytes of a PARSED_DTYPE array) into verdict records.
+    fn classify_records<'py>(&self, py: Python<'py>, records: &Bound<'py, PyArray1<u8>>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let records = records.readonly();
+        let bytes = records.as_slice()?;
+        if bytes.len() % std::mem::size_of::<PacketInfo>() != 0 {
+            return Err(PyValueError::new_err("records are not whole parsed records"));
+        }
+        let verdicts = without_gil(py, || {
+            let records: &[PacketInfo] = bytemuck::cast_slice(bytes);
+            let mut out: Vec<Verdict> = memory::zeroed_vec(records.len());
+            self.engine.classify(records, &mut out);
+            bytemuck::cast_vec::<Verdict, u8>(out)
+        })?;
+        Ok(PyArray1::from_vec(py, verdicts))
+    }
+
+    /// Per tenant name (None: packets no tenant claims): packets and bytes by action, and
+    /// packets by reason.
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (name, counters) in self.engine.counters() {
+            let entry = PyDict::new(py);
+            entry.set_item("packets", counters.packets.to_vec())?;
+            entry.set_item("bytes", counters.bytes.to_vec())?;
+            entry.set_item("reasons", counters.reasons.to_vec())?;
+            out.set_item(name, entry)?;
+        }
+        Ok(out)
+    }
+
+    #[getter]
+    fn tenant_names(&self) -> Vec<String> {
+        self.engine.tables().tenant_names()
+    }
+}
+
+/// The verdict record's fields as (name, numpy type, byte offset), and its size.
+#[pyfunction]
+fn verdict_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, usize)> {
+    Ok((PyList::new(py, engine::verdict_fields())?, std::mem::size_of::<Verdict>()))
+}
+
 /// The first-match rule table; see docs/classify-contract.md.
 #[pyclass(module = "isolane._core")]
 pub struct RuleTable {
@@ -548,31 +695,7 @@ impl RuleTable {
         dscp: &Bound<'_, PyAny>,
         dscp_mask: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        let srcs = addresses(src, "src")?;
-        let n = srcs.len();
-        let dsts = addresses(dst, "dst")?;
-        if dsts.len() != n {
-            return Err(PyValueError::new_err(format!("dst has {} entries, expected {n}", dsts.len())));
-        }
-        let (src_len, dst_len) = (column::<u8>(src_len, "src_len", U8, n)?, column::<u8>(dst_len, "dst_len", U8, n)?);
-        let (sp_lo, sp_hi) = (column::<u16>(src_port_lo, "src_port_lo", U16, n)?, column::<u16>(src_port_hi, "src_port_hi", U16, n)?);
-        let (dp_lo, dp_hi) = (column::<u16>(dst_port_lo, "dst_port_lo", U16, n)?, column::<u16>(dst_port_hi, "dst_port_hi", U16, n)?);
-        let (proto, proto_mask) = (column::<u8>(proto, "proto", U8, n)?, column::<u8>(proto_mask, "proto_mask", U8, n)?);
-        let (dscp, dscp_mask) = (column::<u8>(dscp, "dscp", U8, n)?, column::<u8>(dscp_mask, "dscp_mask", U8, n)?);
-        let rules = (0..n)
-            .map(|i| Rule {
-                src: srcs[i],
-                src_len: src_len[i],
-                dst: dsts[i],
-                dst_len: dst_len[i],
-                src_ports: (sp_lo[i], sp_hi[i]),
-                dst_ports: (dp_lo[i], dp_hi[i]),
-                proto: proto[i],
-                proto_mask: proto_mask[i],
-                dscp: dscp[i],
-                dscp_mask: dscp_mask[i],
-            })
-            .collect();
+        let rules = rules_from_columns([src, src_len, dst, dst_len, src_port_lo, src_port_hi, dst_port_lo, dst_port_hi, proto, proto_mask, dscp, dscp_mask])?;
         Self::build(py, rules)
     }
 
@@ -713,7 +836,7 @@ fn rule_from_dict(rule: &Bound<'_, PyDict>) -> PyResult<Rule> {
 #[pymodule(gil_used = false)]
 mod _core {
     #[pymodule_export]
-    use super::{parse_records, read_pcap, record_layout, PacketBatch, PcapIterator, RuleTable};
+    use super::{parse_records, read_pcap, record_layout, verdict_layout, Engine, PacketBatch, PcapIterator, RuleTable};
 
     #[pymodule_init]
     fn init(module: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

@@ -1,21 +1,25 @@
 """Type stubs for isolane's Rust core (hand-kept; checked by mypy.stubtest in CI)."""
 
 import os
-from typing import final
+from collections.abc import Mapping, Sequence
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "Engine",
     "GENEVE_PORT",
     "IsolaneError",
     "PacketBatch",
     "PcapError",
     "PcapIterator",
+    "RuleTable",
     "VXLAN_PORT",
     "parse_records",
     "read_pcap",
     "record_layout",
+    "verdict_layout",
 ]
 
 VXLAN_PORT: int
@@ -110,3 +114,73 @@ def parse_records(batch: PacketBatch, vxlan_ports: list[int], geneve_ports: list
 
 def record_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The parsed record's fields as (name, numpy type, byte offset), and its size."""
+
+def verdict_layout() -> tuple[list[tuple[str, str, int]], int]:
+    """The verdict record's fields as (name, numpy type, byte offset), and its size."""
+
+@final
+class RuleTable:
+    """First-match rule table (docs/classify-contract.md): index 0 is checked first."""
+
+    def __new__(
+        cls,
+        src: npt.ArrayLike,
+        src_len: npt.ArrayLike,
+        dst: npt.ArrayLike,
+        dst_len: npt.ArrayLike,
+        src_port_lo: npt.ArrayLike,
+        src_port_hi: npt.ArrayLike,
+        dst_port_lo: npt.ArrayLike,
+        dst_port_hi: npt.ArrayLike,
+        proto: npt.ArrayLike,
+        proto_mask: npt.ArrayLike,
+        dscp: npt.ArrayLike,
+        dscp_mask: npt.ArrayLike,
+    ) -> RuleTable: ...
+    @staticmethod
+    def from_classbench(path: str | os.PathLike[str]) -> RuleTable:
+        """Read a ClassBench rule file (IPv4 prefixes, port ranges, protocol/mask)."""
+
+    @staticmethod
+    def from_rules(rules: Sequence[Mapping[str, Any]]) -> RuleTable:
+        """Rules as dicts: ``src``/``dst`` (prefix text or 16-byte address), ``src_ports``/
+        ``dst_ports`` (a port or (lo, hi)), ``proto``, ``dscp``; absent keys match anything."""
+
+    def lookup(
+        self,
+        src: npt.ArrayLike,
+        dst: npt.ArrayLike,
+        src_port: npt.ArrayLike,
+        dst_port: npt.ArrayLike,
+        proto: npt.ArrayLike,
+        dscp: npt.ArrayLike | None = None,
+    ) -> npt.NDArray[np.int32]:
+        """First matching rule per packet, -1 for none. Addresses: (n, 16) uint8, or uint32
+        IPv4 in host order."""
+
+    def insert(self, index: int, rule: Mapping[str, Any]) -> None:
+        """Insert a rule (a dict as for ``from_rules``) before rule ``index``."""
+
+    def remove(self, index: int) -> None:
+        """Remove rule ``index``; later rules move up by one."""
+
+    @property
+    def memory_bytes(self) -> int: ...
+    @property
+    def table_count(self) -> int: ...
+    def __len__(self) -> int: ...
+
+@final
+class Engine:
+    """Compiled policy tables; see ``isolane.Engine`` for the user-facing class."""
+
+    def __new__(cls, spec: Mapping[str, Any]) -> Engine: ...
+    def update(self, spec: Mapping[str, Any]) -> tuple[int, int, int]:
+        """Install new tables; returns (kept, incrementally updated, rebuilt) tenant counts."""
+
+    def classify_records(self, records: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+        """Verdict records (raw bytes) for parsed records (raw bytes)."""
+
+    def counters(self) -> dict[str | None, dict[str, list[int]]]: ...
+    @property
+    def tenant_names(self) -> list[str]: ...
