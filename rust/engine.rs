@@ -34,6 +34,17 @@ pub enum Reason {
 }
 
 pub const REASONS: usize = 6;
+/// The class of a packet that is dropped (shown as -1 in verdicts).
+pub const NO_CLASS: u16 = u16::MAX;
+
+#[inline]
+fn class_id(class: u16) -> i32 {
+    if class == NO_CLASS {
+        -1
+    } else {
+        i32::from(class)
+    }
+}
 pub const DROP: u8 = 0;
 pub const ALLOW: u8 = 1;
 
@@ -153,7 +164,7 @@ impl EngineTables {
             return Verdict { tenant: -1, rule: -1, cls: -1, action: self.unknown_action, reason: Reason::UnknownTenant as u8 };
         };
         let spec = &tables.spec;
-        let fallback = |reason: Reason, action: u8| Verdict { tenant, rule: -1, cls: i32::from(spec.default_class), action, reason: reason as u8 };
+        let fallback = |reason: Reason, action: u8| Verdict { tenant, rule: -1, cls: class_id(spec.default_class), action, reason: reason as u8 };
         match info.status {
             s if s == Status::Truncated as u8 => return fallback(Reason::Truncated, DROP),
             s if s == Status::Malformed as u8 => return fallback(Reason::Malformed, DROP),
@@ -172,7 +183,7 @@ impl EngineTables {
             Some(rule) => Verdict {
                 tenant,
                 rule: spec.policy_rules[rule],
-                cls: i32::from(spec.classes[rule]),
+                cls: class_id(spec.classes[rule]),
                 action: spec.actions[rule],
                 reason: Reason::Rule as u8,
             },

@@ -9,20 +9,31 @@ from __future__ import annotations
 
 import os
 
-from isolane._core import GENEVE_PORT, VXLAN_PORT, IsolaneError, PacketBatch, PcapError, PcapIterator, read_pcap
+from isolane._core import GENEVE_PORT, VXLAN_PORT, IsolaneError, PacketBatch, PcapError, PcapIterator, RuleTable, read_pcap
 from isolane.parsing import PARSED_DTYPE, LinkType, Status, Tunnel, format_addresses, parse
+from isolane.policy import Policy, PolicyError, PolicyWarning
+from isolane.engine import VERDICT_DTYPE, Action, Engine, Reason, UpdateReport
 
 __all__ = [
     "GENEVE_PORT",
     "PARSED_DTYPE",
+    "VERDICT_DTYPE",
     "VXLAN_PORT",
+    "Action",
+    "Engine",
     "IsolaneError",
     "LinkType",
     "PacketBatch",
     "PcapError",
     "PcapIterator",
+    "Policy",
+    "PolicyError",
+    "PolicyWarning",
+    "Reason",
+    "RuleTable",
     "Status",
     "Tunnel",
+    "UpdateReport",
     "format_addresses",
     "iter_pcap",
     "parse",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,6 +21,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
+    except BrokenPipeError:  # the reader went away (`isolane schema | head`): not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
     except (_core.IsolaneError, OSError, ValueError) as err:
         print(f"isolane: error: {err}", file=sys.stderr)
         return 2
@@ -40,7 +44,16 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--geneve-port", type=int, action="append", metavar="PORT", help="UDP port carrying Geneve (repeatable; default 6081)")
     inspect.add_argument("--batch-size", type=int, default=65536, help="packets per batch (default 65536)")
     inspect.set_defaults(run=_inspect)
+    schema = commands.add_parser("schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML).")
+    schema.set_defaults(run=_schema)
     return parser
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from isolane.policy import schema_text
+
+    print(schema_text())
+    return 0
 
 
 def _inspect(args: argparse.Namespace) -> int:
