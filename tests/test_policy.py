@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import numpy as np
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,7 +38,7 @@ CLASSBENCH = SHARED / "classbench"
 # ---------------------------------------------------------------------------------------------
 
 
-def one_tenant(*rules: dict[str, Any], **tenant: Any) -> dict[str, Any]:
+def one_tenant(*rules: Any, **tenant: Any) -> dict[str, Any]:
     """A one-tenant policy (VNI 1) with the given rules."""
     return {"tenants": [{"name": "t", "vnis": [1], **tenant, "rules": list(rules)}]}
 
@@ -773,7 +773,7 @@ def test_shadowing_in_large_groups_agrees_with_the_reference(seed: int) -> None:
 
 
 def test_ten_thousand_rules_validate_in_well_under_a_few_seconds() -> None:
-    rules = []
+    rules: list[dict[str, Any]] = []
     for i in range(10_000):
         if i % 2:
             rules.append({"src": f"10.{i >> 8 & 255}.{i & 255}.0/24", "dst": f"10.200.{i & 255}.{i >> 8 & 255}", "proto": ["tcp", "udp"], "dst_ports": [i % 1000, "8000-8080"], "action": "allow"})
@@ -968,7 +968,7 @@ def _mutate(path: list[Any], value: Any) -> dict[str, Any]:
 _DELETE = object()
 RULE0 = ["tenants", 0, "rules", 0]
 
-BAD_FOR_BOTH = [
+BAD_FOR_BOTH: list[tuple[list[Any], Any]] = [
     (["tenants", 0, "rulez"], []),
     (["unknown_tenat"], "drop"),
     (["tenants", 0, "vnis"], [1 << 24]),
@@ -1018,7 +1018,7 @@ def test_schema_and_validator_both_reject(validator: jsonschema.Draft202012Valid
             Policy.from_dict(data)
 
 
-BAD_FOR_ISOLANE_ONLY = [
+BAD_FOR_ISOLANE_ONLY: list[tuple[list[Any], Any]] = [
     ([*RULE0, "src"], "10.0.0.1/8"),  # host bits
     ([*RULE0, "dst_ports"], "90-80"),  # reversed
     ([*RULE0, "class"], "platinum"),  # unknown class
@@ -1239,7 +1239,7 @@ def test_fingerprints_change_only_with_a_tenants_rules() -> None:
     base = fingerprints(fingerprint_policy())
     assert base == fingerprints(fingerprint_policy())
     assert len(set(base.values())) == 3 and all(len(f) == 32 for f in base.values())
-    same = [
+    same: list[dict[str, Any]] = [
         {"t0__vnis": [1, 5]},
         {"t0__rate": "1Gbps", "t0__microburst": {"window": "10us", "threshold": "1Gbps"}},
         {"t0__description": "x"},
@@ -1249,7 +1249,7 @@ def test_fingerprints_change_only_with_a_tenants_rules() -> None:
     ]
     for change in same:
         assert fingerprints(fingerprint_policy(**change)) == base, change
-    different = [
+    different: list[tuple[str, dict[str, Any]]] = [
         ("a", {"t0__rules": [{"proto": "tcp", "action": "allow", "class": "x"}, {"dst_ports": 53, "action": "drop"}]}),
         ("a", {"t0__rules": [{"dst_ports": 53, "action": "drop"}, {"proto": "tcp", "action": "allow", "class": "y"}]}),
         ("a", {"t0__default": "drop"}),
