@@ -345,17 +345,19 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tracestep", type=int, default=256)
     ap.add_argument("-m", "--mem-mb", type=int, default=2048)
     ap.add_argument("--repeat", type=int, default=1, help="runs per set (median reported)")
+    ap.add_argument("--lcore", type=int, default=0, help="the core it runs on (-l)")
     args = ap.parse_args(argv)
     tool, why = find()
     if tool is None:
         print(f"dpdk-test-acl unavailable: {why}")
         return 1
-    print(f"# {tool.binary}  alg={args.alg} iter={args.iter} tracestep={args.tracestep}")
+    print(f"# {tool.binary}  alg={args.alg} iter={args.iter} tracestep={args.tracestep} "
+          f"lcore={args.lcore}")
     for name in args.sets:
         runs = []
         for _ in range(args.repeat):
             r = tool.run(name, f"{name}_trace", alg=args.alg, iters=args.iter,
-                         tracestep=args.tracestep, mem_mb=args.mem_mb)
+                         tracestep=args.tracestep, mem_mb=args.mem_mb, lcore=args.lcore)
             if not r.ok:
                 print(f"{name}: failed (rc={r.returncode}):\n{r.output[-2000:]}")
                 break

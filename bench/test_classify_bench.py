@@ -21,6 +21,7 @@ Floors are generous (regressions by an order of magnitude, not noise):
     ISOLANE_BENCH_MAX_TABLE_MB_100K  640   memory_bytes, 100k sets (target: 64)
     ISOLANE_BENCH_CPU                0     core for isolane and DPDK
     ISOLANE_BENCH_DPDK_REPEAT        3     dpdk-test-acl runs per 10k set (median)
+    ISOLANE_BENCH_DPDK_EXTRA_ALGS    ""    more rte_acl algorithms to report, e.g. avx512x32
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ MAX_BUILD_S_100K = float(os.environ.get("ISOLANE_BENCH_MAX_BUILD_S_100K", "20"))
 MAX_TABLE_MB_100K = float(os.environ.get("ISOLANE_BENCH_MAX_TABLE_MB_100K", "640"))
 CPU = int(os.environ.get("ISOLANE_BENCH_CPU", "0"))
 DPDK_REPEAT = int(os.environ.get("ISOLANE_BENCH_DPDK_REPEAT", "3"))
+# more rte_acl algorithms to report besides AVX2 (the issue's baseline), e.g. "avx512x32"
+EXTRA_ALGS = os.environ.get("ISOLANE_BENCH_DPDK_EXTRA_ALGS", "").replace(",", " ").split()
 BATCH = 256
 
 # GiB of available memory a dpdk-test-acl run needs (its build peaks at ~10.7 GB on fw1_100k)
@@ -124,7 +127,7 @@ def _time(fn, repeat: int) -> list[float]:
     return out
 
 
-def run_dpdk(tool, name: str, cpu: int, repeat: int, iters: int):
+def run_dpdk(tool, name: str, cpu: int, repeat: int, iters: int, alg: str | None = None):
     """Median (by Mpps) of ``repeat`` dpdk-test-acl runs, or (None, why)."""
     need = DPDK_NEEDS_GIB.get(name, 2.0)
     if _mem_available_gib() < need:
@@ -132,8 +135,8 @@ def run_dpdk(tool, name: str, cpu: int, repeat: int, iters: int):
     rules, trace = rule_set_paths(name)
     runs = []
     for _ in range(repeat):
-        r = tool.run(rules, trace, alg=dpdk_acl.default_alg(), iters=iters, tracestep=BATCH,
-                     lcore=cpu, timeout=900)
+        r = tool.run(rules, trace, alg=alg or dpdk_acl.default_alg(), iters=iters,
+                     tracestep=BATCH, lcore=cpu, timeout=900)
         if not r.ok:
             tail = r.output.strip().splitlines()[-3:]
             return None, f"dpdk-test-acl failed (rc={r.returncode}): {' | '.join(tail)}"
@@ -210,6 +213,11 @@ def classify_bench(name, benchmark, bench_report, one_core, dpdk, *, dpdk_repeat
             info["DPDK/isolane build time"] = dres.build_s / min(builds)
         if dres.table_bytes and mem:
             info["DPDK/isolane table bytes"] = dres.table_bytes / mem
+        for alg in EXTRA_ALGS:
+            x, xwhy = run_dpdk(tool, name, one_core or 0, dpdk_repeat, dpdk_iters, alg)
+            info[f"DPDK {alg} Mpps"] = x.mpps if x else f"unavailable: {xwhy}"
+            if x:
+                info[f"isolane/{alg} (1 call)"] = info["isolane Mpps 1 call (med)"] / x.mpps
         if check_dpdk_labels:
             rules_p, trace_p = rule_set_paths(name)
             v = tool.run(rules_p, trace_p, alg=dpdk_acl.default_alg(), iters=1, tracestep=BATCH,
