@@ -42,6 +42,7 @@ for p in (ROOT / "tests", ROOT / "bench"):
 
 import dpdk_acl  # noqa: E402
 from classbench import rule_set, rule_set_paths  # noqa: E402
+from machine_load import ForeignLoad  # noqa: E402
 
 core = pytest.importorskip("isolane._core")
 if not hasattr(core, "RuleTable"):
@@ -73,28 +74,6 @@ def _mem_available_gib() -> float:
     except OSError:
         pass
     return float("inf")
-
-
-class ForeignLoad:
-    """CPU used by other processes (in cores) while the block runs (noise indicator)."""
-
-    _TICK = os.sysconf("SC_CLK_TCK")
-
-    @staticmethod
-    def _busy() -> float:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / ForeignLoad._TICK
-
-    def __enter__(self):
-        self.t0, self.b0, self.c0 = time.perf_counter(), self._busy(), sum(os.times()[:2])
-        return self
-
-    def __exit__(self, *exc):
-        wall = time.perf_counter() - self.t0
-        own = sum(os.times()[:2]) - self.c0
-        self.cores = max(0.0, (self._busy() - self.b0 - own) / wall) if wall > 0 else 0.0
-        return False
 
 
 @pytest.fixture(scope="module")

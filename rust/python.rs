@@ -486,12 +486,8 @@ const RULE_COLUMNS: [&str; 12] =
 
 fn rules_from_columns(columns: [&Bound<'_, PyAny>; 12]) -> PyResult<Vec<Rule>> {
     let [src, src_len, dst, dst_len, src_port_lo, src_port_hi, dst_port_lo, dst_port_hi, proto, proto_mask, dscp, dscp_mask] = columns;
-    let srcs = addresses(src, "src")?;
+    let (srcs, dsts) = address_pairs(src, dst)?;
     let n = srcs.len();
-    let dsts = addresses(dst, "dst")?;
-    if dsts.len() != n {
-        return Err(PyValueError::new_err(format!("dst has {} entries, expected {n}", dsts.len())));
-    }
     let (src_len, dst_len) = (column::<u8>(src_len, "src_len", U8, n)?, column::<u8>(dst_len, "dst_len", U8, n)?);
     let (sp_lo, sp_hi) = (column::<u16>(src_port_lo, "src_port_lo", U16, n)?, column::<u16>(src_port_hi, "src_port_hi", U16, n)?);
     let (dp_lo, dp_hi) = (column::<u16>(dst_port_lo, "dst_port_lo", U16, n)?, column::<u16>(dst_port_hi, "dst_port_hi", U16, n)?);
@@ -666,6 +662,15 @@ fn addresses(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u128>> {
     Ok(v4.as_slice()?.iter().map(|&a| classify::ipv4_mapped(a)).collect())
 }
 
+/// The `src` and `dst` address columns, which must be equally long.
+fn address_pairs(src: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>) -> PyResult<(Vec<u128>, Vec<u128>)> {
+    let (srcs, dsts) = (addresses(src, "src")?, addresses(dst, "dst")?);
+    if dsts.len() != srcs.len() {
+        return Err(PyValueError::new_err(format!("dst has {} entries, expected {}", dsts.len(), srcs.len())));
+    }
+    Ok((srcs, dsts))
+}
+
 fn column<'py, T: Element + Copy>(obj: &Bound<'py, PyAny>, name: &str, bounds: (i128, i128), count: usize) -> PyResult<Vec<T>> {
     let array = as_array::<T>(obj, name, bounds)?;
     let values = array.readonly().as_slice()?.to_vec();
@@ -731,12 +736,8 @@ impl RuleTable {
         proto: &Bound<'py, PyAny>,
         dscp: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyArray1<i32>>> {
-        let srcs = addresses(src, "src")?;
+        let (srcs, dsts) = address_pairs(src, dst)?;
         let n = srcs.len();
-        let dsts = addresses(dst, "dst")?;
-        if dsts.len() != n {
-            return Err(PyValueError::new_err(format!("dst has {} entries, expected {n}", dsts.len())));
-        }
         let (sp, dp) = (column::<u16>(src_port, "src_port", U16, n)?, column::<u16>(dst_port, "dst_port", U16, n)?);
         let proto = column::<u8>(proto, "proto", U8, n)?;
         let dscp = match dscp {

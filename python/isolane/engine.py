@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
-from isolane.parsing import PARSED_DTYPE, parse
+from isolane.parsing import PARSED_DTYPE, dtype_of, parse
 from isolane.policy import CompiledPolicy, Policy
 
 
@@ -42,13 +42,7 @@ class Action(enum.IntEnum):
     ALLOW = 1
 
 
-def _layout() -> np.dtype:
-    fields, itemsize = _core.verdict_layout()
-    names, formats, offsets = zip(*fields)
-    return np.dtype({"names": list(names), "formats": list(formats), "offsets": list(offsets), "itemsize": itemsize})
-
-
-VERDICT_DTYPE: np.dtype = _layout()
+VERDICT_DTYPE: np.dtype = dtype_of(_core.verdict_layout())
 """One row of :meth:`Engine.classify`: ``tenant`` (-1 unknown), ``rule`` (index of the policy
 rule within the tenant, -1 default), ``cls`` (class id within the tenant, -1 none), ``action``
 (:class:`Action`), ``reason`` (:class:`Reason`)."""

@@ -47,13 +47,14 @@ class LinkType(enum.IntEnum):
     LINUX_SLL2 = 276
 
 
-def _record_dtype() -> np.dtype:
-    fields, itemsize = _core.record_layout()
+def dtype_of(layout: tuple[list[tuple[str, str, int]], int]) -> np.dtype:
+    """A numpy dtype for a record laid out by the Rust core: (name, type, offset) and size."""
+    fields, itemsize = layout
     names, formats, offsets = zip(*fields)
     return np.dtype({"names": list(names), "formats": list(formats), "offsets": list(offsets), "itemsize": itemsize})
 
 
-PARSED_DTYPE: np.dtype = _record_dtype()
+PARSED_DTYPE: np.dtype = dtype_of(_core.record_layout())
 """One row of :func:`parse`'s result; the layout comes from the Rust record itself."""
 
 
