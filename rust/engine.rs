@@ -90,6 +90,82 @@ pub struct TenantTables {
     pub table: RuleTable,
 }
 
+/// A table rule with what it does: the rows one policy rule compiles to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleRow {
+    pub rule: Rule,
+    pub action: u8,
+    pub class: u16,
+}
+
+/// One policy rule of one tenant changed, by its index among the tenant's policy rules.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RuleEdit {
+    Insert { at: i32, rows: Vec<RuleRow> },
+    Remove { at: i32 },
+    Replace { at: i32, rows: Vec<RuleRow> },
+}
+
+impl TenantTables {
+    fn policy_rule_count(&self) -> i32 {
+        self.spec.policy_rules.last().map_or(0, |last| last + 1)
+    }
+
+    /// The table rows policy rule `at` compiled to (they are contiguous: rules compile in order).
+    fn rows_of(&self, at: i32) -> std::ops::Range<usize> {
+        let rules = &self.spec.policy_rules;
+        rules.partition_point(|&p| p < at)..rules.partition_point(|&p| p <= at)
+    }
+
+    fn apply(&mut self, edit: RuleEdit) -> Result<(), String> {
+        match edit {
+            RuleEdit::Insert { at, rows } => self.insert_rows(at, rows),
+            RuleEdit::Remove { at } => self.remove_rows(at),
+            RuleEdit::Replace { at, rows } => {
+                self.remove_rows(at)?;
+                self.insert_rows(at, rows)
+            }
+        }
+    }
+
+    fn insert_rows(&mut self, at: i32, rows: Vec<RuleRow>) -> Result<(), String> {
+        if !(0..=self.policy_rule_count()).contains(&at) || rows.is_empty() {
+            return Err(format!("cannot insert policy rule {at}: the tenant has {} rules", self.policy_rule_count()));
+        }
+        let start = self.rows_of(at).start;
+        for later in &mut self.spec.policy_rules[start..] {
+            *later += 1;
+        }
+        for (offset, row) in rows.into_iter().enumerate() {
+            let position = start + offset;
+            self.table.insert(position, row.rule)?;
+            self.spec.rules.insert(position, row.rule);
+            self.spec.actions.insert(position, row.action);
+            self.spec.classes.insert(position, row.class);
+            self.spec.policy_rules.insert(position, at);
+        }
+        Ok(())
+    }
+
+    fn remove_rows(&mut self, at: i32) -> Result<(), String> {
+        let rows = self.rows_of(at);
+        if rows.is_empty() {
+            return Err(format!("no policy rule {at}: the tenant has {} rules", self.policy_rule_count()));
+        }
+        for _ in rows.clone() {
+            self.table.remove(rows.start)?;
+        }
+        self.spec.rules.drain(rows.clone());
+        self.spec.actions.drain(rows.clone());
+        self.spec.classes.drain(rows.clone());
+        self.spec.policy_rules.drain(rows.clone());
+        for later in &mut self.spec.policy_rules[rows.start..] {
+            *later -= 1;
+        }
+        Ok(())
+    }
+}
+
 /// VNI to tenant over the 24-bit space: a direct index in 4096 blocks of 4096, a block
 /// allocated only where a VNI is claimed (a flat array would be 64 MB).
 #[derive(Debug, Clone, Default)]
@@ -274,6 +350,20 @@ impl Engine {
 
     pub fn counters(&self) -> FxHashMap<Option<String>, Counters> {
         self.counters.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Changes one policy rule of one tenant without touching the rest of the policy: the
+    /// tenant's tables are patched and swapped in with every other tenant's shared.
+    pub fn edit_tenant(&self, name: &str, edit: RuleEdit) -> Result<(), String> {
+        let _serial = self.updating.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.tables.load_full();
+        let index = current.tenants.iter().position(|t| t.spec.name == name).ok_or_else(|| format!("no tenant '{name}'"))?;
+        let mut tenant = (*current.tenants[index]).clone();
+        tenant.apply(edit)?;
+        let mut tables = (*current).clone();
+        tables.tenants[index] = Arc::new(tenant);
+        self.tables.store(Arc::new(tables));
+        Ok(())
     }
 
     /// Installs a new policy's tables: unchanged tenants are shared, a tenant whose rules

@@ -16,7 +16,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::batch::{linktype, BatchView, LinkTypes, PacketBuffers};
 use crate::classify::{self, Key, Rule};
-use crate::engine::{self, TablesSpec, TenantSpec, Verdict};
+use crate::engine::{self, RuleEdit, RuleRow, TablesSpec, TenantSpec, Verdict};
 use crate::error::CoreError;
 use crate::parse::{self, ParseConfig, PacketInfo, PortSet};
 use crate::memory;
@@ -577,6 +577,33 @@ impl Engine {
         let spec = tables_spec_from_dict(spec)?;
         let report = without_gil(py, || self.engine.update(spec))?.map_err(PyValueError::new_err)?;
         Ok((report.kept, report.incremental, report.rebuilt))
+    }
+
+    /// Changes policy rule `at` of tenant `name`: op "insert" or "replace" with `rows` (the
+    /// rule columns plus `action` and `cls` of the table rows it compiles to), or "remove".
+    #[pyo3(signature = (name, op, at, rows=None))]
+    fn edit_tenant(&self, py: Python<'_>, name: &str, op: &str, at: i32, rows: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+        let rows = match rows {
+            Some(rows) => {
+                let item = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+                    rows.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("rows lack '{key}'")))
+                };
+                let columns: Vec<Bound<'_, PyAny>> = RULE_COLUMNS.iter().map(|key| item(key)).collect::<PyResult<_>>()?;
+                let rules = rules_from_columns(std::array::from_fn(|i| &columns[i]))?;
+                let n = rules.len();
+                let actions = column::<u8>(&item("action")?, "action", U8, n)?;
+                let classes = column::<u16>(&item("cls")?, "cls", U16, n)?;
+                (0..n).map(|i| RuleRow { rule: rules[i], action: actions[i], class: classes[i] }).collect()
+            }
+            None => Vec::new(),
+        };
+        let edit = match op {
+            "insert" => RuleEdit::Insert { at, rows },
+            "replace" => RuleEdit::Replace { at, rows },
+            "remove" => RuleEdit::Remove { at },
+            other => return Err(PyValueError::new_err(format!("unknown edit '{other}' (insert, replace or remove)"))),
+        };
+        without_gil(py, || self.engine.edit_tenant(name, edit))?.map_err(PyValueError::new_err)
     }
 
     /// Classifies parsed records (raw bytes of a PARSED_DTYPE array) into verdict records.

@@ -178,6 +178,10 @@ class Engine:
     def update(self, spec: Mapping[str, Any]) -> tuple[int, int, int]:
         """Install new tables; returns (kept, incrementally updated, rebuilt) tenant counts."""
 
+    def edit_tenant(self, name: str, op: str, at: int, rows: Mapping[str, Any] | None = None) -> None:
+        """Insert, replace or remove policy rule ``at`` of tenant ``name`` (rows: rule columns
+        plus ``action`` and ``cls`` of the table rows the rule compiles to)."""
+
     def classify_records(self, records: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
         """Verdict records (raw bytes) for parsed records (raw bytes)."""
 

@@ -167,3 +167,24 @@ fn vni_map_covers_24_bits_and_nothing_else() {
     map.insert(0, 1);
     assert_eq!((map.get(0xff_ffff), map.get(0), map.get(5), map.get(-1), map.get(1 << 24)), (3, 1, -1, -1, -1));
 }
+
+#[test]
+fn editing_one_policy_rule_shifts_later_ones_and_keeps_other_tenants() {
+    let engine = Engine::new(spec()).unwrap();
+    let blue_before = Arc::clone(&engine.tables().tenants[1]);
+    let two_rows = vec![RuleRow { rule: web_rule(8080), action: DROP, class: NO_CLASS }, RuleRow { rule: web_rule(8081), action: DROP, class: NO_CLASS }];
+    engine.edit_tenant("red", RuleEdit::Insert { at: 1, rows: two_rows }).unwrap();
+    let rule_of = |port| { let v = classify_one(&engine, packet(100, port)); (v.rule, v.action) };
+    assert_eq!((rule_of(80), rule_of(8080), rule_of(8081), rule_of(443)), ((0, ALLOW), (1, DROP), (1, DROP), (2, ALLOW)));
+    assert!(Arc::ptr_eq(&blue_before, &engine.tables().tenants[1]));
+    engine.edit_tenant("red", RuleEdit::Replace { at: 1, rows: vec![RuleRow { rule: web_rule(9000), action: ALLOW, class: 4 }] }).unwrap();
+    assert_eq!((rule_of(8080), rule_of(9000), rule_of(443)), ((-1, DROP), (1, ALLOW), (2, ALLOW)));
+    engine.edit_tenant("red", RuleEdit::Remove { at: 0 }).unwrap();
+    assert_eq!((rule_of(80), rule_of(9000), rule_of(443)), ((-1, DROP), (0, ALLOW), (1, ALLOW)));
+    assert!(engine.edit_tenant("red", RuleEdit::Remove { at: 2 }).is_err());
+    assert!(engine.edit_tenant("red", RuleEdit::Insert { at: 3, rows: vec![] }).is_err());
+    assert!(engine.edit_tenant("green", RuleEdit::Remove { at: 0 }).is_err());
+    let red = engine.tables();
+    let red = &red.tenants[0].spec;
+    assert_eq!((red.policy_rules.clone(), red.rules.len(), red.actions.len(), red.classes.len()), (vec![0, 1], 2, 2, 2));
+}
