@@ -86,7 +86,14 @@ const BUCKET_LIMIT: usize = 32;
 /// Prefix lengths a new table is cut to: coarse enough to share, fine enough to spread.
 const LENGTH_STEP: u8 = 8;
 
-type Priority = u32;
+/// A rule's place in the order: ranks grow with the index but leave gaps, so that a rule
+/// inserted between two others takes a rank between theirs and no other rule is renumbered
+/// (which would copy every bucket of a table that is being patched).
+type Rank = u64;
+const RANK_GAP: Rank = 1 << 20;
+
+/// Rules sharing a masked key, by rank; shared between clones of a table until one is edited.
+type Bucket = std::sync::Arc<[(Rank, Rule)]>;
 
 #[derive(Debug, Clone)]
 struct TupleTable {
@@ -94,10 +101,10 @@ struct TupleTable {
     dst_len: u8,
     src_mask: u128,
     dst_mask: u128,
-    /// Each bucket holds its rules themselves, by priority: no second lookup to check them.
-    buckets: FxHashMap<(u128, u128), Vec<(Priority, Rule)>>,
-    /// The best (smallest) priority in the table: the probe order and the early exit.
-    best: Priority,
+    /// Each bucket holds its rules themselves: no second lookup to check them.
+    buckets: FxHashMap<(u128, u128), Bucket>,
+    /// The best (smallest) rank in the table: the probe order and the early exit.
+    best: Rank,
     rules: usize,
 }
 
@@ -109,7 +116,7 @@ impl TupleTable {
             src_mask: prefix_mask(src_len),
             dst_mask: prefix_mask(dst_len),
             buckets: FxHashMap::default(),
-            best: Priority::MAX,
+            best: Rank::MAX,
             rules: 0,
         }
     }
@@ -121,12 +128,23 @@ impl TupleTable {
     fn bucket_key(&self, src: u128, dst: u128) -> (u128, u128) {
         (src & self.src_mask, dst & self.dst_mask)
     }
+
+    fn holds(&self, rule: &Rule, rank: Rank) -> bool {
+        self.accepts(rule) && self.buckets.get(&self.bucket_key(rule.src, rule.dst)).is_some_and(|b| b.iter().any(|(r, _)| *r == rank))
+    }
+
+    fn recompute_best(&mut self) {
+        self.best = self.buckets.values().filter_map(|b| b.first().map(|(r, _)| *r)).min().unwrap_or(Rank::MAX);
+    }
 }
 
 /// An ordered rule set: index 0 is checked first, and the first match wins.
+/// Cloning is cheap (buckets are shared), so a live update can patch a copy.
 #[derive(Debug, Clone, Default)]
 pub struct RuleTable {
     rules: Vec<Rule>,
+    /// `ranks[i]` is rule `i`'s rank; strictly increasing.
+    ranks: Vec<Rank>,
     tables: Vec<TupleTable>,
 }
 
@@ -135,9 +153,10 @@ impl RuleTable {
         for (index, rule) in rules.iter().enumerate() {
             rule.check().map_err(|why| (index, why))?;
         }
-        let mut table = RuleTable { rules, tables: Vec::new() };
-        for priority in 0..table.rules.len() {
-            table.place(priority as Priority);
+        let ranks = (1..=rules.len() as Rank).map(|i| i * RANK_GAP).collect();
+        let mut table = RuleTable { rules, ranks, tables: Vec::new() };
+        for index in 0..table.rules.len() {
+            table.place(index);
         }
         table.sort_tables();
         Ok(table)
@@ -161,13 +180,13 @@ impl RuleTable {
 
     /// Bytes held by the rules and tables (buckets counted at their capacity).
     pub fn memory_bytes(&self) -> usize {
-        let rules = self.rules.capacity() * std::mem::size_of::<Rule>();
+        let rules = self.rules.capacity() * std::mem::size_of::<Rule>() + self.ranks.capacity() * std::mem::size_of::<Rank>();
         let tables: usize = self
             .tables
             .iter()
             .map(|t| {
-                let entry = std::mem::size_of::<((u128, u128), Vec<(Priority, Rule)>)>() + 1;
-                let lists: usize = t.buckets.values().map(|b| b.capacity() * std::mem::size_of::<(Priority, Rule)>()).sum();
+                let entry = std::mem::size_of::<((u128, u128), Bucket)>() + 1;
+                let lists: usize = t.buckets.values().map(|b| 16 + b.len() * std::mem::size_of::<(Rank, Rule)>()).sum();
                 std::mem::size_of::<TupleTable>() + t.buckets.capacity() * entry + lists
             })
             .sum();
@@ -177,24 +196,23 @@ impl RuleTable {
     /// The first rule matching `key`, if any.
     #[inline]
     pub fn lookup(&self, key: &Key) -> Option<usize> {
-        let mut best = Priority::MAX;
+        let mut best = Rank::MAX;
         for table in &self.tables {
             if table.best >= best {
                 break;
             }
             let Some(bucket) = table.buckets.get(&table.bucket_key(key.src, key.dst)) else { continue };
-            for (priority, rule) in bucket {
-                let priority = *priority;
-                if priority >= best {
+            for (rank, rule) in bucket.iter() {
+                if *rank >= best {
                     break;
                 }
                 if rule.matches(key) {
-                    best = priority;
+                    best = *rank;
                     break;
                 }
             }
         }
-        (best != Priority::MAX).then_some(best as usize)
+        (best != Rank::MAX).then(|| self.ranks.partition_point(|&r| r < best))
     }
 
     pub fn lookup_all(&self, keys: &[Key], out: &mut [i32]) {
@@ -210,9 +228,16 @@ impl RuleTable {
         if index > self.rules.len() {
             return Err(format!("index {index} is past the end ({} rules)", self.rules.len()));
         }
-        self.renumber(|p| if p >= index as Priority { p + 1 } else { p });
+        let below = if index == 0 { 0 } else { self.ranks[index - 1] };
+        let above = self.ranks.get(index).copied().unwrap_or(below + 2 * RANK_GAP);
         self.rules.insert(index, rule);
-        self.place(index as Priority);
+        if above - below < 2 {
+            // No room between the neighbours (after ~20 inserts at one place): spread all out.
+            *self = RuleTable::new(std::mem::take(&mut self.rules)).map_err(|(_, why)| why)?;
+            return Ok(());
+        }
+        self.ranks.insert(index, below + (above - below) / 2);
+        self.place(index);
         self.sort_tables();
         Ok(())
     }
@@ -222,27 +247,27 @@ impl RuleTable {
         if index >= self.rules.len() {
             return Err(format!("no rule {index} ({} rules)", self.rules.len()));
         }
-        let rule = self.rules[index];
-        let priority = index as Priority;
-        let slot = self.tables.iter().position(|t| {
-            t.accepts(&rule) && t.buckets.get(&t.bucket_key(rule.src, rule.dst)).is_some_and(|b| b.iter().any(|(p, _)| *p == priority))
-        });
-        if let Some(slot) = slot {
+        let (rule, rank) = (self.rules[index], self.ranks[index]);
+        if let Some(slot) = self.tables.iter().position(|t| t.holds(&rule, rank)) {
             let table = &mut self.tables[slot];
             let key = table.bucket_key(rule.src, rule.dst);
             if let Some(bucket) = table.buckets.get_mut(&key) {
-                bucket.retain(|(p, _)| *p != priority);
-                if bucket.is_empty() {
+                let kept: Vec<(Rank, Rule)> = bucket.iter().copied().filter(|(r, _)| *r != rank).collect();
+                if kept.is_empty() {
                     table.buckets.remove(&key);
+                } else {
+                    *bucket = kept.into();
                 }
             }
             table.rules -= 1;
             if table.rules == 0 {
                 self.tables.swap_remove(slot);
+            } else if table.best == rank {
+                table.recompute_best();
             }
         }
         self.rules.remove(index);
-        self.renumber(|p| if p > priority { p - 1 } else { p });
+        self.ranks.remove(index);
         self.sort_tables();
         Ok(rule)
     }
@@ -255,12 +280,12 @@ impl RuleTable {
         Ok(old)
     }
 
-    /// Puts rule `priority` into the first table (best first) that can hash it without
+    /// Puts rule `index` into the first table (best first) that can hash it without
     /// overfilling its bucket, or into a new table cut to the rule's own lengths.
-    fn place(&mut self, priority: Priority) {
-        let rule = self.rules[priority as usize];
+    fn place(&mut self, index: usize) {
+        let (rule, rank) = (self.rules[index], self.ranks[index]);
         let fits = self.tables.iter().position(|t| {
-            t.accepts(&rule) && t.buckets.get(&t.bucket_key(rule.src, rule.dst)).map_or(0, Vec::len) < BUCKET_LIMIT
+            t.accepts(&rule) && t.buckets.get(&t.bucket_key(rule.src, rule.dst)).map_or(0, |b| b.len()) < BUCKET_LIMIT
         });
         let slot = fits.unwrap_or_else(|| {
             let cut = |len: u8| if len == 128 { 128 } else { len - len % LENGTH_STEP };
@@ -273,22 +298,14 @@ impl RuleTable {
             })
         });
         let table = &mut self.tables[slot];
-        let bucket = table.buckets.entry(table.bucket_key(rule.src, rule.dst)).or_default();
-        let at = bucket.partition_point(|(p, _)| *p < priority);
-        bucket.insert(at, (priority, rule));
+        // Buckets are shared with clones of the table: an edit builds the bucket anew.
+        let slot = table.buckets.entry(table.bucket_key(rule.src, rule.dst)).or_insert_with(|| Vec::new().into());
+        let mut bucket = slot.to_vec();
+        let at = bucket.partition_point(|(r, _)| *r < rank);
+        bucket.insert(at, (rank, rule));
+        *slot = bucket.into();
         table.rules += 1;
-        table.best = table.best.min(priority);
-    }
-
-    fn renumber(&mut self, map: impl Fn(Priority) -> Priority) {
-        for table in &mut self.tables {
-            for bucket in table.buckets.values_mut() {
-                for (priority, _) in bucket.iter_mut() {
-                    *priority = map(*priority);
-                }
-            }
-            table.best = table.buckets.values().filter_map(|b| b.first().map(|(p, _)| *p)).min().unwrap_or(Priority::MAX);
-        }
+        table.best = table.best.min(rank);
     }
 
     fn sort_tables(&mut self) {

@@ -42,6 +42,25 @@ fn updates_shift_later_rules() {
 }
 
 #[test]
+fn many_inserts_at_one_place_use_up_the_rank_gap_and_still_order_right() {
+    let rule = |port: u16| Rule { dst_ports: (port, port), ..Rule::ANY };
+    let mut reference = vec![rule(1), Rule::ANY];
+    let mut table = RuleTable::new(reference.clone()).unwrap();
+    for port in 2..42 {
+        table.insert(1, rule(port)).unwrap();
+        reference.insert(1, rule(port));
+        let shared = table.clone(); // clones share buckets; editing one must not change the other
+        table.insert(0, rule(1000)).unwrap();
+        table.remove(0).unwrap();
+        for probe in [1, 2, port, port / 2, 1000, 5000] {
+            let key = Key { dst_port: probe, ..Key::default() };
+            assert_eq!(table.lookup(&key), brute_force(&reference, &key), "port {probe} after {port}");
+            assert_eq!(shared.lookup(&key), brute_force(&reference, &key), "clone, port {probe} after {port}");
+        }
+    }
+}
+
+#[test]
 fn impossible_rules_are_refused_with_their_index() {
     let reversed = Rule { dst_ports: (90, 80), ..Rule::ANY };
     assert_eq!(RuleTable::new(vec![Rule::ANY, reversed]).unwrap_err().0, 1);
