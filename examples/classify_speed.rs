@@ -1,13 +1,18 @@
 //! Build time, size and lookup rate on the ClassBench sets:
-//! `cargo run --release --example classify_speed [DIR]` (default ../shared/classbench).
+//! `cargo run --release --example classify_speed [DIR [SET]]` (default ../shared/classbench,
+//! every set; SET names one, e.g. acl1_10k).
 use isolane::classify::{ipv4_mapped, parse_classbench, Key, RuleTable};
 use std::time::Instant;
 
 fn main() {
     let dir = std::env::args().nth(1).unwrap_or_else(|| "../shared/classbench".to_string());
+    let only = std::env::args().nth(2);
     for size in ["10k", "100k"] {
         for family in ["acl1", "fw1", "ipc1"] {
             let name = format!("{family}_{size}");
+            if only.as_ref().is_some_and(|only| *only != name) {
+                continue;
+            }
             let rules = parse_classbench(&std::fs::read_to_string(format!("{dir}/{name}")).unwrap()).unwrap();
             let count = rules.len();
             let start = Instant::now();
@@ -19,7 +24,7 @@ fn main() {
             }).collect();
             let mut out = vec![0i32; keys.len()];
             let mut best = f64::MAX;
-            for _ in 0..5 {
+            for _ in 0..std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(20) {
                 let start = Instant::now();
                 table.lookup_all(&keys, &mut out);
                 best = best.min(start.elapsed().as_secs_f64());

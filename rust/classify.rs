@@ -1,13 +1,14 @@
 //! First-match 5-tuple (+DSCP) classification with one-rule updates in microseconds.
 //!
-//! Tuple space search in the style of TupleMerge: rules live in hash tables keyed by their
-//! source and destination prefixes cut to the table's lengths (a table hashes no more bits than
-//! any of its rules specify); a bucket holds the rules sharing a masked key, in priority order,
-//! and ports, protocol and DSCP are checked there. Tables are probed best-first (by the best
-//! priority they hold), so a lookup stops as soon as no later table can beat its match.
-//! Adding or removing a rule touches one bucket, which is what makes live updates cheap.
+//! Decision trees for fast lookups ([`tree`]), tuple space for one-rule updates in
+//! microseconds ([`tuples`]); [`RuleTable`] puts the two together.
 
-use rustc_hash::FxHashMap;
+mod tree;
+mod tuples;
+
+use std::sync::Arc;
+use tree::{Fields, Forest};
+use tuples::TupleSpace;
 
 /// A packet's fields as the classifier sees them (addresses as 128-bit, IPv4-mapped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,71 +82,38 @@ pub fn prefix_mask(len: u8) -> u128 {
     }
 }
 
-/// How many rules may share one bucket before a rule goes to a more specific table.
-const BUCKET_LIMIT: usize = 32;
-/// Prefix lengths a new table is cut to: coarse enough to share, fine enough to spread.
-const LENGTH_STEP: u8 = 8;
-
 /// A rule's place in the order: ranks grow with the index but leave gaps, so that a rule
 /// inserted between two others takes a rank between theirs and no other rule is renumbered
 /// (which would copy every bucket of a table that is being patched).
 type Rank = u64;
 const RANK_GAP: Rank = 1 << 20;
 
-/// Rules sharing a masked key, by rank; shared between clones of a table until one is edited.
-type Bucket = std::sync::Arc<[(Rank, Rule)]>;
-
-#[derive(Debug, Clone)]
-struct TupleTable {
-    src_len: u8,
-    dst_len: u8,
-    src_mask: u128,
-    dst_mask: u128,
-    /// Each bucket holds its rules themselves: no second lookup to check them.
-    buckets: FxHashMap<(u128, u128), Bucket>,
-    /// The best (smallest) rank in the table: the probe order and the early exit.
-    best: Rank,
-    rules: usize,
-}
-
-impl TupleTable {
-    fn new(src_len: u8, dst_len: u8) -> Self {
-        TupleTable {
-            src_len,
-            dst_len,
-            src_mask: prefix_mask(src_len),
-            dst_mask: prefix_mask(dst_len),
-            buckets: FxHashMap::default(),
-            best: Rank::MAX,
-            rules: 0,
-        }
-    }
-
-    fn accepts(&self, rule: &Rule) -> bool {
-        self.src_len <= rule.src_len && self.dst_len <= rule.dst_len
-    }
-
-    fn bucket_key(&self, src: u128, dst: u128) -> (u128, u128) {
-        (src & self.src_mask, dst & self.dst_mask)
-    }
-
-    fn holds(&self, rule: &Rule, rank: Rank) -> bool {
-        self.accepts(rule) && self.buckets.get(&self.bucket_key(rule.src, rule.dst)).is_some_and(|b| b.iter().any(|(r, _)| *r == rank))
-    }
-
-    fn recompute_best(&mut self) {
-        self.best = self.buckets.values().filter_map(|b| b.first().map(|(r, _)| *r)).min().unwrap_or(Rank::MAX);
-    }
-}
+/// Marks a tree rule removed since the trees were built.
+const DEAD: u32 = u32::MAX;
 
 /// An ordered rule set: index 0 is checked first, and the first match wins.
-/// Cloning is cheap (buckets are shared), so a live update can patch a copy.
+///
+/// IPv4 rules are compiled into decision trees ([`tree`]), which look up fast but cannot be
+/// edited; edits go to tuple space ([`tuples`]), which takes one rule in microseconds: a new
+/// rule joins `fresh`, a removed tree rule is marked dead, and once enough edits pile up the
+/// trees are rebuilt. Rules that can match IPv6 packets live in tuple space only.
+/// Cloning is cheap (trees and buckets are shared), so a live update can patch a copy.
 #[derive(Debug, Clone, Default)]
 pub struct RuleTable {
     rules: Vec<Rule>,
     /// `ranks[i]` is rule `i`'s rank; strictly increasing.
     ranks: Vec<Rank>,
-    tables: Vec<TupleTable>,
+    /// The IPv4 rules as of the last build, their ids in rank order.
+    trees: Arc<Forest>,
+    /// Rank of each tree id (sorted): finds a removed rule's id.
+    tree_ranks: Arc<[Rank]>,
+    /// Current index of each tree id, [`DEAD`] once removed.
+    tree_index: Arc<[u32]>,
+    dead: usize,
+    /// IPv4 rules added since the trees were built.
+    fresh: TupleSpace,
+    /// Every rule that can match a packet with an IPv6 address.
+    ipv6: TupleSpace,
 }
 
 impl RuleTable {
@@ -154,12 +122,30 @@ impl RuleTable {
             rule.check().map_err(|why| (index, why))?;
         }
         let ranks = (1..=rules.len() as Rank).map(|i| i * RANK_GAP).collect();
-        let mut table = RuleTable { rules, ranks, tables: Vec::new() };
-        for index in 0..table.rules.len() {
-            table.place(index);
-        }
-        table.sort_tables();
+        let mut table = RuleTable { rules, ranks, ..RuleTable::default() };
+        let ipv6: Vec<(Rank, Rule)> = table.ranked().filter(|(_, rule)| matches_ipv6(rule)).collect();
+        table.ipv6.extend(ipv6);
+        table.rebuild_trees();
         Ok(table)
+    }
+
+    fn ranked(&self) -> impl Iterator<Item = (Rank, Rule)> + '_ {
+        self.ranks.iter().copied().zip(self.rules.iter().copied())
+    }
+
+    /// Compiles every IPv4 rule into fresh trees; the edit buffers empty.
+    fn rebuild_trees(&mut self) {
+        let (mut ranks, mut rules, mut indices) = (Vec::new(), Vec::new(), Vec::new());
+        for (index, (rank, rule)) in self.ranked().enumerate().filter(|(_, (_, rule))| tree::matches_ipv4(rule)) {
+            ranks.push(rank);
+            rules.push(rule);
+            indices.push(index as u32);
+        }
+        self.trees = Arc::new(Forest::new(&rules));
+        self.tree_ranks = ranks.into();
+        self.tree_index = indices.into();
+        self.dead = 0;
+        self.fresh = TupleSpace::default();
     }
 
     pub fn len(&self) -> usize {
@@ -174,45 +160,46 @@ impl RuleTable {
         &self.rules
     }
 
+    /// How many structures a lookup may visit: trees plus tuple tables.
     pub fn table_count(&self) -> usize {
-        self.tables.len()
+        self.trees.tree_count() + self.fresh.table_count() + self.ipv6.table_count()
     }
 
-    /// Bytes held by the rules and tables (buckets counted at their capacity).
+    /// Bytes held by the rules, trees and tuple tables (buckets counted at their capacity).
     pub fn memory_bytes(&self) -> usize {
         let rules = self.rules.capacity() * std::mem::size_of::<Rule>() + self.ranks.capacity() * std::mem::size_of::<Rank>();
-        let tables: usize = self
-            .tables
-            .iter()
-            .map(|t| {
-                let entry = std::mem::size_of::<((u128, u128), Bucket)>() + 1;
-                let lists: usize = t.buckets.values().map(|b| 16 + b.len() * std::mem::size_of::<(Rank, Rule)>()).sum();
-                std::mem::size_of::<TupleTable>() + t.buckets.capacity() * entry + lists
-            })
-            .sum();
-        rules + tables
+        let trees = self.trees.memory_bytes() + self.tree_ranks.len() * std::mem::size_of::<Rank>() + self.tree_index.len() * 4;
+        rules + trees + self.fresh.memory_bytes() + self.ipv6.memory_bytes()
     }
 
     /// The first rule matching `key`, if any.
     #[inline]
     pub fn lookup(&self, key: &Key) -> Option<usize> {
-        let mut best = Rank::MAX;
-        for table in &self.tables {
-            if table.best >= best {
-                break;
-            }
-            let Some(bucket) = table.buckets.get(&table.bucket_key(key.src, key.dst)) else { continue };
-            for (rank, rule) in bucket.iter() {
-                if *rank >= best {
-                    break;
-                }
-                if rule.matches(key) {
-                    best = *rank;
-                    break;
-                }
-            }
+        let Some(fields) = Fields::of(key) else {
+            return self.ipv6.lookup(key, Rank::MAX).map(|rank| self.index_of(rank));
+        };
+        let tree_index = &self.tree_index;
+        let id = self.trees.lookup(&fields, tree::NO_RULE, |id| tree_index[id as usize] != DEAD);
+        self.with_fresh(key, id)
+    }
+
+    /// The first match, given the trees' best `id` for an IPv4 key: a rule added since the
+    /// trees were built may come first.
+    #[inline]
+    fn with_fresh(&self, key: &Key, id: u32) -> Option<usize> {
+        let from_trees = || (id != tree::NO_RULE).then(|| self.tree_index[id as usize] as usize);
+        if self.fresh.is_empty() {
+            return from_trees();
         }
-        (best != Rank::MAX).then(|| self.ranks.partition_point(|&r| r < best))
+        let bound = self.tree_ranks.get(id as usize).copied().unwrap_or(Rank::MAX);
+        match self.fresh.lookup(key, bound) {
+            Some(rank) => Some(self.index_of(rank)),
+            None => from_trees(),
+        }
+    }
+
+    fn index_of(&self, rank: Rank) -> usize {
+        self.ranks.partition_point(|&r| r < rank)
     }
 
     pub fn lookup_all(&self, keys: &[Key], out: &mut [i32]) {
@@ -236,9 +223,16 @@ impl RuleTable {
             *self = RuleTable::new(std::mem::take(&mut self.rules)).map_err(|(_, why)| why)?;
             return Ok(());
         }
-        self.ranks.insert(index, below + (above - below) / 2);
-        self.place(index);
-        self.sort_tables();
+        let rank = below + (above - below) / 2;
+        self.ranks.insert(index, rank);
+        self.shift_tree_indices(index, 1);
+        if matches_ipv6(&rule) {
+            self.ipv6.insert(rank, rule);
+        }
+        if tree::matches_ipv4(&rule) {
+            self.fresh.insert(rank, rule);
+            self.rebuild_if_worn();
+        }
         Ok(())
     }
 
@@ -247,28 +241,18 @@ impl RuleTable {
         if index >= self.rules.len() {
             return Err(format!("no rule {index} ({} rules)", self.rules.len()));
         }
-        let (rule, rank) = (self.rules[index], self.ranks[index]);
-        if let Some(slot) = self.tables.iter().position(|t| t.holds(&rule, rank)) {
-            let table = &mut self.tables[slot];
-            let key = table.bucket_key(rule.src, rule.dst);
-            if let Some(bucket) = table.buckets.get_mut(&key) {
-                let kept: Vec<(Rank, Rule)> = bucket.iter().copied().filter(|(r, _)| *r != rank).collect();
-                if kept.is_empty() {
-                    table.buckets.remove(&key);
-                } else {
-                    *bucket = kept.into();
-                }
-            }
-            table.rules -= 1;
-            if table.rules == 0 {
-                self.tables.swap_remove(slot);
-            } else if table.best == rank {
-                table.recompute_best();
+        let (rule, rank) = (self.rules.remove(index), self.ranks.remove(index));
+        self.ipv6.remove(rank, &rule);
+        if !self.fresh.remove(rank, &rule) {
+            if let Ok(id) = self.tree_ranks.binary_search(&rank) {
+                let mut tree_index = self.tree_index.to_vec();
+                tree_index[id] = DEAD;
+                self.tree_index = tree_index.into();
+                self.dead += 1;
             }
         }
-        self.rules.remove(index);
-        self.ranks.remove(index);
-        self.sort_tables();
+        self.shift_tree_indices(index, -1);
+        self.rebuild_if_worn();
         Ok(rule)
     }
 
@@ -280,37 +264,29 @@ impl RuleTable {
         Ok(old)
     }
 
-    /// Puts rule `index` into the first table (best first) that can hash it without
-    /// overfilling its bucket, or into a new table cut to the rule's own lengths.
-    fn place(&mut self, index: usize) {
-        let (rule, rank) = (self.rules[index], self.ranks[index]);
-        let fits = self.tables.iter().position(|t| {
-            t.accepts(&rule) && t.buckets.get(&t.bucket_key(rule.src, rule.dst)).map_or(0, |b| b.len()) < BUCKET_LIMIT
-        });
-        let slot = fits.unwrap_or_else(|| {
-            let cut = |len: u8| if len == 128 { 128 } else { len - len % LENGTH_STEP };
-            let wanted = (cut(rule.src_len), cut(rule.dst_len));
-            // An identical tuple may exist with a full bucket: rules that share their masked
-            // prefixes cannot be spread by hashing, so they share the bucket.
-            self.tables.iter().position(|t| (t.src_len, t.dst_len) == wanted).unwrap_or_else(|| {
-                self.tables.push(TupleTable::new(wanted.0, wanted.1));
-                self.tables.len() - 1
-            })
-        });
-        let table = &mut self.tables[slot];
-        // Buckets are shared with clones of the table: an edit builds the bucket anew.
-        let slot = table.buckets.entry(table.bucket_key(rule.src, rule.dst)).or_insert_with(|| Vec::new().into());
-        let mut bucket = slot.to_vec();
-        let at = bucket.partition_point(|(r, _)| *r < rank);
-        bucket.insert(at, (rank, rule));
-        *slot = bucket.into();
-        table.rules += 1;
-        table.best = table.best.min(rank);
+    /// Moves the tree rules at `from` and after by `by` places (on a copy: readers keep theirs).
+    fn shift_tree_indices(&mut self, from: usize, by: i64) {
+        let moved = |index: u32| if index != DEAD && index as usize >= from { (i64::from(index) + by) as u32 } else { index };
+        self.tree_index = self.tree_index.iter().map(|&index| moved(index)).collect();
     }
 
-    fn sort_tables(&mut self) {
-        self.tables.sort_by_key(|t| t.best);
+    /// Rebuilds the trees once the edits since the last build would slow lookups down: every
+    /// fresh rule is a tuple probe away, every dead one a wasted check.
+    fn rebuild_if_worn(&mut self) {
+        let worn = self.fresh.len() + self.dead;
+        if worn > REBUILD_EDITS.max(self.tree_ranks.len() / 16) {
+            self.rebuild_trees();
+        }
     }
+}
+
+/// Edits the tables take before the trees are rebuilt (more for large tables: 1/16 of them).
+const REBUILD_EDITS: usize = 64;
+
+/// Whether a rule can match a packet with an IPv6 (not IPv4-mapped) address.
+fn matches_ipv6(rule: &Rule) -> bool {
+    let within_ipv4 = |prefix: u128, len: u8| len >= 96 && (prefix ^ ipv4_mapped(0)) >> 32 == 0;
+    !(within_ipv4(rule.src, rule.src_len) && within_ipv4(rule.dst, rule.dst_len))
 }
 
 /// Parses a ClassBench rule file (`@src/len dst/len sp : sp dp : dp proto/mask flags/mask`).

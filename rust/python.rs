@@ -800,7 +800,7 @@ impl RuleTable {
         self.read().memory_bytes()
     }
 
-    /// How many hash tables (tuples) a lookup may probe.
+    /// How many structures a lookup may visit: decision trees plus tuple tables.
     #[getter]
     fn table_count(&self) -> usize {
         self.read().table_count()

@@ -138,6 +138,23 @@ enum Update {
     Remove(prop::sample::Index),
 }
 
+/// Applies one update to the table and the reference alike.
+fn apply(update: Update, table: &mut RuleTable, reference: &mut Vec<Rule>) -> Result<(), TestCaseError> {
+    match update {
+        Update::Insert(at, rule) => {
+            let at = at.index(reference.len() + 1);
+            reference.insert(at, rule);
+            table.insert(at, rule).unwrap();
+        }
+        Update::Remove(at) if !reference.is_empty() => {
+            let at = at.index(reference.len());
+            prop_assert_eq!(table.remove(at).unwrap(), reference.remove(at));
+        }
+        Update::Remove(_) => prop_assert!(table.remove(0).is_err()),
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
         std::env::var("ISOLANE_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(300)
@@ -165,19 +182,64 @@ proptest! {
         };
         check(&table, &reference)?;
         for update in updates {
-            match update {
-                Update::Insert(at, rule) => {
-                    let at = at.index(reference.len() + 1);
-                    reference.insert(at, rule);
-                    table.insert(at, rule).unwrap();
-                }
-                Update::Remove(at) if !reference.is_empty() => {
-                    let at = at.index(reference.len());
-                    prop_assert_eq!(table.remove(at).unwrap(), reference.remove(at));
-                }
-                Update::Remove(_) => prop_assert!(table.remove(0).is_err()),
-            }
+            apply(update, &mut table, &mut reference)?;
             check(&table, &reference)?;
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("ISOLANE_FUZZ_CASES").ok().and_then(|n| n.parse::<u32>().ok()).map_or(24, |n| (n / 10).max(1))
+    ))]
+
+    /// Enough edits to wear the trees out several times over: rebuilds keep the order right.
+    #[test]
+    fn fuzz_tables_agree_with_brute_force_through_rebuilds(
+        rules in proptest::collection::vec(rule_strategy(), 20..120),
+        updates in proptest::collection::vec(prop_oneof![
+            (any::<prop::sample::Index>(), rule_strategy()).prop_map(|(i, r)| Update::Insert(i, r)),
+            any::<prop::sample::Index>().prop_map(Update::Remove),
+        ], 150..300),
+        noise in any::<u128>(),
+    ) {
+        let mut reference = rules.clone();
+        let mut table = RuleTable::new(rules).unwrap();
+        for (step, update) in updates.into_iter().enumerate() {
+            apply(update, &mut table, &mut reference)?;
+            if let Some(rule) = reference.get(step % reference.len().max(1)) {
+                let key = key_for(rule, noise.rotate_left(step as u32), step as u16);
+                prop_assert_eq!(table.lookup(&key), brute_force(&reference, &key), "after {} edits", step + 1);
+            }
+        }
+        for (i, rule) in reference.iter().enumerate() {
+            let key = key_for(rule, noise.rotate_right(i as u32), i as u16);
+            prop_assert_eq!(table.lookup(&key), brute_force(&reference, &key));
+        }
+    }
+}
+
+/// Rules that cross each other in every field copy badly under cuts: the trees stop cutting
+/// at their byte budget (leaves grow instead) and still answer right.
+#[test]
+fn crossing_rules_stay_within_the_memory_budget() {
+    let mut rules = Vec::new();
+    for i in 0..3000u32 {
+        let wide = |bits: u32| (i.wrapping_mul(2_654_435_761) >> bits) << bits;
+        rules.push(Rule {
+            src: ipv4_mapped(wide(16 - (i % 3) * 4)),
+            src_len: 112 + (i % 3) as u8 * 4,
+            dst: ipv4_mapped(wide(12).rotate_left(7) & 0xffff_0000),
+            dst_len: 112,
+            src_ports: ((i % 1000) as u16, (i % 1000 + 20000) as u16),
+            dst_ports: ((i * 7 % 3000) as u16, (i * 7 % 3000 + 30000) as u16),
+            ..Rule::ANY
+        });
+    }
+    let table = RuleTable::new(rules.clone()).unwrap();
+    assert!(table.memory_bytes() < 3000 * (256 + 200) + (2 << 20) + 4096, "{} bytes", table.memory_bytes());
+    for (i, rule) in rules.iter().enumerate().step_by(7) {
+        let key = key_for(rule, (i as u128) * 0x9e37_79b9_7f4a_7c15, i as u16);
+        assert_eq!(table.lookup(&key), brute_force(&rules, &key), "rule {i}");
     }
 }
