@@ -1,7 +1,8 @@
 //! isolane's data path: plain Rust, built and tested without Python.
 //!
 //! Domains: [`batch`] (packet batches as flat arrays), [`pcap`] (pcap/pcapng reading),
-//! [`parse`] (the VXLAN/Geneve-aware header parser), [`classify`] (first-match rule tables). The PyO3 bindings live apart in `python`,
+//! [`parse`] (the VXLAN/Geneve-aware header parser), [`classify`] (first-match rule tables),
+//! [`meter`] (RFC 2697/2698/4115 token-bucket meters). The PyO3 bindings live apart in `python`,
 //! compiled only with the `python` feature.
 
 pub mod batch;
@@ -9,6 +10,7 @@ pub mod classify;
 pub mod engine;
 pub mod error;
 pub mod memory;
+pub mod meter;
 pub mod parse;
 pub mod pcap;
 
