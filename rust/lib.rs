@@ -1,7 +1,8 @@
 //! isolane's data path: plain Rust, built and tested without Python.
 //!
 //! Domains: [`batch`] (packet batches as flat arrays), [`pcap`] (pcap/pcapng reading),
-//! [`parse`] (the VXLAN/Geneve-aware header parser), [`classify`] (first-match rule tables). The PyO3 bindings live apart in `python`,
+//! [`parse`] (the VXLAN/Geneve-aware header parser), [`classify`] (first-match rule tables),
+//! [`shaping`] (EDT shaper and egress port model, in packet time). The PyO3 bindings live apart in `python`,
 //! compiled only with the `python` feature.
 
 pub mod batch;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod memory;
 pub mod parse;
 pub mod pcap;
+pub mod shaping;
 
 #[cfg(feature = "python")]
 mod python;
