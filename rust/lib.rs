@@ -2,7 +2,8 @@
 //!
 //! Domains: [`batch`] (packet batches as flat arrays), [`pcap`] (pcap/pcapng reading),
 //! [`parse`] (the VXLAN/Geneve-aware header parser), [`classify`] (first-match rule tables),
-//! [`meter`] (RFC 2697/2698/4115 token-bucket meters). The PyO3 bindings live apart in `python`,
+//! [`meter`] (RFC 2697/2698/4115 token-bucket meters), [`shaping`] (EDT shaper and egress
+//! port model, in packet time). The PyO3 bindings live apart in `python`,
 //! compiled only with the `python` feature.
 
 pub mod batch;
@@ -13,6 +14,7 @@ pub mod memory;
 pub mod meter;
 pub mod parse;
 pub mod pcap;
+pub mod shaping;
 
 #[cfg(feature = "python")]
 mod python;

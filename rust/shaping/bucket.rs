@@ -1,0 +1,66 @@
+//! Exact token buckets on the port's clock, for guarantees and ceilings.
+//!
+//! The port counts time in ticks of 1/line_rate ns, so that a frame's transmission time
+//! (bytes x 1e9 ticks) is whole. Tokens are counted in units of 1/(1e9 x line_rate) byte, so a
+//! bucket at `rate` bytes/s gains exactly `rate` units per tick: nothing is ever rounded.
+
+/// A point on the port's clock, in 1/line_rate ns.
+pub(super) type Tick = u128;
+
+/// The smallest bucket: one largest (jumbo) frame, so that any frame can pass on its own.
+pub const MIN_BUCKET_BYTES: u64 = 9216;
+
+/// A guarantee's or a ceiling's burst: 1 ms of traffic at its rate (the usual advice, enough
+/// for TCP not to collapse), but at least one jumbo frame.
+pub fn bucket_bytes(rate: u64) -> u64 {
+    (rate / 1000).max(MIN_BUCKET_BYTES)
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Bucket {
+    rate: i128,
+    depth: i128,
+    /// Tokens at tick `at`; below zero only after a frame larger than the bucket.
+    tokens: i128,
+    at: Tick,
+}
+
+impl Bucket {
+    /// A full bucket at `rate` bytes/s; `unit` is the token units in a byte (1e9 x line_rate).
+    pub(super) fn new(rate: u64, unit: i128) -> Self {
+        let depth = i128::from(bucket_bytes(rate)) * unit;
+        Bucket { rate: i128::from(rate), depth, tokens: depth, at: 0 }
+    }
+
+    /// Tokens at `now` (not before the last charge).
+    fn tokens_at(&self, now: Tick) -> i128 {
+        let missing = self.depth - self.tokens;
+        if missing <= 0 {
+            return self.tokens;
+        }
+        let elapsed = now - self.at;
+        let to_full = (missing as u128).div_ceil(self.rate as u128);
+        if elapsed >= to_full {
+            self.depth
+        } else {
+            self.tokens + elapsed as i128 * self.rate
+        }
+    }
+
+    /// The first tick from which the bucket holds `need` units (or is full, if `need` is more
+    /// than it can hold): from then on a frame of that size may pass.
+    pub(super) fn ready_at(&self, need: i128) -> Tick {
+        let need = need.min(self.depth);
+        if self.tokens >= need {
+            self.at
+        } else {
+            self.at + ((need - self.tokens) as u128).div_ceil(self.rate as u128)
+        }
+    }
+
+    /// Takes `amount` units at `now`.
+    pub(super) fn charge(&mut self, now: Tick, amount: i128) {
+        self.tokens = self.tokens_at(now) - amount;
+        self.at = now;
+    }
+}

@@ -1,0 +1,461 @@
+//! An egress port in packet time: which packet leaves when, and which are dropped, when many
+//! queues share one line and one buffer.
+//!
+//! [`PortMode::PerQueue`] is HTB-like and work conserving. Whenever the line is free and packets
+//! wait, the next packet comes from the queues still within their guarantee (strict priority,
+//! then weighted deficit round robin within a priority); if there are none, from the queues
+//! below their ceiling (again priority, then WDRR: spare capacity is shared by weight); a queue
+//! at its ceiling waits, and the line idles if every waiting queue is at its ceiling.
+//! Guarantees and ceilings are token buckets of [`bucket_bytes`] (1 ms at their rate, at least
+//! one jumbo frame): a queue is within one while its bucket holds its head packet. Bytes sent
+//! under the guarantee are charged to both buckets, borrowed bytes only to the ceiling.
+//! [`PortMode::SharedFifo`] is one FIFO for every packet, same line and buffer: what a port
+//! without isolation does.
+//!
+//! Exact semantics (the test suite's reference model follows them independently):
+//! - Time runs in ticks of 1/line_rate ns; a packet of `b` bytes holds the line for exactly
+//!   `b` x 1e9 ticks. Reported times are rounded up to whole ns.
+//! - A packet occupies the buffer from its arrival until its transmission starts. An arrival
+//!   that would take its queue over `limit_bytes` is dropped (`QueueLimit`, checked first), one
+//!   that would take the port over `buffer_bytes` too (`BufferFull`).
+//! - Events at one instant: arrivals first (in call order), then queues whose buckets fill (by
+//!   index), then the scheduling decision; so every packet arriving at an instant competes
+//!   for the line at that instant.
+//! - A queue joins a ring at the tail when it becomes able to send in that phase: on the
+//!   arrival that makes it backlogged, when its bucket fills, or right after sending. It leaves
+//!   when it empties (its deficits go to 0) or after a send leaves its bucket short (its turn
+//!   ends, its deficit stays). Quantum = weight x [`QUANTUM_BYTES`], so every turn sends.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+pub use super::bucket::{bucket_bytes, MIN_BUCKET_BYTES};
+use super::bucket::{Bucket, Tick};
+use super::edt::saturate;
+use super::histogram::LogHistogram;
+use super::wdrr::{Phase, Scheduler};
+use super::{MAX_RATE, NS_PER_S};
+
+/// A queue's round-robin quantum per unit of weight: one jumbo frame, so that every turn sends
+/// at least one packet (larger packets, e.g. unsegmented TSO captures, take several turns).
+pub const QUANTUM_BYTES: u64 = 9216;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortMode {
+    /// Per-queue scheduling: priorities, weights, guarantees, ceilings, per-queue limits.
+    PerQueue,
+    /// One FIFO for every queue's packets: only the line rate and the buffer apply.
+    SharedFifo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortConfig {
+    /// Bytes per second.
+    pub line_rate: u64,
+    /// Bytes that may wait, all queues together.
+    pub buffer_bytes: u64,
+    pub mode: PortMode,
+}
+
+/// One queue (in the engine: one tenant's class). Rates are bytes per second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// 0 is served first.
+    pub priority: u8,
+    /// Share of the spare capacity (and of the guaranteed phase) within the priority; >= 1.
+    pub weight: u32,
+    /// Rate served before any borrowing; 0 = none. The port's guarantees may not add up to
+    /// more than its line rate.
+    pub guarantee: u64,
+    /// Rate never exceeded; 0 or >= the line rate = uncapped.
+    pub ceil: u64,
+    /// Most bytes this queue may hold; 0 = only the shared buffer limits it.
+    pub limit_bytes: u64,
+}
+
+impl QueueConfig {
+    /// An equal share of the spare capacity and nothing else.
+    pub const BEST_EFFORT: QueueConfig = QueueConfig { priority: 0, weight: 1, guarantee: 0, ceil: 0, limit_bytes: 0 };
+}
+
+/// Why an arrival was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortDrop {
+    /// The shared buffer had no room.
+    BufferFull = 0,
+    /// The queue's own limit had no room.
+    QueueLimit = 1,
+    /// No such queue: counted for the port, not for a queue.
+    UnknownQueue = 2,
+}
+
+/// A packet's transmission: `start_ns - arrival` is its queueing delay, `depart_ns` is when its
+/// last byte has left at line rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Departure {
+    pub packet: u64,
+    pub queue: u32,
+    pub start_ns: u64,
+    pub depart_ns: u64,
+}
+
+/// What happened to one queue's packets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub sent_packets: u64,
+    pub sent_bytes: u64,
+    /// Indexed by `PortDrop::BufferFull as usize` and `PortDrop::QueueLimit as usize`.
+    pub dropped_packets: [u64; 2],
+    pub dropped_bytes: [u64; 2],
+    /// Queueing delay (transmission start minus arrival) in ns: quantiles within 1/128, exact max.
+    pub delay_ns: LogHistogram,
+}
+
+impl QueueStats {
+    pub fn drops(&self, reason: PortDrop) -> u64 {
+        self.dropped_packets.get(reason as usize).copied().unwrap_or(0)
+    }
+}
+
+/// A packet in the buffer.
+#[derive(Debug, Clone, Copy)]
+struct Waiting {
+    packet: u64,
+    arrival_ns: u64,
+    bytes: u32,
+    queue: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Queue {
+    packets: VecDeque<Waiting>,
+    bytes: u64,
+    limit_bytes: u64,
+    guarantee: Option<Bucket>,
+    ceil: Option<Bucket>,
+    /// When the queue next joins a ring, if it is waiting for a bucket; `timer_id` tells the
+    /// live heap entry from stale ones.
+    timer: Option<Tick>,
+    timer_id: u32,
+}
+
+/// The port: feed it arrivals in time order, collect departures. Cloning it forks the
+/// simulation (e.g. to compare what-ifs from one state).
+#[derive(Debug, Clone)]
+pub struct Port {
+    line_rate: u64,
+    buffer_bytes: u64,
+    mode: PortMode,
+    /// Token units per byte: 1e9 x line_rate.
+    unit: i128,
+    queues: Vec<Queue>,
+    stats: Vec<QueueStats>,
+    scheduler: Scheduler,
+    /// Bucket timers: (tick, queue, timer_id), earliest first, ties by queue index.
+    timers: BinaryHeap<Reverse<(Tick, u32, u32)>>,
+    /// SharedFifo mode's one queue.
+    fifo: VecDeque<Waiting>,
+    queued_bytes: u64,
+    /// Every event before this tick has been processed.
+    clock: Tick,
+    /// The line is busy until this tick.
+    free_at: Tick,
+    departures: Vec<Departure>,
+    unknown_queue_drops: u64,
+}
+
+impl Port {
+    /// A port with its queues, numbered by their index; every queue starts with full buckets.
+    pub fn new(config: PortConfig, queues: Vec<QueueConfig>) -> Result<Port, String> {
+        check(&config, &queues)?;
+        let unit = i128::from(config.line_rate) * NS_PER_S as i128;
+        let bucket = |rate: u64| Bucket::new(rate, unit);
+        let uncapped = |ceil: u64| ceil == 0 || ceil >= config.line_rate;
+        let scheduler = Scheduler::new(queues.iter().map(|q| (q.priority, u64::from(q.weight) * QUANTUM_BYTES)));
+        let states = queues
+            .iter()
+            .map(|q| Queue {
+                packets: VecDeque::new(),
+                bytes: 0,
+                limit_bytes: q.limit_bytes,
+                guarantee: (q.guarantee > 0).then(|| bucket(q.guarantee)),
+                ceil: (!uncapped(q.ceil)).then(|| bucket(q.ceil)),
+                timer: None,
+                timer_id: 0,
+            })
+            .collect();
+        Ok(Port {
+            line_rate: config.line_rate,
+            buffer_bytes: config.buffer_bytes,
+            mode: config.mode,
+            unit,
+            stats: vec![QueueStats::default(); queues.len()],
+            queues: states,
+            scheduler,
+            timers: BinaryHeap::new(),
+            fifo: VecDeque::new(),
+            queued_bytes: 0,
+            clock: 0,
+            free_at: 0,
+            departures: Vec::new(),
+            unknown_queue_drops: 0,
+        })
+    }
+
+    /// A packet of `bytes` for `queue` at `now_ns`: first settles everything before `now_ns`,
+    /// then queues the packet or drops it at the tail. Times must not go backwards; an earlier
+    /// time is treated as the latest seen (or the last transmission start, after [`finish`]).
+    ///
+    /// [`finish`]: Port::finish
+    pub fn arrive(&mut self, now_ns: u64, bytes: u32, queue: u32, packet: u64) -> Result<(), PortDrop> {
+        let now = self.advance(now_ns);
+        let Some(state) = self.queues.get(queue as usize) else {
+            self.unknown_queue_drops += 1;
+            return Err(PortDrop::UnknownQueue);
+        };
+        if let Err(reason) = self.admit(state, bytes) {
+            let stats = &mut self.stats[queue as usize];
+            stats.dropped_packets[reason as usize] += 1;
+            stats.dropped_bytes[reason as usize] += u64::from(bytes);
+            return Err(reason);
+        }
+        let waiting = Waiting { packet, arrival_ns: self.ns_at(now), bytes, queue };
+        self.queued_bytes += u64::from(bytes);
+        match self.mode {
+            PortMode::SharedFifo => self.fifo.push_back(waiting),
+            PortMode::PerQueue => {
+                let state = &mut self.queues[queue as usize];
+                state.packets.push_back(waiting);
+                state.bytes += u64::from(bytes);
+                if state.packets.len() == 1 {
+                    self.refresh(queue, now);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Settles every decision before `now_ns`: the packets that start before it are reported.
+    /// Decisions at `now_ns` itself wait, since more packets may still arrive at `now_ns`.
+    pub fn advance_to(&mut self, now_ns: u64) {
+        self.advance(now_ns);
+    }
+
+    /// Sends everything still queued (the line runs until the last packet has started).
+    pub fn finish(&mut self) {
+        self.run(None);
+    }
+
+    /// The departures decided since the last call, in order of transmission.
+    pub fn take_departures(&mut self) -> Vec<Departure> {
+        std::mem::take(&mut self.departures)
+    }
+
+    /// Like [`take_departures`](Port::take_departures), appending to `out` (no allocation
+    /// once `out` is large enough).
+    pub fn drain_departures_into(&mut self, out: &mut Vec<Departure>) {
+        out.append(&mut self.departures);
+    }
+
+    pub fn stats(&self, queue: u32) -> &QueueStats {
+        &self.stats[queue as usize]
+    }
+
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Bytes waiting (not yet started), all queues together.
+    pub fn queued_bytes(&self) -> u64 {
+        self.queued_bytes
+    }
+
+    /// Bytes waiting in one queue (in SharedFifo mode, found by scanning the FIFO).
+    pub fn queued_bytes_of(&self, queue: u32) -> u64 {
+        match self.mode {
+            PortMode::PerQueue => self.queues[queue as usize].bytes,
+            PortMode::SharedFifo => self.fifo.iter().filter(|w| w.queue == queue).map(|w| u64::from(w.bytes)).sum(),
+        }
+    }
+
+    pub fn unknown_queue_drops(&self) -> u64 {
+        self.unknown_queue_drops
+    }
+
+    fn advance(&mut self, now_ns: u64) -> Tick {
+        let now = (u128::from(now_ns) * u128::from(self.line_rate)).max(self.clock);
+        self.run(Some(now));
+        self.clock = now;
+        now
+    }
+
+    fn admit(&self, queue: &Queue, bytes: u32) -> Result<(), PortDrop> {
+        let bytes = u64::from(bytes);
+        if self.mode == PortMode::PerQueue && queue.limit_bytes > 0 && queue.bytes + bytes > queue.limit_bytes {
+            return Err(PortDrop::QueueLimit);
+        }
+        if self.queued_bytes + bytes > self.buffer_bytes {
+            return Err(PortDrop::BufferFull);
+        }
+        Ok(())
+    }
+
+    /// Processes events in time order, those before `limit` (all of them if `None`): bucket
+    /// timers first, then a decision whenever the line is free and a queue may send.
+    fn run(&mut self, limit: Option<Tick>) {
+        loop {
+            let decision = self.may_send().then(|| self.free_at.max(self.clock));
+            let timer = self.next_timer();
+            let (tick, is_timer) = match (timer, decision) {
+                (Some(t), Some(d)) if t <= d => (t, true),
+                (_, Some(d)) => (d, false),
+                (Some(t), None) => (t, true),
+                (None, None) => return,
+            };
+            if limit.is_some_and(|limit| tick >= limit) {
+                return;
+            }
+            self.clock = tick;
+            if is_timer {
+                self.fire_timer();
+            } else {
+                self.send_next(tick);
+            }
+        }
+    }
+
+    #[inline]
+    fn may_send(&self) -> bool {
+        match self.mode {
+            PortMode::PerQueue => self.scheduler.any(Phase::Borrowed),
+            PortMode::SharedFifo => !self.fifo.is_empty(),
+        }
+    }
+
+    fn send_next(&mut self, now: Tick) {
+        match self.mode {
+            PortMode::SharedFifo => {
+                let waiting = self.fifo.pop_front().expect("a packet waits");
+                self.transmit(now, waiting);
+            }
+            PortMode::PerQueue => {
+                let queues = &self.queues;
+                let (phase, queue) = self
+                    .scheduler
+                    .pick(|q| queues[q as usize].packets.front().expect("a queue in a ring has packets").bytes)
+                    .expect("a queue may send");
+                let unit = self.unit;
+                let state = &mut self.queues[queue as usize];
+                let waiting = state.packets.pop_front().expect("picked queue has a packet");
+                state.bytes -= u64::from(waiting.bytes);
+                let amount = i128::from(waiting.bytes) * unit;
+                if let Some(ceil) = &mut state.ceil {
+                    ceil.charge(now, amount);
+                }
+                if phase == Phase::Guaranteed {
+                    state.guarantee.as_mut().expect("only guaranteed queues send in this phase").charge(now, amount);
+                }
+                self.transmit(now, waiting);
+                self.refresh(queue, now);
+            }
+        }
+    }
+
+    fn transmit(&mut self, now: Tick, waiting: Waiting) {
+        self.queued_bytes -= u64::from(waiting.bytes);
+        self.free_at = now + u128::from(waiting.bytes) * NS_PER_S;
+        let start_ns = self.ns_at(now);
+        let stats = &mut self.stats[waiting.queue as usize];
+        stats.sent_packets += 1;
+        stats.sent_bytes += u64::from(waiting.bytes);
+        stats.delay_ns.record(start_ns - waiting.arrival_ns);
+        self.departures.push(Departure { packet: waiting.packet, queue: waiting.queue, start_ns, depart_ns: self.ns_at(self.free_at) });
+    }
+
+    /// Puts `queue` in the rings it may send in at `now`, takes it out of the others, and sets
+    /// its timer for when its buckets will let it join the next one.
+    fn refresh(&mut self, queue: u32, now: Tick) {
+        let state = &self.queues[queue as usize];
+        let Some(head) = state.packets.front() else {
+            self.scheduler.retire(queue);
+            self.set_timer(queue, None);
+            return;
+        };
+        let need = i128::from(head.bytes) * self.unit;
+        let borrow_from = state.ceil.as_ref().map_or(0, |b| b.ready_at(need));
+        let guaranteed_from = state.guarantee.as_ref().map_or(Tick::MAX, |b| b.ready_at(need)).max(borrow_from);
+        self.set_membership(Phase::Borrowed, queue, borrow_from <= now);
+        self.set_membership(Phase::Guaranteed, queue, guaranteed_from <= now);
+        let next = [borrow_from, guaranteed_from].into_iter().find(|&tick| tick > now && tick != Tick::MAX);
+        self.set_timer(queue, next);
+    }
+
+    fn set_membership(&mut self, phase: Phase, queue: u32, member: bool) {
+        match (member, self.scheduler.is_linked(phase, queue)) {
+            (true, false) => self.scheduler.join(phase, queue),
+            (false, true) => self.scheduler.leave(phase, queue),
+            _ => {}
+        }
+    }
+
+    fn set_timer(&mut self, queue: u32, tick: Option<Tick>) {
+        let state = &mut self.queues[queue as usize];
+        if state.timer == tick {
+            return;
+        }
+        state.timer = tick;
+        state.timer_id = state.timer_id.wrapping_add(1);
+        if let Some(tick) = tick {
+            self.timers.push(Reverse((tick, queue, state.timer_id)));
+        }
+    }
+
+    /// The earliest live timer, dropping stale ones.
+    fn next_timer(&mut self) -> Option<Tick> {
+        while let Some(&Reverse((tick, queue, id))) = self.timers.peek() {
+            let state = &self.queues[queue as usize];
+            if state.timer_id == id && state.timer == Some(tick) {
+                return Some(tick);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    fn fire_timer(&mut self) {
+        let Reverse((tick, queue, _)) = self.timers.pop().expect("a live timer");
+        self.queues[queue as usize].timer = None;
+        self.refresh(queue, tick);
+    }
+
+    /// A tick as whole ns, rounded up.
+    fn ns_at(&self, tick: Tick) -> u64 {
+        saturate(tick.div_ceil(u128::from(self.line_rate)))
+    }
+}
+
+fn check(config: &PortConfig, queues: &[QueueConfig]) -> Result<(), String> {
+    if config.line_rate == 0 || config.line_rate > MAX_RATE {
+        return Err(format!("line rate {} B/s is not in 1..={MAX_RATE}", config.line_rate));
+    }
+    if config.buffer_bytes == 0 {
+        return Err("buffer_bytes must be positive".to_string());
+    }
+    if queues.len() >= u32::MAX as usize {
+        return Err("too many queues".to_string());
+    }
+    for (index, queue) in queues.iter().enumerate() {
+        if queue.weight == 0 {
+            return Err(format!("queue {index}: weight must be >= 1"));
+        }
+        let capped = queue.ceil > 0 && queue.ceil < config.line_rate;
+        if capped && queue.guarantee > queue.ceil {
+            return Err(format!("queue {index}: guarantee {} B/s is over its ceiling {} B/s", queue.guarantee, queue.ceil));
+        }
+    }
+    let guaranteed: u128 = queues.iter().map(|q| u128::from(q.guarantee)).sum();
+    if guaranteed > u128::from(config.line_rate) {
+        return Err(format!("guarantees add up to {guaranteed} B/s, over the line rate {} B/s", config.line_rate));
+    }
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! Strict priority over weighted deficit round robin, for the two phases of the port's
+//! scheduler: bytes within a queue's guarantee, then bytes borrowed below its ceiling.
+//!
+//! Each (phase, priority) has a ring of the queues that may send in that phase, as an intrusive
+//! doubly linked list (a queue leaves from anywhere in O(1)), and a bitmap finds the best
+//! non-empty priority in O(1): thousands of queues cost nothing per decision. Deficit round
+//! robin per Shreedhar & Varghese, one packet at a time: the queue at the head of the ring
+//! starts its turn by adding its quantum to its deficit, sends while its head packet fits in the
+//! deficit, then goes to the tail.
+
+/// Which budget a packet is sent under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Within the queue's guarantee: served before any borrowing.
+    Guaranteed = 0,
+    /// Spare capacity, shared by weight, up to the queue's ceiling.
+    Borrowed = 1,
+}
+
+const PHASES: [Phase; 2] = [Phase::Guaranteed, Phase::Borrowed];
+const NONE: u32 = u32::MAX;
+const PRIORITIES: usize = 256;
+
+/// A queue's place and turn in one phase's ring.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    prev: u32,
+    next: u32,
+    linked: bool,
+    /// The queue's turn has begun (its quantum is in the deficit).
+    in_turn: bool,
+    deficit: u64,
+}
+
+const UNLINKED: Slot = Slot { prev: NONE, next: NONE, linked: false, in_turn: false, deficit: 0 };
+
+#[derive(Debug, Clone, Copy)]
+struct Ring {
+    head: u32,
+    tail: u32,
+}
+
+const EMPTY_RING: Ring = Ring { head: NONE, tail: NONE };
+
+/// Everything a decision reads about a queue, in one cache line.
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+struct Entry {
+    slots: [Slot; 2],
+    quantum: u64,
+    priority: u8,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Scheduler {
+    entries: Vec<Entry>,
+    rings: [Vec<Ring>; 2],
+    /// Bit p set: the ring of priority p is not empty.
+    occupied: [[u64; PRIORITIES / 64]; 2],
+}
+
+impl Scheduler {
+    /// One entry per queue: its priority and its quantum (bytes added per turn).
+    pub(super) fn new(queues: impl Iterator<Item = (u8, u64)>) -> Self {
+        Scheduler {
+            entries: queues.map(|(priority, quantum)| Entry { slots: [UNLINKED; 2], quantum, priority }).collect(),
+            rings: [vec![EMPTY_RING; PRIORITIES], vec![EMPTY_RING; PRIORITIES]],
+            occupied: [[0; PRIORITIES / 64]; 2],
+        }
+    }
+
+    pub(super) fn is_linked(&self, phase: Phase, queue: u32) -> bool {
+        self.entries[queue as usize].slots[phase as usize].linked
+    }
+
+    /// Whether any queue may send in `phase`.
+    #[inline]
+    pub(super) fn any(&self, phase: Phase) -> bool {
+        self.occupied[phase as usize].iter().any(|&word| word != 0)
+    }
+
+    /// Puts `queue` at the tail of its priority's ring (it waits for everyone already there).
+    pub(super) fn join(&mut self, phase: Phase, queue: u32) {
+        let p = phase as usize;
+        let priority = self.entries[queue as usize].priority as usize;
+        let tail = self.rings[p][priority].tail;
+        let slot = &mut self.entries[queue as usize].slots[p];
+        debug_assert!(!slot.linked);
+        *slot = Slot { prev: tail, next: NONE, linked: true, in_turn: false, deficit: slot.deficit };
+        if tail == NONE {
+            self.rings[p][priority].head = queue;
+            self.occupied[p][priority / 64] |= 1 << (priority % 64);
+        } else {
+            self.entries[tail as usize].slots[p].next = queue;
+        }
+        self.rings[p][priority].tail = queue;
+    }
+
+    /// Takes `queue` out of the ring: its turn ends, its deficit stays for its next turn.
+    pub(super) fn leave(&mut self, phase: Phase, queue: u32) {
+        let p = phase as usize;
+        let priority = self.entries[queue as usize].priority as usize;
+        let Slot { prev, next, .. } = self.entries[queue as usize].slots[p];
+        match prev {
+            NONE => self.rings[p][priority].head = next,
+            prev => self.entries[prev as usize].slots[p].next = next,
+        }
+        match next {
+            NONE => self.rings[p][priority].tail = prev,
+            next => self.entries[next as usize].slots[p].prev = prev,
+        }
+        if self.rings[p][priority].head == NONE {
+            self.occupied[p][priority / 64] &= !(1 << (priority % 64));
+        }
+        let slot = &mut self.entries[queue as usize].slots[p];
+        *slot = Slot { deficit: slot.deficit, ..UNLINKED };
+    }
+
+    /// Out of every ring with no credit left: for a queue that has emptied.
+    pub(super) fn retire(&mut self, queue: u32) {
+        for phase in PHASES {
+            if self.is_linked(phase, queue) {
+                self.leave(phase, queue);
+            }
+            self.entries[queue as usize].slots[phase as usize].deficit = 0;
+        }
+    }
+
+    /// The next queue to send and the phase it sends under: the guaranteed phase if any queue
+    /// may send in it, the best priority there, and that ring's deficit round robin. The
+    /// packet's size is taken from the queue's deficit. `head_bytes` gives a queue's head packet.
+    #[inline]
+    pub(super) fn pick(&mut self, head_bytes: impl Fn(u32) -> u32) -> Option<(Phase, u32)> {
+        let phase = PHASES.into_iter().find(|&phase| self.any(phase))?;
+        let p = phase as usize;
+        let priority = self.best_priority(phase);
+        loop {
+            let queue = self.rings[p][priority].head;
+            let quantum = self.entries[queue as usize].quantum;
+            let slot = &mut self.entries[queue as usize].slots[p];
+            if !slot.in_turn {
+                slot.in_turn = true;
+                slot.deficit += quantum;
+            }
+            let bytes = u64::from(head_bytes(queue));
+            if bytes <= slot.deficit {
+                slot.deficit -= bytes;
+                return Some((phase, queue));
+            }
+            self.end_turn(p, priority);
+        }
+    }
+
+    fn best_priority(&self, phase: Phase) -> usize {
+        let (word, bits) = self.occupied[phase as usize].iter().enumerate().find(|(_, &bits)| bits != 0).expect("phase has a queue");
+        word * 64 + bits.trailing_zeros() as usize
+    }
+
+    /// The head queue's turn is over: it goes to the tail with what is left of its deficit.
+    fn end_turn(&mut self, p: usize, priority: usize) {
+        let ring = self.rings[p][priority];
+        let queue = ring.head;
+        self.entries[queue as usize].slots[p].in_turn = false;
+        if ring.tail == queue {
+            return;
+        }
+        let next = self.entries[queue as usize].slots[p].next;
+        self.entries[next as usize].slots[p].prev = NONE;
+        self.entries[ring.tail as usize].slots[p].next = queue;
+        self.entries[queue as usize].slots[p].prev = ring.tail;
+        self.entries[queue as usize].slots[p].next = NONE;
+        self.rings[p][priority] = Ring { head: next, tail: queue };
+    }
+}
