@@ -821,8 +821,10 @@ def sample(draw):
     if link_type == ETHERNET and draw(st.integers(0, 4)) == 0:
         frame += draw(st.binary(min_size=1, max_size=24))  # Ethernet padding/trailer after the IP packet
     wire = frame
-    if draw(st.integers(0, 7)) == 0:
-        wire = zero_ip_length(frame, link_type, draw(st.integers(0, 1)))  # TSO/GSO: 0 = "to the end of the frame"
+    # TSO/GSO: 0 = "to the end of the frame". Only for frames scapy reads back (the rest are
+    # filtered out below), since the lengths come from its dissection.
+    if draw(st.integers(0, 7)) == 0 and bytes(dissect(frame, link_type)) == frame:
+        wire = zero_ip_length(frame, link_type, draw(st.integers(0, 1)))
     return Sample(frame, wire, link_type, pkt.summary())
 
 
