@@ -7,6 +7,10 @@ collected and reported at once in one :class:`PolicyError`, each naming its plac
 reported as :class:`PolicyWarning` warnings. :meth:`Policy.compile` turns a policy into the numpy
 arrays of ``docs/classify-contract.md`` (:class:`CompiledPolicy`, one :class:`TenantTables` per
 tenant). ``docs/policy.md`` is the user documentation; :func:`schema_text` gives the JSON Schema.
+
+The quality-of-service part of a policy (meters, shapers, guarantees and ceilings, the egress
+port; ``docs/qos.md``) is checked here too, and :meth:`Policy.compile_qos` turns it into the
+integer arrays the Rust meters and schedulers take (:class:`CompiledQos`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import importlib
 import ipaddress
 import itertools
 import json
+import math
 import os
 import re
 import warnings
@@ -36,21 +41,39 @@ from isolane._core import IsolaneError
 __all__ = [
     "ACTION_ALLOW",
     "ACTION_DROP",
+    "COLORS",
+    "COLOR_ACTIONS",
+    "COUNT_MODES",
+    "COUNT_OVERHEAD",
+    "DEFAULT_COLOR_MAP",
+    "DEFAULT_LARGEST_FRAME",
     "DSCP_NAMES",
+    "MAX_BURST_BYTES",
+    "MAX_RATE_BYTES",
+    "METER_KINDS",
+    "METER_NONE",
     "NO_CLASS",
+    "PORT_MODES",
     "PROTOCOLS",
     "RULE_FIELDS",
     "CompiledPolicy",
+    "CompiledQos",
     "Contract",
+    "Meter",
+    "MeterArrays",
     "Microburst",
     "Policy",
     "PolicyError",
     "PolicyWarning",
+    "Port",
+    "Remark",
     "Rule",
     "Shaper",
+    "ShaperArrays",
     "Tenant",
     "TenantTables",
     "TrafficClass",
+    "default_burst",
     "format_duration",
     "format_rate",
     "format_size",
@@ -84,6 +107,49 @@ MAX_CLASSES = NO_CLASS
 
 Action = Literal["allow", "drop"]
 ACTIONS: tuple[Action, ...] = ("allow", "drop")
+
+# -- quality of service (docs/qos.md) -----------------------------------------------------------
+
+MAX_WEIGHT = (1 << 32) - 1
+"""Weights are 32-bit (the Rust port scheduler's ``QueueConfig.weight``)."""
+DEFAULT_PRIORITY = MAX_PRIORITY
+"""The priority of a class that names none: the last, so it never preempts a class that asked
+for a priority."""
+MAX_BURST_BYTES = 8 << 30
+"""The largest burst (8 GiB): the Rust meter's ``MAX_BURST_BYTES`` (two full buckets in
+nano-bytes must fit in a u64)."""
+MAX_RATE_BYTES = 1 << 42
+"""The largest rate in bytes per second (about 35 Tbit/s): the Rust shapers' ``MAX_RATE``, so that
+their products of a time, a rate and a size stay exact."""
+DEFAULT_LARGEST_FRAME = 9216
+"""The largest frame (bytes) when the policy names none: a jumbo frame."""
+MIN_FRAME = 64
+"""The smallest Ethernet frame: no shaper burst and no ``largest_frame`` may be below it."""
+MAX_LARGEST_FRAME = (1 << 32) - 1
+"""``largest_frame`` is 32-bit in the Rust meter."""
+DEFAULT_MAX_DELAY_NS = 1_000_000
+"""A shaper's queue bound when it names neither ``queue`` nor ``max_delay``: 1 ms at its rate."""
+
+METER_NONE = 0
+"""``MeterArrays.kind`` of a tenant or class without a meter."""
+MeterKind = Literal["srtcm", "trtcm", "rfc4115"]
+#: Meter kinds and their codes in ``MeterArrays.kind``: RFC 2697, RFC 2698, RFC 4115.
+METER_KINDS: dict[str, int] = {"srtcm": 1, "trtcm": 2, "rfc4115": 3}
+Count = Literal["inner", "outer", "wire", "wire_fcs"]
+#: Which bytes of a packet count, and their codes: the tenant's inner frame (the outer frame for
+#: untunnelled traffic), the outer frame as captured, the outer frame plus 20 B of preamble and
+#: inter-frame gap, or plus 24 B (preamble, gap and an FCS the capture does not hold).
+COUNT_MODES: dict[str, int] = {"inner": 0, "outer": 1, "wire": 2, "wire_fcs": 3}
+#: Bytes added to each frame per count mode.
+COUNT_OVERHEAD: dict[str, int] = {"inner": 0, "outer": 0, "wire": 20, "wire_fcs": 24}
+Color = Literal["green", "yellow", "red"]
+#: Colours and their codes (the Rust meter's ``Color``).
+COLORS: dict[str, int] = {"green": 0, "yellow": 1, "red": 2}
+#: What a meter does with a packet of a colour, and the codes in ``MeterArrays.action``.
+COLOR_ACTIONS: dict[str, int] = {"pass": 0, "remark": 1, "drop": 2}
+PortMode = Literal["per_tenant", "shared_fifo"]
+#: Egress port modes and their codes in ``CompiledQos.port_mode``.
+PORT_MODES: dict[str, int] = {"per_tenant": 0, "shared_fifo": 1}
 
 #: Protocol names accepted by ``proto`` (IANA protocol numbers). The first name of a number is the
 #: one ``to_dict`` writes.
@@ -135,6 +201,13 @@ def _dscp_names() -> dict[str, int]:
 DSCP_NAMES: dict[str, int] = _dscp_names()
 _DSCP_NAME: dict[int, str] = {number: name for name, number in DSCP_NAMES.items() if name not in ("be", "df")}
 
+#: The colour map when the policy gives none: the AF drop precedences of RFC 2597, ``afX1``
+#: green, ``afX2`` yellow, ``afX3`` red; every other DSCP is green. Only non-green entries are
+#: listed, as ``(dscp, colour)`` sorted by DSCP.
+DEFAULT_COLOR_MAP: tuple[tuple[int, Color], ...] = tuple(
+    sorted((8 * x + 2 * y, "yellow" if y == 2 else "red") for x in range(1, 5) for y in (2, 3))
+)
+
 #: The rule arrays, in ``RuleTable``'s argument order (``docs/classify-contract.md``).
 RULE_FIELDS: tuple[str, ...] = (
     "src",
@@ -152,14 +225,15 @@ RULE_FIELDS: tuple[str, ...] = (
 )
 
 # Keys of each mapping in the file, in the order to_dict writes them.
-_CONTRACT_KEYS = ("rate", "burst", "ceil", "shaper", "microburst")
-_TOP_KEYS = ("version", "description", "unknown_tenant", "tenants")
+_CONTRACT_KEYS = ("rate", "burst", "ceil", "meter", "shaper", "microburst")
+_TOP_KEYS = ("version", "description", "unknown_tenant", "count", "largest_frame", "color_map", "port", "tenants")
 _TENANT_KEYS = (
     "name",
     "description",
     "vnis",
     "vlans",
     "sources",
+    "weight",
     *_CONTRACT_KEYS,
     "classes",
     "default_class",
@@ -168,8 +242,24 @@ _TENANT_KEYS = (
 )
 _CLASS_KEYS = ("name", "description", "priority", "weight", *_CONTRACT_KEYS)
 _RULE_KEYS = ("name", "description", "src", "dst", "src_ports", "dst_ports", "proto", "dscp", "action", "class")
-_SHAPER_KEYS = ("rate", "burst", "queue")
+_SHAPER_KEYS = ("rate", "burst", "queue", "max_delay")
 _MICROBURST_KEYS = ("window", "threshold")
+_PORT_KEYS = ("rate", "buffer", "mode")
+_METER_KEYS = ("kind", "cir", "cbs", "eir", "ebs", "pir", "pbs", "color_aware", "count", "actions")
+#: The rates and bursts of each meter kind, in the order to_dict writes them.
+_METER_FIELDS: dict[str, tuple[str, ...]] = {
+    "srtcm": ("cir", "cbs", "ebs"),
+    "trtcm": ("cir", "cbs", "pir", "pbs"),
+    "rfc4115": ("cir", "cbs", "eir", "ebs"),
+}
+_METER_REQUIRED: dict[str, tuple[str, ...]] = {"srtcm": ("cir",), "trtcm": ("cir", "pir"), "rfc4115": ("cir", "eir")}
+#: Each burst and the rate that fills it, per kind.
+_METER_BUCKETS: dict[str, tuple[tuple[str, str], ...]] = {
+    "srtcm": (("cbs", "cir"), ("ebs", "cir")),
+    "trtcm": (("cbs", "cir"), ("pbs", "pir")),
+    "rfc4115": (("cbs", "cir"), ("ebs", "eir")),
+}
+_METER_WORDS = {"cir": "committed rate", "eir": "excess rate", "pir": "peak rate"}
 
 # ---------------------------------------------------------------------------------------------
 # Errors and warnings
@@ -328,6 +418,8 @@ def parse_duration(value: object) -> int:
 
 
 def _format(amount: int, units: Sequence[tuple[str, int]]) -> str:
+    if amount == 0:
+        return f"0{units[-1][0]}"
     best: tuple[int, int, str] | None = None
     for rank, (unit, scale) in enumerate(units):
         if amount % scale == 0:
@@ -354,6 +446,28 @@ def format_size(size_bytes: int) -> str:
 def format_duration(nanoseconds: int) -> str:
     """The canonical text of a duration in nanoseconds (``10_000`` -> ``'10us'``)."""
     return _format(nanoseconds, [("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1)])
+
+
+def default_burst(rate_bytes_per_s: int, largest_frame: int = DEFAULT_LARGEST_FRAME) -> int:
+    """The burst (bytes) a bucket gets when the policy names none: 1 ms of traffic at
+    ``rate_bytes_per_s``, never below ``largest_frame`` and never above :data:`MAX_BURST_BYTES`
+    (the Rust meter's ``default_burst``, to the byte).
+
+    Too small a burst is the most common policer mistake: TCP sends a window at a time, a bucket
+    that cannot absorb it drops the tail of every window, and the flow collapses far below the
+    configured rate. About a millisecond at the rate covers a data-center window; a bucket smaller
+    than a frame would never let that frame through.
+    """
+    return min(max(rate_bytes_per_s // 1000, largest_frame), MAX_BURST_BYTES)
+
+
+def _span(size_bytes: int, rate_bytes_per_s: int) -> str:
+    """How long ``size_bytes`` lasts at the rate, as short text (three significant digits)."""
+    ns = size_bytes * 1e9 / rate_bytes_per_s
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g}{unit}"
+    return f"{ns:.3g}ns"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -460,11 +574,16 @@ def _merge_ranges(ranges: Iterable[PortRange]) -> tuple[PortRange, ...]:
 
 @dataclass(frozen=True)
 class Shaper:
-    """Shaper settings (placeholder: used by the upcoming shapers)."""
+    """An earliest-departure-time shaper: packets leave no faster than ``rate_bps`` after a
+    ``burst_bytes`` burst; a packet that would make the queue hold more than ``queue_bytes`` or
+    wait longer than ``max_delay_ns`` is dropped. ``None`` is the default (``docs/qos.md``): the
+    rate is the owner's ``ceil``, else its ``rate``; the burst 1 ms at the rate; a missing queue
+    bound follows from the other one, and without either the queue holds 1 ms at the rate."""
 
     rate_bps: int | None = None
     burst_bytes: int | None = None
     queue_bytes: int | None = None
+    max_delay_ns: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -474,7 +593,83 @@ class Shaper:
             out["burst"] = format_size(self.burst_bytes)
         if self.queue_bytes is not None:
             out["queue"] = format_size(self.queue_bytes)
+        if self.max_delay_ns is not None:
+            out["max_delay"] = format_duration(self.max_delay_ns)
         return out
+
+
+@dataclass(frozen=True)
+class Remark:
+    """A meter action: pass the packet with its DSCP rewritten to ``dscp``."""
+
+    dscp: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"remark": _DSCP_NAME.get(self.dscp, self.dscp)}
+
+
+ColorAction = Union[Literal["pass", "drop"], Remark]
+
+
+def _action_to_data(action: ColorAction) -> str | dict[str, Any]:
+    return action.to_dict() if isinstance(action, Remark) else action
+
+
+@dataclass(frozen=True)
+class Meter:
+    """A token-bucket meter: RFC 2697 srTCM (``cir``, ``cbs``, ``ebs``), RFC 2698 trTCM (``cir``,
+    ``cbs``, ``pir``, ``pbs``) or RFC 4115 (``cir``, ``cbs``, ``eir``, ``ebs``). Rates are bits per
+    second as written (the compiled view has bytes), bursts bytes; ``None`` is the default burst
+    (:func:`default_burst` of its rate) and, for ``count``, the policy's ``count``. Fields that
+    the kind does not have are ``None``. A colour-aware meter reads the packet's colour from its
+    DSCP through the policy's ``color_map``. ``green``/``yellow``/``red`` say what happens to
+    packets of each colour."""
+
+    kind: MeterKind
+    cir_bps: int
+    cbs_bytes: int | None = None
+    ebs_bytes: int | None = None
+    pir_bps: int | None = None
+    pbs_bytes: int | None = None
+    eir_bps: int | None = None
+    color_aware: bool = False
+    count: Count | None = None
+    green: ColorAction = "pass"
+    yellow: ColorAction = "pass"
+    red: ColorAction = "drop"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        values = {
+            "cir": self.cir_bps,
+            "cbs": self.cbs_bytes,
+            "ebs": self.ebs_bytes,
+            "pir": self.pir_bps,
+            "pbs": self.pbs_bytes,
+            "eir": self.eir_bps,
+        }
+        for key in _METER_FIELDS[self.kind]:
+            value = values[key]
+            if value is not None:
+                out[key] = format_rate(value) if key.endswith("ir") else format_size(value)
+        out["color_aware"] = self.color_aware
+        if self.count is not None:
+            out["count"] = self.count
+        out["actions"] = {"green": _action_to_data(self.green), "yellow": _action_to_data(self.yellow), "red": _action_to_data(self.red)}
+        return out
+
+
+@dataclass(frozen=True)
+class Port:
+    """The egress port the tenants share: its line rate (bits per second), its buffer (bytes)
+    and whether it schedules per tenant and class or is one shared FIFO."""
+
+    rate_bps: int
+    buffer_bytes: int
+    mode: PortMode = "per_tenant"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rate": format_rate(self.rate_bps), "buffer": format_size(self.buffer_bytes), "mode": self.mode}
 
 
 @dataclass(frozen=True)
@@ -491,14 +686,17 @@ class Microburst:
 
 @dataclass(frozen=True)
 class Contract:
-    """Rates and bursts of a tenant or a class (placeholders: used by the upcoming meters,
-    shapers and microburst detection). All rates are in bits per second, sizes in bytes."""
+    """The contract of a tenant or a class (``docs/qos.md``): its guarantee (``rate_bps``, with
+    ``burst_bytes``) and ceiling (``ceil_bps``) at the egress port, a meter, a shaper, and
+    microburst detection (upcoming). All rates are in bits per second, sizes in bytes; ``None``
+    is the default."""
 
     rate_bps: int | None = None
     burst_bytes: int | None = None
     ceil_bps: int | None = None
     shaper: Shaper | None = None
     microburst: Microburst | None = None
+    meter: Meter | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -508,6 +706,8 @@ class Contract:
             out["burst"] = format_size(self.burst_bytes)
         if self.ceil_bps is not None:
             out["ceil"] = format_rate(self.ceil_bps)
+        if self.meter is not None:
+            out["meter"] = self.meter.to_dict()
         if self.shaper is not None:
             out["shaper"] = self.shaper.to_dict()
         if self.microburst is not None:
@@ -517,7 +717,9 @@ class Contract:
 
 @dataclass(frozen=True)
 class TrafficClass:
-    """A tenant's traffic class; its id is its index in ``Tenant.classes``."""
+    """A tenant's traffic class; its id is its index in ``Tenant.classes``. ``priority`` (0
+    first) and ``weight`` (its share within the priority) schedule it at the egress port;
+    ``None`` is the default (priority 7, weight 1)."""
 
     name: str
     priority: int | None = None
@@ -611,6 +813,9 @@ class Tenant:
     rules: tuple[Rule, ...] = ()
     contract: Contract = field(default_factory=Contract)
     description: str | None = None
+    weight: int | None = None
+    """Its share of the port's spare capacity; ``None``: in proportion to its guarantee
+    (``docs/qos.md``)."""
 
     @property
     def class_names(self) -> list[str]:
@@ -629,6 +834,8 @@ class Tenant:
             out["vlans"] = list(self.vlans)
         if self.sources:
             out["sources"] = [str(s) for s in self.sources]
+        if self.weight is not None:
+            out["weight"] = self.weight
         out.update(self.contract.to_dict())
         out["classes"] = [c.to_dict() for c in self.classes]
         out["default_class"] = self.default_class
@@ -645,6 +852,14 @@ class Policy:
     tenants: tuple[Tenant, ...] = ()
     unknown_tenant: Action = "drop"
     description: str | None = None
+    count: Count = "outer"
+    """Which bytes meters (unless they say otherwise), shapers and the port count."""
+    largest_frame: int = DEFAULT_LARGEST_FRAME
+    """The largest frame in bytes: no default burst is smaller."""
+    color_map: tuple[tuple[int, Color], ...] = DEFAULT_COLOR_MAP
+    """The incoming colour of each DSCP for colour-aware meters: ``(dscp, colour)`` for the
+    DSCPs that are not green, sorted."""
+    port: Port | None = None
     warnings: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """The :class:`PolicyWarning` messages found when the policy was read."""
 
@@ -666,12 +881,22 @@ class Policy:
         return policy
 
     def to_dict(self) -> dict[str, Any]:
-        """The policy as plain data (str, int, list, dict only; no ``None``), every default
-        written out; suitable for YAML, TOML or JSON."""
+        """The policy as plain data (str, int, bool, list, dict only; no ``None``), every default
+        written out except the policy-wide QoS settings (``count``, ``largest_frame``,
+        ``color_map``), which are written when they differ from the default; suitable for YAML,
+        TOML or JSON."""
         out: dict[str, Any] = {"version": SCHEMA_VERSION}
         if self.description is not None:
             out["description"] = self.description
         out["unknown_tenant"] = self.unknown_tenant
+        if self.count != "outer":
+            out["count"] = self.count
+        if self.largest_frame != DEFAULT_LARGEST_FRAME:
+            out["largest_frame"] = format_size(self.largest_frame)
+        if self.color_map != DEFAULT_COLOR_MAP:
+            out["color_map"] = {_DSCP_NAME.get(dscp, str(dscp)): colour for dscp, colour in self.color_map}
+        if self.port is not None:
+            out["port"] = self.port.to_dict()
         out["tenants"] = [t.to_dict() for t in self.tenants]
         return out
 
@@ -689,6 +914,15 @@ class Policy:
     def compile(self) -> CompiledPolicy:
         """The classification tables of this policy (``docs/classify-contract.md``)."""
         return _compile(self)
+
+    def compile_qos(self) -> CompiledQos:
+        """The QoS settings of this policy as integer arrays for the Rust meters, shapers and
+        port scheduler, every default filled in (``docs/qos.md``); computed once."""
+        return self._qos
+
+    @functools.cached_property
+    def _qos(self) -> CompiledQos:
+        return _compile_qos(self)
 
     @functools.cached_property
     def _tables(self) -> tuple[TenantTables, ...]:
@@ -833,6 +1067,9 @@ class _Checker:
     def __init__(self) -> None:
         self.errors: list[tuple[str, str]] = []
         self.warnings: list[str] = []
+        # Policy-wide QoS settings, read before the tenants (defaults if they are bad).
+        self.largest_frame = DEFAULT_LARGEST_FRAME
+        self.egress: Port | None = None
 
     def error(self, path: str, message: str) -> None:
         self.errors.append((path, message))
@@ -922,33 +1159,69 @@ class _Checker:
 
     # -- units ---------------------------------------------------------------------------------
 
-    def quantity(self, value: Any, path: str, parse: Any) -> int | None:
+    def quantity(self, value: Any, path: str, parse: Any, zero_ok: bool = False) -> int | None:
         try:
             amount = int(parse(value))
         except ValueError as err:
             self.error(path, str(err))
             return None
-        if amount <= 0:
+        if amount < 0 or (amount == 0 and not zero_ok):
             self.error(path, f"{value!r} must be more than zero")
             return None
         return amount
 
+    def byte_rate(self, value: Any, path: str, zero_ok: bool = False) -> int | None:
+        """A rate that meters, shapers or the port use: whole bytes per second (so that the
+        compiled bytes are exact), at most MAX_RATE_BYTES. Returned in bits per second."""
+        bits = self.quantity(value, path, parse_rate, zero_ok)
+        if bits is None:
+            return None
+        if bits % 8:
+            self.error(path, f"{value!r} is not a whole number of bytes per second (isolane meters, shapes and schedules bytes)")
+            return None
+        if bits // 8 > MAX_RATE_BYTES:
+            self.error(path, f"{value!r} is over the largest rate isolane handles, {MAX_RATE_BYTES:,} B/s (about 35.2Tbps)")
+            return None
+        return bits
+
+    def burst(self, value: Any, path: str, zero_ok: bool = False) -> int | None:
+        size = self.quantity(value, path, parse_size, zero_ok)
+        if size is not None and size > MAX_BURST_BYTES:
+            self.error(path, f"{value!r} is over the largest burst, {format_size(MAX_BURST_BYTES)} (the limit of isolane's token buckets)")
+            return None
+        return size
+
+    def weight(self, value: Any, path: str) -> int | None | _Bad:
+        weight = self.integer(value, path, 1, None, "weight")
+        if isinstance(weight, int) and weight > MAX_WEIGHT:
+            self.error(path, f"weight {weight} is over {MAX_WEIGHT} (32 bits)")
+            return BAD
+        return weight
+
+    def dscp_value(self, value: Any, path: str) -> int | None:
+        if isinstance(value, str):
+            if value in DSCP_NAMES:
+                return DSCP_NAMES[value]
+            hint = _did_you_mean(value, DSCP_NAMES) or f" (names: {', '.join(sorted(DSCP_NAMES))}; or a number 0-63)"
+            self.error(path, f"{value!r} is not a DSCP name{hint}")
+            return None
+        number = self.integer(value, path, 0, 63, "DSCP")
+        return None if isinstance(number, _Bad) else number
+
     def contract(self, data: dict[str, Any], path: str) -> Contract:
-        rate = self.quantity(data["rate"], _at(path, "rate"), parse_rate) if "rate" in data else None
-        burst = self.quantity(data["burst"], _at(path, "burst"), parse_size) if "burst" in data else None
-        ceil = self.quantity(data["ceil"], _at(path, "ceil"), parse_rate) if "ceil" in data else None
+        rate = self.byte_rate(data["rate"], _at(path, "rate")) if "rate" in data else None
+        burst = self.burst(data["burst"], _at(path, "burst")) if "burst" in data else None
+        ceil = self.byte_rate(data["ceil"], _at(path, "ceil")) if "ceil" in data else None
         if rate is not None and ceil is not None and ceil < rate:
             self.error(_at(path, "ceil"), f"ceil {data['ceil']!r} is below rate {data['rate']!r}")
-        shaper = None
-        if "shaper" in data:
-            spath = _at(path, "shaper")
-            sdata = self.mapping(data["shaper"], spath, _SHAPER_KEYS)
-            if sdata is not None:
-                shaper = Shaper(
-                    self.quantity(sdata["rate"], _at(spath, "rate"), parse_rate) if "rate" in sdata else None,
-                    self.quantity(sdata["burst"], _at(spath, "burst"), parse_size) if "burst" in sdata else None,
-                    self.quantity(sdata["queue"], _at(spath, "queue"), parse_size) if "queue" in sdata else None,
-                )
+        if self.egress is not None:
+            line = format_rate(self.egress.rate_bps)
+            if rate is not None and rate > self.egress.rate_bps:
+                self.error(_at(path, "rate"), f"rate {data['rate']!r} is above the port's line rate {line}: it cannot be guaranteed")
+            if ceil is not None and ceil > self.egress.rate_bps:
+                self.error(_at(path, "ceil"), f"ceil {data['ceil']!r} is above the port's line rate {line}")
+        meter = self.meter(data["meter"], _at(path, "meter")) if "meter" in data else None
+        shaper = self.shaper(data["shaper"], _at(path, "shaper"), has_rate=rate is not None or ceil is not None) if "shaper" in data else None
         microburst = None
         if "microburst" in data:
             mpath = _at(path, "microburst")
@@ -958,7 +1231,221 @@ class _Checker:
                 threshold = self.quantity(mdata["threshold"], _at(mpath, "threshold"), parse_rate) if "threshold" in mdata else None
                 if window is not None and threshold is not None:
                     microburst = Microburst(window, threshold)
-        return Contract(rate, burst, ceil, shaper, microburst)
+        return Contract(rate, burst, ceil, shaper, microburst, meter)
+
+    def shaper(self, value: Any, path: str, has_rate: bool) -> Shaper | None:
+        data = self.mapping(value, path, _SHAPER_KEYS)
+        if data is None:
+            return None
+        before = len(self.errors)
+        rate = self.byte_rate(data["rate"], _at(path, "rate")) if "rate" in data else None
+        burst = self.burst(data["burst"], _at(path, "burst")) if "burst" in data else None
+        queue = self.quantity(data["queue"], _at(path, "queue"), parse_size) if "queue" in data else None
+        max_delay = self.quantity(data["max_delay"], _at(path, "max_delay"), parse_duration) if "max_delay" in data else None
+        if burst is not None and burst < MIN_FRAME:
+            self.error(_at(path, "burst"), f"{data['burst']!r} is smaller than the smallest frame ({MIN_FRAME}B): no frame could leave at once")
+        if len(self.errors) > before:
+            return None
+        if rate is None and not has_rate:
+            self.error(path, "a shaper needs a rate: give it 'rate', or give its tenant or class a 'ceil' or 'rate' (it then shapes to the ceil, else the rate)")
+            return None
+        if queue is not None and queue < self.largest_frame:
+            self.warnings.append(
+                f"{_at(path, 'queue')}: {data['queue']!r} is smaller than the largest frame ({format_size(self.largest_frame)}): "
+                "frames that size are always dropped (set largest_frame if the network's frames are smaller)"
+            )
+        if queue is not None and self.egress is not None and queue > self.egress.buffer_bytes:
+            self.warnings.append(
+                f"{_at(path, 'queue')}: {data['queue']!r} is larger than the port's buffer ({format_size(self.egress.buffer_bytes)}): it can never fill"
+            )
+        return Shaper(rate, burst, queue, max_delay)
+
+    def meter(self, value: Any, path: str) -> Meter | None:
+        data = self.mapping(value, path, _METER_KEYS, required=("kind",))
+        if data is None:
+            return None
+        before = len(self.errors)
+        kind = self.choice(data["kind"], _at(path, "kind"), tuple(METER_KINDS), "a meter kind") if "kind" in data else BAD
+        fields = _METER_FIELDS[kind] if isinstance(kind, str) else _METER_KEYS[1:7]
+        if isinstance(kind, str):
+            for key in _METER_KEYS[1:7]:
+                if key in data and key not in fields:
+                    owners = [k for k, own in _METER_FIELDS.items() if key in own]
+                    self.error(
+                        _at(path, key),
+                        f"{kind} meters have no {key} (they take {', '.join(fields)}); {key} belongs to {_or_list(owners)} meters",
+                    )
+            for key in _METER_REQUIRED[kind]:
+                if key not in data:
+                    self.error(path, f"missing key {key!r}: {kind} meters need a {_METER_WORDS[key]}")
+        values: dict[str, int] = {}  # the rates and bursts given that are good
+        bad_values = False
+        for key in fields:
+            if key in data:
+                parse = self.byte_rate if key.endswith("ir") else self.burst
+                value = parse(data[key], _at(path, key), zero_ok=True)
+                if value is None:
+                    bad_values = True
+                else:
+                    values[key] = value
+        color_aware = data.get("color_aware", False)
+        if not isinstance(color_aware, bool):
+            self.error(_at(path, "color_aware"), f"expected true or false, got {_describe(color_aware)}")
+        count = self.choice(data["count"], _at(path, "count"), tuple(COUNT_MODES), "a byte count") if "count" in data else None
+        actions: dict[str, ColorAction] = {"green": "pass", "yellow": "pass", "red": "drop"}
+        if "actions" in data:
+            actions.update(self.color_actions(data["actions"], _at(path, "actions")))
+        if isinstance(kind, str):
+            self.meter_semantics(kind, values, data, path)  # on what could be read
+        if len(self.errors) > before or isinstance(kind, _Bad) or bad_values:
+            return None
+        assert not isinstance(count, _Bad)
+        self.meter_warnings(kind, values, data, path)
+        return Meter(
+            kind,  # type: ignore[arg-type]
+            cir_bps=values["cir"],
+            cbs_bytes=values.get("cbs"),
+            ebs_bytes=values.get("ebs"),
+            pir_bps=values.get("pir"),
+            pbs_bytes=values.get("pbs"),
+            eir_bps=values.get("eir"),
+            color_aware=color_aware,
+            count=count,  # type: ignore[arg-type]
+            green=actions["green"],
+            yellow=actions["yellow"],
+            red=actions["red"],
+        )
+
+    def meter_semantics(self, kind: str, values: Mapping[str, int], data: Mapping[str, Any], path: str) -> None:
+        """What RFCs 2697, 2698 and 4115 forbid, and buckets that could never work. ``values``
+        holds the rates and bursts that were given and are good; a check that needs one that
+        is missing or bad is left out."""
+        cir = values.get("cir")
+        if kind in ("srtcm", "trtcm") and cir == 0:
+            rfc = "RFC 2697" if kind == "srtcm" else "RFC 2698"
+            self.error(_at(path, "cir"), f"the committed rate is 0: C would never refill ({rfc} needs CIR above 0)")
+        if kind == "srtcm" and values.get("cbs") == 0 and values.get("ebs") == 0:
+            self.error(path, "cbs and ebs are both 0: every packet would be red (RFC 2697 needs one of them above 0)")
+        if kind == "trtcm":
+            pir = values.get("pir")
+            if pir == 0:
+                self.error(_at(path, "pir"), "the peak rate is 0: P would never refill (RFC 2698 needs PIR above 0)")
+            elif pir is not None and cir is not None and pir < cir:
+                self.error(_at(path, "pir"), f"PIR {data['pir']!r} is below CIR {data['cir']!r}: RFC 2698 needs PIR >= CIR")
+            for key in ("cbs", "pbs"):
+                if values.get(key) == 0:
+                    self.error(_at(path, key), f"{key.upper()} is 0: RFC 2698 needs PBS and CBS both above 0 (leave {key} out for the default)")
+        if kind == "rfc4115":
+            if cir == 0 and values.get("eir") == 0:
+                self.error(path, "cir and eir are both 0: every packet would be red")
+                return
+            for bucket, rate_key, size_key in (("C", "cir", "cbs"), ("E", "eir", "ebs")):
+                rate, size = values.get(rate_key), values.get(size_key)
+                if rate == 0 and size:
+                    self.error(
+                        _at(path, size_key),
+                        f"{size_key} is {data[size_key]!r} but {rate_key} is 0, so {bucket} would never refill "
+                        f"(leave {size_key} out to switch {bucket} off)",
+                    )
+                elif rate and size == 0:
+                    self.error(
+                        _at(path, size_key),
+                        f"{size_key} is 0 but {rate_key} is {data[rate_key]!r}: {bucket} could never hold a token (leave {size_key} out for the default)",
+                    )
+
+    def meter_warnings(self, kind: str, values: Mapping[str, int], data: Mapping[str, Any], path: str) -> None:
+        """Explicit bursts that make policers hurt TCP: below the largest frame or ~1 ms at the rate."""
+        for size_key, rate_key in _METER_BUCKETS[kind]:
+            size, rate_bits = values.get(size_key), values.get(rate_key)
+            if not size or not rate_bits:
+                continue
+            rate = rate_bits // 8
+            where = f"{_at(path, size_key)}: {data[size_key]!r}"
+            if size < self.largest_frame:
+                self.warnings.append(
+                    f"{where} is smaller than the largest frame ({format_size(self.largest_frame)}): a frame that size "
+                    "would never fit in the bucket (set largest_frame if the network's frames are smaller)"
+                )
+            elif size < rate // 1000:
+                default = format_size(default_burst(rate, self.largest_frame))
+                self.warnings.append(
+                    f"{where} is only {_span(size, rate)} of traffic at {rate_key} {data[rate_key]!r}: a policer burst "
+                    f"below about 1 ms at its rate makes TCP run far below the rate (leave {size_key} out for {default})"
+                )
+
+    def color_actions(self, value: Any, path: str) -> dict[str, ColorAction]:
+        data = self.mapping(value, path, tuple(COLORS))
+        out: dict[str, ColorAction] = {}
+        for colour, item in (data or {}).items():
+            where = _at(path, colour)
+            if isinstance(item, Mapping):
+                remark = self.mapping(item, where, ("remark",), required=("remark",))
+                if remark is not None and "remark" in remark:
+                    dscp = self.dscp_value(remark["remark"], _at(where, "remark"))
+                    if dscp is not None:
+                        out[colour] = Remark(dscp)
+            elif item == "remark":
+                self.error(where, "say which DSCP to re-mark to: {remark: af12}")
+            elif isinstance(item, str) and item in ("pass", "drop"):
+                out[colour] = item  # type: ignore[assignment]
+            elif isinstance(item, str):
+                hint = _did_you_mean(item, ("pass", "drop", "remark")) or " (expected 'pass', 'drop' or {remark: <DSCP>})"
+                self.error(where, f"{item!r} is not a meter action{hint}")
+            else:
+                self.error(where, f"expected 'pass', 'drop' or {{remark: <DSCP>}}, got {_describe(item)}")
+        return out
+
+    # -- policy-wide QoS settings --------------------------------------------------------------
+
+    def largest_frame_setting(self, value: Any, path: str) -> int | None:
+        size = self.quantity(value, path, parse_size)
+        if size is None:
+            return None
+        if not MIN_FRAME <= size <= MAX_LARGEST_FRAME:
+            self.error(path, f"{value!r} is outside {MIN_FRAME}B-{MAX_LARGEST_FRAME}B (the smallest Ethernet frame to 32 bits)")
+            return None
+        return size
+
+    def port_setting(self, value: Any, path: str) -> Port | None:
+        data = self.mapping(value, path, _PORT_KEYS, required=("rate", "buffer"))
+        if data is None:
+            return None
+        rate = self.byte_rate(data["rate"], _at(path, "rate")) if "rate" in data else None
+        buffer = self.quantity(data["buffer"], _at(path, "buffer"), parse_size) if "buffer" in data else None
+        mode = self.choice(data["mode"], _at(path, "mode"), tuple(PORT_MODES), "a port mode") if "mode" in data else "per_tenant"
+        if rate is None or buffer is None or isinstance(mode, _Bad):
+            return None
+        if buffer < self.largest_frame:
+            self.warnings.append(f"{_at(path, 'buffer')}: {data['buffer']!r} is smaller than the largest frame ({format_size(self.largest_frame)}): frames that size are always dropped")
+        return Port(rate, buffer, mode)  # type: ignore[arg-type]
+
+    def color_map(self, value: Any, path: str) -> tuple[tuple[int, Color], ...] | None:
+        if not isinstance(value, Mapping):
+            self.error(path, f"expected a mapping from DSCP to colour (e.g. {{af12: yellow}}), got {_describe(value)}")
+            return None
+        before = len(self.errors)
+        seen: dict[int, str] = {}
+        out: dict[int, Color] = {}
+        for key, colour in value.items():
+            where = _at(path, str(key))
+            dscp: int | None = None
+            if isinstance(key, str) and key.isdigit():
+                dscp = self.dscp_value(int(key), where)
+            elif isinstance(key, (str, int)) and not isinstance(key, bool):
+                dscp = self.dscp_value(key, where)
+            else:
+                self.error(path, f"keys must be DSCP names or numbers, got {_describe(key)}")
+            chosen = self.choice(colour, where, tuple(COLORS), "a colour")
+            if dscp is None or isinstance(chosen, _Bad):
+                continue
+            if dscp in seen:
+                self.error(where, f"DSCP {dscp} is already mapped by {seen[dscp]}")
+                continue
+            seen[dscp] = where
+            out[dscp] = chosen  # type: ignore[assignment]
+        if len(self.errors) > before:
+            return None
+        return tuple(sorted((dscp, colour) for dscp, colour in out.items() if colour != "green"))
 
     # -- rule fields ---------------------------------------------------------------------------
 
@@ -1104,7 +1591,7 @@ class _Checker:
         name = self.string(data["name"], _at(path, "name"), "a class name", non_empty=True) if "name" in data else BAD
         description = self.string(data["description"], _at(path, "description")) if "description" in data else None
         priority = self.integer(data["priority"], _at(path, "priority"), 0, MAX_PRIORITY, "priority") if "priority" in data else None
-        weight = self.integer(data["weight"], _at(path, "weight"), 1, None, "weight") if "weight" in data else None
+        weight = self.weight(data["weight"], _at(path, "weight")) if "weight" in data else None
         contract = self.contract(data, path)
         if len(self.errors) > before or isinstance(name, _Bad):
             return None
@@ -1128,6 +1615,7 @@ class _Checker:
                 self.error(where, "'any' cannot be a source: list the prefixes the tenant owns")
             elif not isinstance(prefix, _Bad):
                 sources.append(prefix)
+        weight = self.weight(data["weight"], _at(path, "weight")) if "weight" in data else None
         contract = self.contract(data, path)
 
         # class_names stays None when a class could not be read: rules naming it are not reported.
@@ -1155,6 +1643,7 @@ class _Checker:
                 class_names = None
             elif class_names is not None:
                 class_names = [c.name for c in classes]
+                self.class_contracts(contract, classes, path)
 
         default_class: str | None = class_names[0] if class_names else None
         if "default_class" in data:
@@ -1172,7 +1661,7 @@ class _Checker:
             rule = self.rule(item, _at(_at(path, "rules"), i), class_names, default_class)
             if rule is not None:
                 rules.append(rule)
-        if len(self.errors) > before or isinstance(name, _Bad) or isinstance(default, _Bad):
+        if len(self.errors) > before or isinstance(name, _Bad) or isinstance(default, _Bad) or isinstance(weight, _Bad):
             return None
         assert default_class is not None and not isinstance(description, _Bad)
         return Tenant(
@@ -1186,7 +1675,26 @@ class _Checker:
             rules=tuple(rules),
             contract=contract,
             description=description,
+            weight=weight,
         )
+
+    def class_contracts(self, tenant: Contract, classes: Sequence[TrafficClass], path: str) -> None:
+        """A class's guarantee and ceiling against its tenant's."""
+        if tenant.ceil_bps is not None:
+            for k, tc in enumerate(classes):
+                where = _at(_at(path, "classes"), k)
+                limit = format_rate(tenant.ceil_bps)
+                if tc.contract.rate_bps is not None and tc.contract.rate_bps > tenant.ceil_bps:
+                    self.error(_at(where, "rate"), f"rate {format_rate(tc.contract.rate_bps)} is above the tenant's ceil {limit}: it cannot be guaranteed")
+                if tc.contract.ceil_bps is not None and tc.contract.ceil_bps > tenant.ceil_bps:
+                    self.error(_at(where, "ceil"), f"ceil {format_rate(tc.contract.ceil_bps)} is above the tenant's ceil {limit}")
+        guaranteed = sum(tc.contract.rate_bps or 0 for tc in classes)
+        if tenant.rate_bps is not None and guaranteed > tenant.rate_bps:
+            self.error(
+                _at(path, "classes"),
+                f"the classes' rates add up to {format_rate(guaranteed)}, more than the tenant's rate {format_rate(tenant.rate_bps)}: "
+                "they cannot all be guaranteed",
+            )
 
 
 def _is_int_pair(value: Any) -> bool:
@@ -1212,6 +1720,11 @@ def _build(data: Any, source: str | None) -> Policy:
         ck.error("version", f"unsupported version {top['version']!r}: this isolane reads version {SCHEMA_VERSION}")
     description = ck.string(top["description"], "description") if "description" in top else None
     unknown = ck.choice(top["unknown_tenant"], "unknown_tenant", ACTIONS, "an action") if "unknown_tenant" in top else "drop"
+    count = ck.choice(top["count"], "count", tuple(COUNT_MODES), "a byte count") if "count" in top else "outer"
+    largest_frame = ck.largest_frame_setting(top["largest_frame"], "largest_frame") if "largest_frame" in top else DEFAULT_LARGEST_FRAME
+    ck.largest_frame = largest_frame or DEFAULT_LARGEST_FRAME
+    color_map = ck.color_map(top["color_map"], "color_map") if "color_map" in top else DEFAULT_COLOR_MAP
+    ck.egress = ck.port_setting(top["port"], "port") if "port" in top else None
 
     tenants: list[Tenant | None] = []
     items = ck.sequence(top["tenants"], "tenants", "tenants (mappings)") if "tenants" in top else None
@@ -1246,16 +1759,55 @@ def _build(data: Any, source: str | None) -> Policy:
                 else:
                     owners.setdefault(v, (i, label, f"{path}.{key}[{k}]"))
 
+    if not ck.errors:
+        _port_checks(ck, [t for t in tenants if t is not None])
     if ck.errors:
         raise PolicyError(ck.errors, source)
-    assert not isinstance(unknown, _Bad) and not isinstance(description, _Bad)
-    good = tuple(t for t in tenants if t is not None)
-    policy = Policy(good, unknown, description)  # type: ignore[arg-type]
+    assert not isinstance(unknown, _Bad) and not isinstance(description, _Bad) and not isinstance(count, _Bad)
+    assert largest_frame is not None and color_map is not None
+    policy = Policy(
+        tuple(t for t in tenants if t is not None),
+        unknown,  # type: ignore[arg-type]
+        description,
+        count=count,  # type: ignore[arg-type]
+        largest_frame=largest_frame,
+        color_map=color_map,
+        port=ck.egress,
+    )
     found = ck.warnings + _policy_warnings(policy)
     if source is not None:
         found = [f"{source}: {w}" for w in found]
     object.__setattr__(policy, "warnings", tuple(found))
     return policy
+
+
+def _guarantee(tenant: Tenant) -> int:
+    """A tenant's guarantee in bits per second: its rate, or what its classes are guaranteed."""
+    if tenant.contract.rate_bps is not None:
+        return tenant.contract.rate_bps
+    return sum(c.contract.rate_bps or 0 for c in tenant.classes)
+
+
+def _port_checks(ck: _Checker, tenants: Sequence[Tenant]) -> None:
+    """What takes every tenant at once: guarantees against the line rate, and weights."""
+    if ck.egress is not None:
+        guaranteed = sum(_guarantee(t) for t in tenants)
+        if guaranteed > ck.egress.rate_bps:
+            ck.error(
+                "port.rate",
+                f"the tenants' guarantees add up to {format_rate(guaranteed)}, more than the port's line rate "
+                f"{format_rate(ck.egress.rate_bps)}: they cannot all be met",
+            )
+    weighted = [(i, t) for i, t in enumerate(tenants) if t.weight is not None]
+    if weighted:
+        first, tenant = weighted[0]
+        for i, other in enumerate(tenants):
+            if other.weight is None:
+                ck.error(
+                    f"tenants[{i}]",
+                    f"{other.name!r} has no weight, but tenants[{first}] ({tenant.name!r}) has one: give every tenant a "
+                    "weight, or none (spare capacity is then shared in proportion to the guarantees)",
+                )
 
 
 def _policy_warnings(policy: Policy) -> list[str]:
@@ -1295,6 +1847,9 @@ def _policy_warnings(policy: Policy) -> list[str]:
 U8 = npt.NDArray[np.uint8]
 U16 = npt.NDArray[np.uint16]
 I32 = npt.NDArray[np.int32]
+U32 = npt.NDArray[np.uint32]
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
 
 
 @dataclass(frozen=True, eq=False)
@@ -1461,6 +2016,249 @@ def _compile(policy: Policy) -> CompiledPolicy:
 
 
 # ---------------------------------------------------------------------------------------------
+# Compiled QoS (docs/qos.md)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class MeterArrays:
+    """One meter per row (a tenant, or a tenant's class), every default filled in. Rates are
+    bytes per second, bursts bytes; a column a kind does not use is 0. Arrays are read-only."""
+
+    kind: U8
+    """``METER_NONE`` (0: no meter) or a code of ``METER_KINDS`` (srtcm 1, trtcm 2, rfc4115 3)."""
+    color_aware: U8
+    """1 if the meter is colour-aware (the incoming colour is ``CompiledQos.color_map[dscp]``)."""
+    count: U8
+    """Which bytes count: ``COUNT_MODES`` (inner 0, outer 1, wire 2, wire_fcs 3)."""
+    cir: U64
+    cbs: U64
+    eir: U64
+    """RFC 4115 only."""
+    ebs: U64
+    """srTCM and RFC 4115."""
+    pir: U64
+    """trTCM only."""
+    pbs: U64
+    """trTCM only."""
+    action: U8
+    """(n, 3): what happens to a green, yellow, red packet: ``COLOR_ACTIONS`` (pass 0, remark 1, drop 2)."""
+    remark_dscp: U8
+    """(n, 3): the DSCP a ``remark`` action writes (0 for other actions)."""
+
+    def __len__(self) -> int:
+        return int(self.kind.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class ShaperArrays:
+    """One shaper per row, every default filled in; ``rate`` 0 means no shaper (then every
+    column is 0). Arrays are read-only."""
+
+    rate: U64
+    """Bytes per second."""
+    burst: U64
+    """Bytes that may leave at once after a quiet spell."""
+    queue: U64
+    """Most bytes that may wait; a packet beyond it is dropped."""
+    max_delay_ns: U64
+    """Longest a packet may wait; a packet that would wait longer is dropped."""
+
+    def __len__(self) -> int:
+        return int(self.rate.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledQos:
+    """A policy's QoS settings as integers (``docs/qos.md``): per tenant (index = tenant id) and
+    per class (all tenants' classes in one array, tenant by tenant: tenant ``t``'s class ``c`` is
+    row ``class_offsets[t] + c``). Rates are bytes per second, sizes bytes, times nanoseconds."""
+
+    tenant_names: list[str]
+    count: int
+    """The policy's ``count`` code (shapers and the port count these bytes)."""
+    largest_frame: int
+    color_map: U8
+    """(64,): the incoming colour (``COLORS`` code) of each DSCP, for colour-aware meters."""
+    port_rate: int
+    """The port's line rate; 0: the policy has no port."""
+    port_buffer: int
+    port_mode: int
+    """``PORT_MODES`` code (per_tenant 0, shared_fifo 1)."""
+    tenant_rate: U64
+    """Guarantee: the tenant's rate, or the sum of its classes' rates; 0 = none."""
+    tenant_burst: U64
+    tenant_ceil: U64
+    """Ceiling: the tenant's ceil, else the port's line rate; 0 = uncapped (no ceil, no port)."""
+    tenant_weight: U32
+    """Share of the spare capacity (>= 1)."""
+    tenant_meter: MeterArrays
+    tenant_shaper: ShaperArrays
+    class_offsets: I64
+    """(tenants + 1,): tenant ``t``'s classes are rows ``class_offsets[t]:class_offsets[t + 1]``."""
+    class_tenant: U32
+    """The tenant id of each class row."""
+    class_priority: U8
+    """0 first; a class without one gets 7."""
+    class_weight: U32
+    """Share within its priority (WDRR); 1 by default."""
+    class_rate: U64
+    class_burst: U64
+    class_ceil: U64
+    """The class's ceil, else its tenant's ceiling (0 = uncapped)."""
+    class_meter: MeterArrays
+    class_shaper: ShaperArrays
+
+    def class_row(self, tenant: int, cls: int) -> int:
+        """The row of tenant ``tenant``'s class ``cls`` in the ``class_*`` arrays."""
+        first, end = int(self.class_offsets[tenant]), int(self.class_offsets[tenant + 1])
+        if not 0 <= cls < end - first:
+            raise IndexError(f"tenant {tenant} has {end - first} classes, not {cls + 1}")
+        return first + cls
+
+
+def _column(values: Sequence[Any], dtype: type[np.integer[Any]], shape: tuple[int, ...] | None = None) -> npt.NDArray[Any]:
+    array = np.array(values, dtype=dtype)
+    if shape is not None:
+        array = array.reshape(shape)
+    return _readonly(array)
+
+
+def _meter_arrays(meters: Sequence[Meter | None], policy: Policy) -> MeterArrays:
+    names = ("kind", "color_aware", "count", "cir", "cbs", "eir", "ebs", "pir", "pbs")
+    columns: dict[str, list[int]] = {name: [] for name in names}
+    actions: list[int] = []
+    remarks: list[int] = []
+    for meter in meters:
+        row = dict.fromkeys(names, 0)
+        row["count"] = COUNT_MODES[policy.count]
+        colours: tuple[ColorAction, ...] = ("pass", "pass", "pass")
+        if meter is not None:
+            row["kind"] = METER_KINDS[meter.kind]
+            row["color_aware"] = int(meter.color_aware)
+            row["count"] = COUNT_MODES[meter.count or policy.count]
+            rates = {"cir": meter.cir_bps, "eir": meter.eir_bps, "pir": meter.pir_bps}
+            sizes = {"cbs": meter.cbs_bytes, "ebs": meter.ebs_bytes, "pbs": meter.pbs_bytes}
+            for key, rate_bits in rates.items():
+                row[key] = (rate_bits or 0) // 8
+            for size_key, rate_key in _METER_BUCKETS[meter.kind]:
+                size = sizes[size_key]
+                rate = row[rate_key]
+                row[size_key] = size if size is not None else (default_burst(rate, policy.largest_frame) if rate else 0)
+            colours = (meter.green, meter.yellow, meter.red)
+        for name in names:
+            columns[name].append(row[name])
+        for action in colours:
+            actions.append(COLOR_ACTIONS["remark" if isinstance(action, Remark) else action])
+            remarks.append(action.dscp if isinstance(action, Remark) else 0)
+    n = len(meters)
+    return MeterArrays(
+        **{name: _column(columns[name], np.uint8 if name in ("kind", "color_aware", "count") else np.uint64) for name in names},
+        action=_column(actions, np.uint8, (n, 3)),
+        remark_dscp=_column(remarks, np.uint8, (n, 3)),
+    )
+
+
+def _shaper_row(contract: Contract, largest_frame: int) -> tuple[int, int, int, int]:
+    shaper = contract.shaper
+    if shaper is None:
+        return (0, 0, 0, 0)
+    rate_bits = shaper.rate_bps or contract.ceil_bps or contract.rate_bps
+    assert rate_bits is not None  # the checker insists on a rate
+    rate = rate_bits // 8
+    burst = shaper.burst_bytes if shaper.burst_bytes is not None else default_burst(rate, largest_frame)
+    queue, delay = shaper.queue_bytes, shaper.max_delay_ns
+    if queue is None and delay is None:
+        delay = DEFAULT_MAX_DELAY_NS
+    if queue is None:
+        assert delay is not None
+        queue = -(-rate * delay // 10**9)  # the bytes that leave in max_delay, rounded up
+    if delay is None:
+        delay = -(-queue * 10**9 // rate)  # the time the queue takes to leave, rounded up
+    return (rate, burst, queue, delay)
+
+
+def _shaper_arrays(rows: Sequence[tuple[int, int, int, int]]) -> ShaperArrays:
+    columns = list(zip(*rows)) if rows else [(), (), (), ()]
+    return ShaperArrays(*(_column(list(c), np.uint64) for c in columns))
+
+
+def _tenant_weights(policy: Policy) -> list[int]:
+    """Explicit weights, or weights in proportion to the guarantees: each guarantee divided by
+    the greatest common divisor of them all (a tenant without a guarantee counts one unit)."""
+    if any(t.weight is not None for t in policy.tenants):
+        return [t.weight or 1 for t in policy.tenants]  # all or none have one (checked)
+    guarantees = [_guarantee(t) // 8 for t in policy.tenants]
+    unit = functools.reduce(math.gcd, (g for g in guarantees if g), 0)
+    if unit == 0:
+        return [1] * len(guarantees)
+    weights = [max(g // unit, 1) for g in guarantees]
+    if max(weights) > MAX_WEIGHT:  # guarantees with a tiny common divisor: keep the proportions in 32 bits
+        top = max(guarantees)
+        weights = [max(round(g * MAX_WEIGHT / top), 1) for g in guarantees]
+    return weights
+
+
+def _compile_qos(policy: Policy) -> CompiledQos:
+    lf = policy.largest_frame
+    port_rate = policy.port.rate_bps // 8 if policy.port is not None else 0
+    tenant_rate, tenant_burst, tenant_ceil = [], [], []
+    class_tenant, class_priority, class_weight, class_rate, class_burst, class_ceil = [], [], [], [], [], []
+    tenant_meters: list[Meter | None] = []
+    class_meters: list[Meter | None] = []
+    tenant_shapers, class_shapers = [], []
+    offsets = [0]
+    for tid, tenant in enumerate(policy.tenants):
+        c = tenant.contract
+        rate = _guarantee(tenant) // 8
+        ceil = c.ceil_bps // 8 if c.ceil_bps is not None else port_rate
+        tenant_rate.append(rate)
+        tenant_burst.append(c.burst_bytes if c.burst_bytes is not None else (default_burst(rate, lf) if rate else 0))
+        tenant_ceil.append(ceil)
+        tenant_meters.append(c.meter)
+        tenant_shapers.append(_shaper_row(c, lf))
+        for tc in tenant.classes:
+            cc = tc.contract
+            crate = (cc.rate_bps or 0) // 8
+            class_tenant.append(tid)
+            class_priority.append(tc.priority if tc.priority is not None else DEFAULT_PRIORITY)
+            class_weight.append(tc.weight if tc.weight is not None else 1)
+            class_rate.append(crate)
+            class_burst.append(cc.burst_bytes if cc.burst_bytes is not None else (default_burst(crate, lf) if crate else 0))
+            class_ceil.append(cc.ceil_bps // 8 if cc.ceil_bps is not None else ceil)
+            class_meters.append(cc.meter)
+            class_shapers.append(_shaper_row(cc, lf))
+        offsets.append(offsets[-1] + len(tenant.classes))
+    color_map = [0] * 64
+    for dscp, colour in policy.color_map:
+        color_map[dscp] = COLORS[colour]
+    return CompiledQos(
+        tenant_names=policy.tenant_names,
+        count=COUNT_MODES[policy.count],
+        largest_frame=lf,
+        color_map=_column(color_map, np.uint8),
+        port_rate=port_rate,
+        port_buffer=policy.port.buffer_bytes if policy.port is not None else 0,
+        port_mode=PORT_MODES[policy.port.mode] if policy.port is not None else PORT_MODES["per_tenant"],
+        tenant_rate=_column(tenant_rate, np.uint64),
+        tenant_burst=_column(tenant_burst, np.uint64),
+        tenant_ceil=_column(tenant_ceil, np.uint64),
+        tenant_weight=_column(_tenant_weights(policy), np.uint32),
+        tenant_meter=_meter_arrays(tenant_meters, policy),
+        tenant_shaper=_shaper_arrays(tenant_shapers),
+        class_offsets=_column(offsets, np.int64),
+        class_tenant=_column(class_tenant, np.uint32),
+        class_priority=_column(class_priority, np.uint8),
+        class_weight=_column(class_weight, np.uint32),
+        class_rate=_column(class_rate, np.uint64),
+        class_burst=_column(class_burst, np.uint64),
+        class_ceil=_column(class_ceil, np.uint64),
+        class_meter=_meter_arrays(class_meters, policy),
+        class_shaper=_shaper_arrays(class_shapers),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Rules that never match
 # ---------------------------------------------------------------------------------------------
 
@@ -1597,9 +2395,12 @@ def schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the policy format.
 
     It checks the shape of a policy (keys, types, ranges, the syntax of prefixes, ports and
-    units). What needs more than one value at a time is checked by isolane only: host bits,
-    reversed port ranges, duplicate names, VNIs claimed twice, class references, IPv4 with
-    IPv6 in one rule, ports with portless protocols, ceil below rate, zero quantities.
+    units, which keys each meter kind takes). What needs more than one value at a time is
+    checked by isolane only: host bits, reversed port ranges, duplicate names, VNIs claimed
+    twice, class references, IPv4 with IPv6 in one rule, ports with portless protocols, zero
+    quantities, rates that are not whole bytes, ceil below rate, rates above the port's, guarantees
+    that add up to more than they can, the meters' RFC rules (PIR >= CIR, buckets that can never
+    hold or refill), weights on some tenants only, a shaper without any rate.
     """
     port_number = {"type": "integer", "minimum": 0, "maximum": MAX_PORT}
     port_text = {"type": "string", "pattern": PORT_PATTERN, "description": "a port ('80') or an inclusive range ('8000-8080')"}
@@ -1632,12 +2433,34 @@ def schema() -> dict[str, Any]:
     text = {"type": "string"}
     name = {"type": "string", "minLength": 1, "pattern": r"\S"}
     contract = {
-        "rate": {**rate, "description": "committed rate (placeholder for the upcoming meters)"},
-        "burst": {**size, "description": "committed burst (placeholder for the upcoming meters)"},
-        "ceil": {**rate, "description": "peak rate (placeholder for the upcoming meters)"},
+        "rate": {**rate, "description": "guaranteed rate at the egress port"},
+        "burst": {**size, "description": "burst of the guarantee (default: 1 ms at the rate, at least the largest frame)"},
+        "ceil": {**rate, "description": "the most the tenant or class may use at the egress port (at least rate)"},
+        "meter": {"$ref": "#/$defs/meter"},
         "shaper": {"$ref": "#/$defs/shaper"},
         "microburst": {"$ref": "#/$defs/microburst"},
     }
+    weight = {"type": "integer", "minimum": 1, "maximum": MAX_WEIGHT}
+    dscp = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 63}, {"enum": sorted(DSCP_NAMES)}]}
+    colour = {"enum": list(COLORS)}
+    color_action = {
+        "anyOf": [
+            {"enum": ["pass", "drop"]},
+            {"type": "object", "additionalProperties": False, "required": ["remark"], "properties": {"remark": dscp}},
+        ]
+    }
+    count = {"enum": list(COUNT_MODES), "description": "inner frame, outer frame, outer frame + 20 B (wire) or + 24 B (wire_fcs)"}
+    meter_fields: dict[str, Any] = {"cir": rate, "cbs": size, "eir": rate, "ebs": size, "pir": rate, "pbs": size}
+    by_kind = [
+        {
+            "if": {"properties": {"kind": {"const": kind}}},
+            "then": {
+                "required": list(_METER_REQUIRED[kind]),
+                "properties": {key: False for key in meter_fields if key not in fields},
+            },
+        }
+        for kind, fields in _METER_FIELDS.items()
+    ]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "urn:isolane:policy:1",
@@ -1650,6 +2473,15 @@ def schema() -> dict[str, Any]:
             "version": {"const": SCHEMA_VERSION},
             "description": text,
             "unknown_tenant": {**action, "description": "what happens to traffic of no tenant (default drop)"},
+            "count": {**count, "description": "which bytes meters, shapers and the port count (default outer)"},
+            "largest_frame": {**size, "description": "the largest frame (default 9216B); no default burst is smaller"},
+            "color_map": {
+                "type": "object",
+                "description": "DSCP -> incoming colour for colour-aware meters; unmapped DSCPs are green (default: afX1 green, afX2 yellow, afX3 red)",
+                "propertyNames": {"anyOf": [{"enum": sorted(DSCP_NAMES)}, {"pattern": "^0*(?:6[0-3]|[1-5]?[0-9])$"}]},
+                "additionalProperties": colour,
+            },
+            "port": {"$ref": "#/$defs/port"},
             "tenants": {"type": "array", "items": {"$ref": "#/$defs/tenant"}},
         },
         "$defs": {
@@ -1677,6 +2509,7 @@ def schema() -> dict[str, Any]:
                         "items": {**prefix, "not": {"const": "any"}},
                         "description": "outer source prefixes of the tenant's untunnelled traffic",
                     },
+                    "weight": {**weight, "description": "share of the port's spare capacity (default: in proportion to the guarantee)"},
                     **contract,
                     "classes": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/class"}},
                     "default_class": {**name, "description": "class of allow rules without 'class' (default: the first class)"},
@@ -1691,8 +2524,8 @@ def schema() -> dict[str, Any]:
                 "properties": {
                     "name": name,
                     "description": text,
-                    "priority": {"type": "integer", "minimum": 0, "maximum": MAX_PRIORITY, "description": "placeholder for the upcoming shapers"},
-                    "weight": {"type": "integer", "minimum": 1, "description": "placeholder for the upcoming shapers"},
+                    "priority": {"type": "integer", "minimum": 0, "maximum": MAX_PRIORITY, "description": "0 is served first (default 7)"},
+                    "weight": {**weight, "description": "share within its priority (default 1)"},
                     **contract,
                 },
             },
@@ -1718,8 +2551,33 @@ def schema() -> dict[str, Any]:
             "shaper": {
                 "type": "object",
                 "additionalProperties": False,
-                "description": "placeholder for the upcoming shapers",
-                "properties": {"rate": rate, "burst": size, "queue": size},
+                "description": "earliest-departure-time shaper; drops at its tail beyond queue bytes or max_delay",
+                "properties": {"rate": rate, "burst": size, "queue": size, "max_delay": duration},
+            },
+            "meter": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["kind"],
+                "description": "RFC 2697 srTCM (cir, cbs, ebs), RFC 2698 trTCM (cir, cbs, pir, pbs) or RFC 4115 (cir, cbs, eir, ebs)",
+                "properties": {
+                    "kind": {"enum": list(METER_KINDS)},
+                    **meter_fields,
+                    "color_aware": {"type": "boolean"},
+                    "count": count,
+                    "actions": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {c: color_action for c in COLORS},
+                    },
+                },
+                "allOf": by_kind,
+            },
+            "port": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["rate", "buffer"],
+                "description": "the egress port the tenants share",
+                "properties": {"rate": rate, "buffer": size, "mode": {"enum": list(PORT_MODES)}},
             },
             "microburst": {
                 "type": "object",
