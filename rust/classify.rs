@@ -225,7 +225,7 @@ impl RuleTable {
         }
         let rank = below + (above - below) / 2;
         self.ranks.insert(index, rank);
-        self.shift_tree_indices(index, 1);
+        self.renumber_tree_rules(|at| if at != DEAD && at as usize >= index { at + 1 } else { at });
         if matches_ipv6(&rule) {
             self.ipv6.insert(rank, rule);
         }
@@ -243,15 +243,16 @@ impl RuleTable {
         }
         let (rule, rank) = (self.rules.remove(index), self.ranks.remove(index));
         self.ipv6.remove(rank, &rule);
-        if !self.fresh.remove(rank, &rule) {
-            if let Ok(id) = self.tree_ranks.binary_search(&rank) {
-                let mut tree_index = self.tree_index.to_vec();
-                tree_index[id] = DEAD;
-                self.tree_index = tree_index.into();
-                self.dead += 1;
-            }
+        if !self.fresh.remove(rank, &rule) && self.tree_ranks.binary_search(&rank).is_ok() {
+            self.dead += 1;
         }
-        self.shift_tree_indices(index, -1);
+        // The tree rule at `index`, if it is one, dies; the ones after it move up.
+        self.renumber_tree_rules(|at| match at {
+            DEAD => DEAD,
+            at if at as usize == index => DEAD,
+            at if at as usize > index => at - 1,
+            at => at,
+        });
         self.rebuild_if_worn();
         Ok(rule)
     }
@@ -264,10 +265,9 @@ impl RuleTable {
         Ok(old)
     }
 
-    /// Moves the tree rules at `from` and after by `by` places (on a copy: readers keep theirs).
-    fn shift_tree_indices(&mut self, from: usize, by: i64) {
-        let moved = |index: u32| if index != DEAD && index as usize >= from { (i64::from(index) + by) as u32 } else { index };
-        self.tree_index = self.tree_index.iter().map(|&index| moved(index)).collect();
+    /// Gives every tree rule its new index, in one pass over a copy (readers keep theirs).
+    fn renumber_tree_rules(&mut self, new_index: impl Fn(u32) -> u32) {
+        self.tree_index = self.tree_index.iter().map(|&at| new_index(at)).collect();
     }
 
     /// Rebuilds the trees once the edits since the last build would slow lookups down: every

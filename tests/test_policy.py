@@ -3,7 +3,6 @@ Schema, and compilation into the classification arrays of docs/classify-contract
 
 from __future__ import annotations
 
-import copy
 import random
 import ipaddress
 import itertools
@@ -28,6 +27,7 @@ import isolane
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
 from locations import ROOT, SAMPLE, SHARED
+from policy_edits import DELETE, edited
 
 EXAMPLE = ROOT / "pcaps" / "tenants.yaml"
 CLASSBENCH = SHARED / "classbench"
@@ -954,18 +954,9 @@ def test_the_schema_accepts_the_example_and_canonical_policies(validator: jsonsc
 
 
 def _mutate(path: list[Any], value: Any) -> dict[str, Any]:
-    data = copy.deepcopy(POLICY_DICT)
-    target: Any = data
-    for key in path[:-1]:
-        target = target[key]
-    if value is _DELETE:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-    return data
+    return edited(POLICY_DICT, path, value)
 
 
-_DELETE = object()
 RULE0 = ["tenants", 0, "rules", 0]
 
 BAD_FOR_BOTH: list[tuple[list[Any], Any]] = [
@@ -999,12 +990,12 @@ BAD_FOR_BOTH: list[tuple[list[Any], Any]] = [
     ([*RULE0, "dscp"], 64),
     ([*RULE0, "dscp"], "af44"),
     ([*RULE0, "action"], "permit"),
-    ([*RULE0, "action"], _DELETE),
+    ([*RULE0, "action"], DELETE),
     ([*RULE0, "class"], ""),
     ([*RULE0, "clas"], "gold"),
     (["tenants", 0, "rules", 2, "class"], "gold"),  # class on a drop rule
     (["version"], 2),
-    (["tenants"], _DELETE),
+    (["tenants"], DELETE),
 ]
 
 

@@ -4,7 +4,6 @@ of Policy.compile_qos()."""
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import tomllib
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
 from locations import ROOT
+from policy_edits import DELETE, edited
 
 DOCS = ROOT / "docs"
 EXAMPLE = ROOT / "pcaps" / "tenants.yaml"
@@ -778,28 +778,19 @@ def test_the_schema_accepts_the_sample_and_test_policies(validator: jsonschema.D
 
 
 def _mutate(path: list[Any], value: Any) -> dict[str, Any]:
-    data = copy.deepcopy(QOS_DICT)
-    target: Any = data
-    for key in path[:-1]:
-        target = target[key]
-    if value is _DELETE:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-    return data
+    return edited(QOS_DICT, path, value)
 
 
-_DELETE = object()
 METER0 = ["tenants", 0, "meter"]
 CLASS0 = ["tenants", 0, "classes", 0]
 
 BAD_FOR_BOTH: list[tuple[list[Any], Any]] = [
     ([*METER0, "kind"], "srTCM"),
-    ([*METER0, "kind"], _DELETE),
-    ([*METER0, "pir"], _DELETE),  # trtcm without its peak rate
+    ([*METER0, "kind"], DELETE),
+    ([*METER0, "pir"], DELETE),  # trtcm without its peak rate
     ([*METER0, "eir"], "1Gbps"),  # a key trtcm does not take
     ([*CLASS0, "meter", "pir"], "1Gbps"),  # ... nor rfc4115
-    ([*CLASS0, "meter", "eir"], _DELETE),
+    ([*CLASS0, "meter", "eir"], DELETE),
     ([*METER0, "cir"], "10 Gbit"),
     ([*METER0, "cbs"], "1Gbps"),
     ([*METER0, "color_aware"], "true"),
@@ -815,7 +806,7 @@ BAD_FOR_BOTH: list[tuple[list[Any], Any]] = [
     (["tenants", 0, "weight"], 2**32),
     ([*CLASS0, "weight"], 2**32),
     ([*CLASS0, "priority"], 8),
-    (["port", "buffer"], _DELETE),
+    (["port", "buffer"], DELETE),
     (["port", "mode"], "fifo"),
     (["port", "rate"], "100"),
     (["count"], "ip"),

@@ -27,11 +27,11 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeVar, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -572,6 +572,18 @@ def _merge_ranges(ranges: Iterable[PortRange]) -> tuple[PortRange, ...]:
 # ---------------------------------------------------------------------------------------------
 
 
+_T = TypeVar("_T")
+
+
+def _unless_none(convert: Callable[[_T], Any], value: _T | None) -> Any:
+    return None if value is None else convert(value)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The values that are set, in order: ``to_dict`` leaves defaults (``None``) out."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
 @dataclass(frozen=True)
 class Shaper:
     """An earliest-departure-time shaper: packets leave no faster than ``rate_bps`` after a
@@ -586,16 +598,12 @@ class Shaper:
     max_delay_ns: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.rate_bps is not None:
-            out["rate"] = format_rate(self.rate_bps)
-        if self.burst_bytes is not None:
-            out["burst"] = format_size(self.burst_bytes)
-        if self.queue_bytes is not None:
-            out["queue"] = format_size(self.queue_bytes)
-        if self.max_delay_ns is not None:
-            out["max_delay"] = format_duration(self.max_delay_ns)
-        return out
+        return _given(
+            rate=_unless_none(format_rate, self.rate_bps),
+            burst=_unless_none(format_size, self.burst_bytes),
+            queue=_unless_none(format_size, self.queue_bytes),
+            max_delay=_unless_none(format_duration, self.max_delay_ns),
+        )
 
 
 @dataclass(frozen=True)
@@ -699,20 +707,14 @@ class Contract:
     meter: Meter | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.rate_bps is not None:
-            out["rate"] = format_rate(self.rate_bps)
-        if self.burst_bytes is not None:
-            out["burst"] = format_size(self.burst_bytes)
-        if self.ceil_bps is not None:
-            out["ceil"] = format_rate(self.ceil_bps)
-        if self.meter is not None:
-            out["meter"] = self.meter.to_dict()
-        if self.shaper is not None:
-            out["shaper"] = self.shaper.to_dict()
-        if self.microburst is not None:
-            out["microburst"] = self.microburst.to_dict()
-        return out
+        return _given(
+            rate=_unless_none(format_rate, self.rate_bps),
+            burst=_unless_none(format_size, self.burst_bytes),
+            ceil=_unless_none(format_rate, self.ceil_bps),
+            meter=_unless_none(Meter.to_dict, self.meter),
+            shaper=_unless_none(Shaper.to_dict, self.shaper),
+            microburst=_unless_none(Microburst.to_dict, self.microburst),
+        )
 
 
 @dataclass(frozen=True)
@@ -728,13 +730,7 @@ class TrafficClass:
     description: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        if self.description is not None:
-            out["description"] = self.description
-        if self.priority is not None:
-            out["priority"] = self.priority
-        if self.weight is not None:
-            out["weight"] = self.weight
+        out = _given(name=self.name, description=self.description, priority=self.priority, weight=self.weight)
         out.update(self.contract.to_dict())
         return out
 
