@@ -25,7 +25,7 @@ def _policy(extra: bool) -> isolane.Policy:
         {"dst": f"10.{i // 250}.{i % 250}.0/24", "dst_ports": 1000 + i % 5000, "proto": "tcp", "action": "allow"} for i in range(RULES)
     ]
     if extra:  # a different rule at both ends: more than one edit, so the tenant is rebuilt
-        rules = [EXTRA, *rules[1:-1], EXTRA]
+        rules = [EXTRA, *rules[1:-1], {**EXTRA, "dst_ports": 54}]
     return isolane.Policy.from_dict({"tenants": [{"name": "big", "vnis": [1], "rules": rules}, {"name": "small", "vnis": [2]}]})
 
 
