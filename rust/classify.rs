@@ -7,7 +7,7 @@ mod tree;
 mod tuples;
 
 use std::sync::Arc;
-use tree::{Fields, Forest};
+pub use tree::{Fields, Forest, NO_RULE};
 use tuples::TupleSpace;
 
 /// A packet's fields as the classifier sees them (addresses as 128-bit, IPv4-mapped).
@@ -89,7 +89,7 @@ type Rank = u64;
 const RANK_GAP: Rank = 1 << 20;
 
 /// Marks a tree rule removed since the trees were built.
-const DEAD: u32 = u32::MAX;
+pub const DEAD: u32 = u32::MAX;
 
 /// An ordered rule set: index 0 is checked first, and the first match wins.
 ///
@@ -104,7 +104,7 @@ pub struct RuleTable {
     /// `ranks[i]` is rule `i`'s rank; strictly increasing.
     ranks: Vec<Rank>,
     /// The IPv4 rules as of the last build, their ids in rank order.
-    trees: Arc<Forest>,
+    trees: Forest,
     /// Rank of each tree id (sorted): finds a removed rule's id.
     tree_ranks: Arc<[Rank]>,
     /// Current index of each tree id, [`DEAD`] once removed.
@@ -141,7 +141,7 @@ impl RuleTable {
             rules.push(rule);
             indices.push(index as u32);
         }
-        self.trees = Arc::new(Forest::new(&rules));
+        self.trees = Forest::new(&rules);
         self.tree_ranks = ranks.into();
         self.tree_index = indices.into();
         self.dead = 0;
@@ -158,6 +158,13 @@ impl RuleTable {
 
     pub fn rules(&self) -> &[Rule] {
         &self.rules
+    }
+
+    /// The trees and each tree id's current rule index ([`DEAD`] once removed), when the
+    /// trees alone answer every IPv4 lookup (no rule was added since they were built): a
+    /// caller can then walk them itself, with what it keeps per rule beside them.
+    pub fn complete_trees(&self) -> Option<(&Forest, &[u32])> {
+        self.fresh.is_empty().then_some((&self.trees, &self.tree_index))
     }
 
     /// How many structures a lookup may visit: trees plus tuple tables.

@@ -12,7 +12,8 @@ use arc_swap::ArcSwap;
 use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
 
-use crate::classify::{prefix_mask, Key, Rule, RuleTable};
+use crate::memory::prefetch;
+use crate::classify::{prefix_mask, Fields, Forest, Key, Rule, RuleTable, DEAD, NO_RULE};
 use crate::parse::{PacketInfo, Status, Tunnel};
 
 /// Why a packet got its verdict.
@@ -166,6 +167,74 @@ impl TenantTables {
     }
 }
 
+/// What a tree rule gives a packet it matches, by tree id.
+#[derive(Debug, Clone, Copy, Default)]
+struct Outcome {
+    policy_rule: i32,
+    class: u16,
+    action: u8,
+    live: bool,
+}
+
+/// The part of a tenant the data path reads, kept inline in the engine's tables so that a
+/// packet goes from its tenant straight to the trees: the trees, and per tree rule its outcome
+/// (in place of three lookups through the rule's current index).
+#[derive(Debug, Clone, Default)]
+struct HotTenant {
+    trees: Forest,
+    outcomes: Arc<[Outcome]>,
+    /// Whether `trees` answer every IPv4 packet (else the tenant's table does).
+    complete: bool,
+    /// Whether every tree rule is live: a match needs no outcome to be checked.
+    all_live: bool,
+    default_action: u8,
+    default_class: u16,
+}
+
+impl HotTenant {
+    fn of(tenant: &TenantTables) -> HotTenant {
+        let spec = &tenant.spec;
+        let mut hot = HotTenant { default_action: spec.default_action, default_class: spec.default_class, ..HotTenant::default() };
+        if let Some((trees, indices)) = tenant.table.complete_trees() {
+            let outcome = |index: u32| match index {
+                DEAD => Outcome::default(),
+                index => {
+                    let index = index as usize;
+                    Outcome { policy_rule: spec.policy_rules[index], class: spec.classes[index], action: spec.actions[index], live: true }
+                }
+            };
+            hot.outcomes = indices.iter().map(|&index| outcome(index)).collect();
+            hot.trees = trees.clone();
+            hot.complete = true;
+            hot.all_live = !indices.contains(&DEAD);
+        }
+        hot
+    }
+
+    /// The tree id of the first live rule matching an IPv4 packet ([`NO_RULE`]: none), if the
+    /// trees hold every rule.
+    #[inline]
+    fn tree_match(&self, fields: &Fields) -> Option<u32> {
+        if !self.complete {
+            return None;
+        }
+        if self.all_live {
+            return Some(self.trees.lookup(fields, NO_RULE, |_| true));
+        }
+        let outcomes = &self.outcomes;
+        Some(self.trees.lookup(fields, NO_RULE, |id| outcomes[id as usize].live))
+    }
+
+    /// The verdict of tree rule `id` ([`NO_RULE`]: the default).
+    #[inline]
+    fn verdict(&self, tenant: i32, id: u32) -> Verdict {
+        match self.outcomes.get(id as usize) {
+            Some(o) => Verdict { tenant, rule: o.policy_rule, cls: class_id(o.class), action: o.action, reason: Reason::Rule as u8 },
+            None => Verdict { tenant, rule: -1, cls: class_id(self.default_class), action: self.default_action, reason: Reason::Default as u8 },
+        }
+    }
+}
+
 /// VNI to tenant over the 24-bit space: a direct index in 4096 blocks of 4096, a block
 /// allocated only where a VNI is claimed (a flat array would be 64 MB).
 #[derive(Debug, Clone, Default)]
@@ -198,11 +267,15 @@ impl VniMap {
 #[derive(Debug, Clone, Default)]
 pub struct EngineTables {
     tenants: Vec<Arc<TenantTables>>,
+    /// `hot[t]` is `tenants[t]`'s data-path part.
+    hot: Vec<HotTenant>,
     vnis: VniMap,
     vlans: FxHashMap<u16, i32>,
     /// Outer source prefixes of untunnelled traffic, checked in order.
     sources: Vec<(u128, u8, i32)>,
     unknown_action: u8,
+    /// Each tenant's slot in the engine's counters.
+    counter_slots: Vec<u32>,
 }
 
 impl EngineTables {
@@ -233,19 +306,65 @@ impl EngineTables {
         -1
     }
 
+    /// Classifies a batch a few packets at a time, in passes that each take one step of every
+    /// packet's walk and ask the cache for the next (the first tree steps, the tree match, then
+    /// its outcome), so that packets of different tenants wait for memory together rather than
+    /// in turn.
+    pub fn classify_all(&self, records: &[PacketInfo], out: &mut [Verdict]) {
+        const GROUP: usize = 16;
+        for (records, out) in records.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+            let mut packets = [(-1i32, None, None); GROUP];
+            for ((tenant, fields, _), info) in packets.iter_mut().zip(records) {
+                (*tenant, *fields) = (self.tenant_of(info), fields_of(info));
+                if let (Some(hot), Some(fields)) = (self.hot_of(*tenant), fields) {
+                    hot.trees.prefetch(fields);
+                }
+            }
+            for (tenant, fields, _) in &packets[..records.len()] {
+                if let (Some(hot), Some(fields)) = (self.hot_of(*tenant), fields) {
+                    hot.trees.prefetch_second(fields);
+                }
+            }
+            for (tenant, fields, id) in &mut packets[..records.len()] {
+                if let (Some(hot), Some(fields)) = (self.hot_of(*tenant), fields) {
+                    *id = hot.tree_match(fields);
+                    if let Some(outcome) = id.and_then(|id| hot.outcomes.get(id as usize)) {
+                        prefetch(outcome);
+                    }
+                }
+            }
+            for ((&(tenant, fields, id), info), slot) in packets.iter().zip(records).zip(out.iter_mut()) {
+                *slot = self.classify_as(tenant, &fields, id, info);
+            }
+        }
+    }
+
+    #[inline]
+    fn hot_of(&self, tenant: i32) -> Option<&HotTenant> {
+        usize::try_from(tenant).ok().and_then(|t| self.hot.get(t))
+    }
+
     #[inline]
     pub fn classify(&self, info: &PacketInfo) -> Verdict {
-        let tenant = self.tenant_of(info);
-        let Some(tables) = usize::try_from(tenant).ok().and_then(|t| self.tenants.get(t)) else {
+        self.classify_as(self.tenant_of(info), &fields_of(info), None, info)
+    }
+
+    /// The verdict on a packet of `tenant` (-1: no tenant claims it) with these IPv4 fields,
+    /// given its tree match if it was found already.
+    #[inline]
+    fn classify_as(&self, tenant: i32, fields: &Option<Fields>, tree_match: Option<u32>, info: &PacketInfo) -> Verdict {
+        let Some(hot) = self.hot_of(tenant) else {
             return Verdict { tenant: -1, rule: -1, cls: -1, action: self.unknown_action, reason: Reason::UnknownTenant as u8 };
         };
-        let spec = &tables.spec;
-        let fallback = |reason: Reason, action: u8| Verdict { tenant, rule: -1, cls: class_id(spec.default_class), action, reason: reason as u8 };
+        let fallback = |reason: Reason, action: u8| Verdict { tenant, rule: -1, cls: class_id(hot.default_class), action, reason: reason as u8 };
         match info.status {
             s if s == Status::Truncated as u8 => return fallback(Reason::Truncated, DROP),
             s if s == Status::Malformed as u8 => return fallback(Reason::Malformed, DROP),
-            _ if info.ip_version == 0 => return fallback(Reason::NotIp, spec.default_action),
+            _ if info.ip_version == 0 => return fallback(Reason::NotIp, hot.default_action),
             _ => {}
+        }
+        if let Some(id) = tree_match.or_else(|| fields.as_ref().and_then(|fields| hot.tree_match(fields))) {
+            return hot.verdict(tenant, id);
         }
         let key = Key {
             src: u128::from_be_bytes(info.src),
@@ -255,6 +374,8 @@ impl EngineTables {
             proto: info.proto,
             dscp: info.dscp,
         };
+        let tables = &self.tenants[tenant as usize];
+        let spec = &tables.spec;
         match tables.table.lookup(&key) {
             Some(rule) => Verdict {
                 tenant,
@@ -266,6 +387,12 @@ impl EngineTables {
             None => fallback(Reason::Default, spec.default_action),
         }
     }
+}
+
+/// An IPv4 packet's fields as the trees take them.
+#[inline]
+fn fields_of(info: &PacketInfo) -> Option<Fields> {
+    Fields::new(u128::from_be_bytes(info.src), u128::from_be_bytes(info.dst), info.src_port, info.dst_port, info.proto, info.dscp)
 }
 
 /// A policy's tables before they are installed: tenants in order (ids are positions).
@@ -293,6 +420,16 @@ impl Counters {
         self.bytes[action] += u64::from(wire_len);
         self.reasons[usize::from(verdict.reason)] += 1;
     }
+
+    fn merge(&mut self, other: &Counters) {
+        for i in 0..2 {
+            self.packets[i] += other.packets[i];
+            self.bytes[i] += other.bytes[i];
+        }
+        for (sum, add) in self.reasons.iter_mut().zip(other.reasons) {
+            *sum += add;
+        }
+    }
 }
 
 /// How an update was applied to each tenant.
@@ -303,10 +440,49 @@ pub struct UpdateReport {
     pub rebuilt: usize,
 }
 
+/// The engine's running counters: one slot per tenant name ever installed, slot 0 for packets
+/// no tenant claims. Slots outlive policy updates, so a tenant's counts run on.
+#[derive(Debug)]
+struct CounterBook {
+    names: Vec<Option<String>>,
+    slot_of: FxHashMap<String, u32>,
+    totals: Vec<Counters>,
+}
+
+impl Default for CounterBook {
+    fn default() -> Self {
+        CounterBook { names: vec![None], slot_of: FxHashMap::default(), totals: vec![Counters::default()] }
+    }
+}
+
+impl CounterBook {
+    fn slot(&mut self, name: &str) -> u32 {
+        if let Some(&slot) = self.slot_of.get(name) {
+            return slot;
+        }
+        let slot = self.names.len() as u32;
+        self.names.push(Some(name.to_string()));
+        self.totals.push(Counters::default());
+        self.slot_of.insert(name.to_string(), slot);
+        slot
+    }
+}
+
+/// One thread's counts for the batch it is classifying, by tenant index (the last entry: no
+/// tenant), kept between batches so that a small batch costs no allocation.
+#[derive(Default)]
+struct BatchCounters {
+    counters: Vec<Counters>,
+    touched: Vec<u32>,
+}
+
+thread_local! {
+    static BATCH_COUNTERS: std::cell::RefCell<BatchCounters> = std::cell::RefCell::default();
+}
+
 pub struct Engine {
     tables: ArcSwap<EngineTables>,
-    /// By tenant name; `None` for packets no tenant claims.
-    counters: Mutex<FxHashMap<Option<String>, Counters>>,
+    counters: Mutex<CounterBook>,
     /// Serialises updates (never the data path), so each diff is against the tables it replaces.
     updating: Mutex<()>,
 }
@@ -325,31 +501,33 @@ impl Engine {
     /// Classifies a batch against one consistent set of tables and counts the result.
     pub fn classify(&self, records: &[PacketInfo], out: &mut [Verdict]) {
         let tables = self.tables.load_full();
-        let mut batch_counters: Vec<Counters> = vec![Counters::default(); tables.tenants.len() + 1];
-        for (info, slot) in records.iter().zip(out.iter_mut()) {
-            *slot = tables.classify(info);
-            let index = usize::try_from(slot.tenant).unwrap_or(tables.tenants.len());
-            batch_counters[index].add(slot, info.wire_len);
-        }
-        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        for (index, batch) in batch_counters.into_iter().enumerate() {
-            if batch.packets.iter().sum::<u64>() == 0 {
-                continue;
+        BATCH_COUNTERS.with_borrow_mut(|batch| {
+            let unknown = tables.tenants.len();
+            batch.counters.resize(unknown + 1, Counters::default());
+            tables.classify_all(records, out);
+            for (info, slot) in records.iter().zip(out.iter()) {
+                let index = usize::try_from(slot.tenant).unwrap_or(unknown);
+                let counters = &mut batch.counters[index];
+                if counters.packets == [0, 0] {
+                    batch.touched.push(index as u32);
+                }
+                counters.add(slot, info.wire_len);
             }
-            let name = tables.tenants.get(index).map(|t| t.spec.name.clone());
-            let total = counters.entry(name).or_default();
-            for i in 0..2 {
-                total.packets[i] += batch.packets[i];
-                total.bytes[i] += batch.bytes[i];
+            let mut book = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+            for index in batch.touched.drain(..) {
+                let counts = std::mem::take(&mut batch.counters[index as usize]);
+                let slot = tables.counter_slots.get(index as usize).map_or(0, |&slot| slot as usize);
+                book.totals[slot].merge(&counts);
             }
-            for (sum, add) in total.reasons.iter_mut().zip(batch.reasons) {
-                *sum += add;
-            }
-        }
+        });
     }
 
+    /// Every tenant's counters (`None`: packets no tenant claimed), including tenants no
+    /// longer in the policy.
     pub fn counters(&self) -> FxHashMap<Option<String>, Counters> {
-        self.counters.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let book = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let counted = book.names.iter().zip(&book.totals).filter(|(_, c)| c.packets != [0, 0]);
+        counted.map(|(name, counters)| (name.clone(), counters.clone())).collect()
     }
 
     /// Changes one policy rule of one tenant without touching the rest of the policy: the
@@ -361,6 +539,7 @@ impl Engine {
         let mut tenant = (*current.tenants[index]).clone();
         tenant.apply(edit)?;
         let mut tables = (*current).clone();
+        tables.hot[index] = HotTenant::of(&tenant);
         tables.tenants[index] = Arc::new(tenant);
         self.tables.store(Arc::new(tables));
         Ok(())
@@ -398,12 +577,16 @@ impl Engine {
             };
             tenants.push(tables);
         }
-        let mut tables = EngineTables { tenants, unknown_action: spec.unknown_action, ..Default::default() };
+        let hot = tenants.iter().map(|t| HotTenant::of(t)).collect();
+        let mut tables = EngineTables { tenants, hot, unknown_action: spec.unknown_action, ..Default::default() };
         for (vni, tenant) in spec.vnis {
             tables.vnis.insert(vni, tenant);
         }
         tables.vlans = spec.vlans.into_iter().collect();
         tables.sources = spec.sources;
+        let mut book = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        tables.counter_slots = tables.tenants.iter().map(|t| book.slot(&t.spec.name)).collect();
+        drop(book);
         self.tables.store(Arc::new(tables));
         Ok(report)
     }

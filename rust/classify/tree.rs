@@ -14,7 +14,10 @@
 //! rules dead and keeps new rules in its tuple space until the next rebuild.
 
 use super::{Key, Rule};
+use crate::memory::prefetch;
+use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// Fields, in cut order: source, destination, source port, destination port, protocol.
 const FIELDS: usize = 5;
@@ -32,8 +35,11 @@ const SPARE_BYTES: usize = 2 << 20;
 /// A source or destination prefix at least this long (of 32) counts as pinned down.
 const SPECIFIC_PREFIX: u8 = 16;
 
-/// A child reference with this bit set is a leaf: the index of its first rule in `leaves`.
+/// A child reference with this bit set is a leaf: the arena block of its first rule; without
+/// it, a node: the arena word its header starts at.
 const LEAF: u32 = 1 << 31;
+/// Trees a forest holds at most (one per rule group, see [`group`]).
+const MAX_TREES: usize = 3;
 /// Tree ids are ranks in order; no rule has this one, which ends every leaf.
 pub const NO_RULE: u32 = u32::MAX;
 
@@ -48,14 +54,20 @@ impl Fields {
     /// The IPv4 fields of `key`, if both its addresses are IPv4(-mapped).
     #[inline]
     pub fn of(key: &Key) -> Option<Fields> {
+        Fields::new(key.src, key.dst, key.src_port, key.dst_port, key.proto, key.dscp)
+    }
+
+    /// The fields of a packet with these addresses, if both are IPv4(-mapped).
+    #[inline]
+    pub fn new(src: u128, dst: u128, src_port: u16, dst_port: u16, proto: u8, dscp: u8) -> Option<Fields> {
         let mapped = |address: u128| (address >> 32 == 0xffff).then_some(address as u32);
-        let values = [mapped(key.src)?, mapped(key.dst)?, u32::from(key.src_port), u32::from(key.dst_port), u32::from(key.proto)];
-        Some(Fields { values, dscp: key.dscp })
+        let values = [mapped(src)?, mapped(dst)?, u32::from(src_port), u32::from(dst_port), u32::from(proto)];
+        Some(Fields { values, dscp })
     }
 }
 
 /// A rule as ranges over the IPv4 fields (`value - low <= span` is one compare), 32 bytes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
 #[repr(C, align(32))]
 struct LeafRule {
     src: u32,
@@ -143,12 +155,12 @@ pub fn matches_ipv4(rule: &Rule) -> bool {
     ipv4_ranges(rule).is_some()
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Node {
     /// The window the node cuts: `2^shift`-sized cells from `low` on, `mask + 1` of them;
     /// values outside it go to one more child (the rules wide enough to reach them).
     low: u32,
-    /// Where this node's children start in `children`.
+    /// Where this node's children start.
     base: u32,
     mask: u16,
     field: u8,
@@ -156,27 +168,68 @@ struct Node {
 }
 
 impl Node {
+    /// Arena words a node takes: its header (`low`, then `mask`, `field` and `shift` packed),
+    /// then its children.
+    const HEADER_WORDS: usize = 2;
+
     #[inline]
     fn child(&self, fields: &Fields) -> usize {
         let offset = fields.values[usize::from(self.field)].wrapping_sub(self.low) >> self.shift;
         (self.base + offset.min(u32::from(self.mask) + 1)) as usize
     }
+
+    fn children(&self) -> usize {
+        usize::from(self.mask) + 2
+    }
+
+    fn header(&self) -> [u32; 2] {
+        [self.low, u32::from(self.mask) | u32::from(self.field) << 16 | u32::from(self.shift) << 24]
+    }
+
+    /// The node whose header is at word `at` of the arena.
+    #[inline]
+    fn at(words: &[u32], at: usize) -> Node {
+        let packed = words[at + 1];
+        Node { low: words[at], base: (at + Node::HEADER_WORDS) as u32, mask: packed as u16, field: (packed >> 16) as u8, shift: (packed >> 24) as u8 }
+    }
 }
 
-#[derive(Debug, Clone, Copy)]
+/// A tree's entry, kept in the forest itself (no load to find it): its root node, or its only
+/// leaf.
+#[derive(Debug, Clone, Copy, Default)]
 struct Root {
+    /// A leaf reference, or (`LEAF` clear) the arena word of `node`.
     child: u32,
+    node: Node,
     /// The tree's best (smallest) id: a lookup skips the tree once it has a better match.
     best: u32,
 }
 
+impl Root {
+    #[inline]
+    fn first_child(&self, words: &[u32], fields: &Fields) -> u32 {
+        if self.child & LEAF != 0 {
+            return self.child;
+        }
+        words[self.node.child(fields)]
+    }
+}
+
+/// 32 bytes of the arena: one leaf rule, or eight words of node headers and child references.
+#[derive(Debug, Clone, Copy, Default, Pod, Zeroable)]
+#[repr(C, align(32))]
+struct Block([u32; 8]);
+
 /// Trees over rules numbered by rank order (ids `0..n`): a smaller id wins.
+///
+/// Every node and leaf is in one allocation (the arena), each node's children right after its
+/// header, so that a step down a tree is one load where the parts are close; the roots are
+/// inline. Cloning shares the arena.
 #[derive(Debug, Clone, Default)]
 pub struct Forest {
-    roots: Vec<Root>,
-    nodes: Vec<Node>,
-    children: Vec<u32>,
-    leaves: Vec<LeafRule>,
+    arena: Arc<[Block]>,
+    roots: [Root; MAX_TREES],
+    trees: usize,
 }
 
 impl Forest {
@@ -186,50 +239,77 @@ impl Forest {
         let ranges: Vec<Ranges> = rules.iter().map(|rule| ipv4_ranges(rule).expect("an IPv4 rule")).collect();
         let leaf_rules: Vec<LeafRule> = rules.iter().zip(&ranges).enumerate().map(|(id, (rule, r))| leaf_rule(rule, r, id as u32)).collect();
         let budget = BYTES_PER_RULE * rules.len() + SPARE_BYTES;
-        let mut builder = Builder { ranges: &ranges, leaf_rules: &leaf_rules, forest: Forest::default(), leaf_of: FxHashMap::default(), budget };
-        builder.forest.leaves.push(LeafRule::END); // the empty leaf, shared
-        let mut groups: [Vec<u32>; 3] = Default::default();
+        let mut builder = Builder { ranges: &ranges, leaf_rules: &leaf_rules, draft: Draft::default(), leaf_of: FxHashMap::default(), budget };
+        builder.draft.leaves.push(LeafRule::END); // the empty leaf, shared
+        let mut groups: [Vec<u32>; MAX_TREES] = Default::default();
         for (id, rule) in rules.iter().enumerate() {
             groups[group(rule)].push(id as u32);
         }
+        let mut roots = Vec::new();
         for ids in groups.into_iter().filter(|ids| !ids.is_empty()) {
             let best = ids[0];
             let region = [(0, u32::MAX), (0, u32::MAX), (0, 0xffff), (0, 0xffff), (0, 0xff)];
-            let child = builder.build(ids, region, 0);
-            builder.forest.roots.push(Root { child, best });
+            roots.push((builder.build(ids, region, 0), best));
         }
-        let mut forest = builder.forest;
-        forest.roots.sort_by_key(|root| root.best);
-        forest.nodes.shrink_to_fit();
-        forest.children.shrink_to_fit();
-        forest.leaves.shrink_to_fit();
-        forest
+        roots.sort_by_key(|&(_, best)| best);
+        builder.draft.link(&roots)
     }
 
     /// The smallest id of a live rule matching `fields` below `bound`; `alive(id)` says whether
     /// a rule still counts.
     #[inline]
     pub fn lookup(&self, fields: &Fields, bound: u32, alive: impl Fn(u32) -> bool) -> u32 {
+        let words: &[u32] = bytemuck::cast_slice(&self.arena);
         let mut best = bound;
-        for root in &self.roots {
+        for root in &self.roots[..self.trees] {
             if root.best >= best {
                 break;
             }
-            let mut child = root.child;
+            let mut child = root.first_child(words, fields);
             while child & LEAF == 0 {
-                child = self.children[self.nodes[child as usize].child(fields)];
+                child = words[Node::at(words, child as usize).child(fields)];
             }
             best = self.scan_leaf(child, fields, best, &alive);
         }
         best
     }
 
+    /// Asks the cache for the first step of the first tree's walk, so that a batch can start
+    /// it a few packets ahead.
+    #[inline]
+    pub fn prefetch(&self, fields: &Fields) {
+        let Some(root) = self.roots[..self.trees].first() else { return };
+        if root.child & LEAF == 0 {
+            let words: &[u32] = bytemuck::cast_slice(&self.arena);
+            if let Some(slot) = words.get(root.node.child(fields)) {
+                prefetch(slot);
+            }
+        }
+    }
+
+    /// Asks the cache for the second step of the first tree's walk (the first should be
+    /// there by now, from [`Forest::prefetch`]).
+    #[inline]
+    pub fn prefetch_second(&self, fields: &Fields) {
+        let Some(root) = self.roots[..self.trees].first() else { return };
+        let words: &[u32] = bytemuck::cast_slice(&self.arena);
+        let child = root.first_child(words, fields);
+        let at = match child & LEAF {
+            0 => child as usize,
+            _ => (child & !LEAF) as usize * 8,
+        };
+        if let Some(word) = words.get(at) {
+            prefetch(word);
+        }
+    }
+
     /// The first live rule of `leaf` that matches, or `best`.
     #[inline]
     fn scan_leaf(&self, leaf: u32, fields: &Fields, best: u32, alive: &impl Fn(u32) -> bool) -> u32 {
+        let leaves: &[LeafRule] = bytemuck::cast_slice(&self.arena);
         let mut at = (leaf & !LEAF) as usize;
         loop {
-            let rule = &self.leaves[at];
+            let rule = &leaves[at];
             if rule.id >= best {
                 return best;
             }
@@ -241,14 +321,62 @@ impl Forest {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<Node>()
-            + self.children.len() * 4
-            + self.leaves.len() * std::mem::size_of::<LeafRule>()
-            + self.roots.len() * std::mem::size_of::<Root>()
+        std::mem::size_of_val(&*self.arena)
     }
 
     pub fn tree_count(&self) -> usize {
-        self.roots.len()
+        self.trees
+    }
+}
+
+/// Trees as the builder grows them: nodes, children and leaves in separate lists, linked into
+/// one arena at the end.
+#[derive(Debug, Default)]
+struct Draft {
+    nodes: Vec<Node>,
+    children: Vec<u32>,
+    leaves: Vec<LeafRule>,
+}
+
+impl Draft {
+    fn memory_bytes(&self) -> usize {
+        self.nodes.len() * Node::HEADER_WORDS * 4 + self.children.len() * 4 + self.leaves.len() * std::mem::size_of::<LeafRule>()
+    }
+
+    /// The forest with these trees (`(child, best)` per root, best first): each node's header
+    /// followed by its children, in the order the nodes were made, then the leaves.
+    fn link(self, roots: &[(u32, u32)]) -> Forest {
+        let mut node_words = Vec::with_capacity(self.nodes.len());
+        let mut words = 0;
+        for node in &self.nodes {
+            node_words.push(words as u32);
+            words += Node::HEADER_WORDS + node.children();
+        }
+        let first_leaf = words.div_ceil(8);
+        let relink = |child: u32| match child & LEAF {
+            0 => node_words[child as usize],
+            _ => LEAF | (first_leaf + (child & !LEAF) as usize) as u32,
+        };
+        let mut arena = vec![Block::default(); first_leaf + self.leaves.len()];
+        let arena_words: &mut [u32] = bytemuck::cast_slice_mut(&mut arena);
+        for (node, &at) in self.nodes.iter().zip(&node_words) {
+            let at = at as usize;
+            arena_words[at..at + Node::HEADER_WORDS].copy_from_slice(&node.header());
+            let children = &self.children[node.base as usize..][..node.children()];
+            for (slot, &child) in arena_words[at + Node::HEADER_WORDS..].iter_mut().zip(children) {
+                *slot = relink(child);
+            }
+        }
+        let leaf_blocks: &mut [LeafRule] = bytemuck::cast_slice_mut(&mut arena[first_leaf..]);
+        leaf_blocks.copy_from_slice(&self.leaves);
+        let mut forest = Forest { arena: arena.into(), trees: roots.len(), ..Forest::default() };
+        let words: &[u32] = bytemuck::cast_slice(&forest.arena);
+        for (root, &(child, best)) in forest.roots.iter_mut().zip(roots) {
+            let child = relink(child);
+            let node = if child & LEAF == 0 { Node::at(words, child as usize) } else { Node::default() };
+            *root = Root { child, node, best };
+        }
+        forest
     }
 }
 
@@ -291,7 +419,7 @@ fn clamp((low, high): (u32, u32), (region_low, region_high): (u32, u32)) -> (u32
 struct Builder<'a> {
     ranges: &'a [Ranges],
     leaf_rules: &'a [LeafRule],
-    forest: Forest,
+    draft: Draft,
     /// Leaves are plain rule lists checked in full, so equal lists share one leaf.
     leaf_of: FxHashMap<Vec<u32>, u32>,
     /// Bytes the trees may grow to.
@@ -319,15 +447,15 @@ impl Cut {
 impl Builder<'_> {
     /// The subtree for rules `ids` (in id order) within `region`; returns its child reference.
     fn build(&mut self, ids: Vec<u32>, region: Region, depth: u32) -> u32 {
-        if ids.len() <= LEAF_RULES || depth >= 32 || self.forest.memory_bytes() > self.budget {
+        if ids.len() <= LEAF_RULES || depth >= 32 || self.draft.memory_bytes() > self.budget {
             return self.leaf(ids);
         }
         let Some(cut) = self.best_cut(&ids, &region) else { return self.leaf(ids) };
-        let node = self.forest.nodes.len() as u32;
-        let base = self.forest.children.len() as u32;
+        let node = self.draft.nodes.len() as u32;
+        let base = self.draft.children.len() as u32;
         let mask = (cut.cells() - 1) as u16;
-        self.forest.nodes.push(Node { low: cut.window.0, base, mask, field: cut.field as u8, shift: cut.shift as u8 });
-        self.forest.children.resize(self.forest.children.len() + cut.cells() + 1, LEAF);
+        self.draft.nodes.push(Node { low: cut.window.0, base, mask, field: cut.field as u8, shift: cut.shift as u8 });
+        self.draft.children.resize(self.draft.children.len() + cut.cells() + 1, LEAF);
         let mut lists: Vec<Vec<u32>> = vec![Vec::new(); cut.cells() + 1];
         for &id in &ids {
             let (inside, outside) = self.cells_of(id, &region, &cut);
@@ -345,7 +473,7 @@ impl Builder<'_> {
                 sub[cut.field] = (cell_low as u32, (cell_low + (1u64 << cut.shift) - 1) as u32);
             } // values outside the window: the region less the window, kept whole (a superset)
             let child = self.build(list, sub, depth + 1);
-            self.forest.children[base as usize + cell] = child;
+            self.draft.children[base as usize + cell] = child;
         }
         node
     }
@@ -357,9 +485,9 @@ impl Builder<'_> {
         if let Some(&leaf) = self.leaf_of.get(&ids) {
             return leaf;
         }
-        let leaf = LEAF | self.forest.leaves.len() as u32;
-        self.forest.leaves.extend(ids.iter().map(|&id| self.leaf_rules[id as usize]));
-        self.forest.leaves.push(LeafRule::END);
+        let leaf = LEAF | self.draft.leaves.len() as u32;
+        self.draft.leaves.extend(ids.iter().map(|&id| self.leaf_rules[id as usize]));
+        self.draft.leaves.push(LeafRule::END);
         self.leaf_of.insert(ids, leaf);
         leaf
     }
