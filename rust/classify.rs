@@ -353,4 +353,4 @@ fn hex_u8(text: &str) -> Result<u8, String> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

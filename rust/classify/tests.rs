@@ -105,7 +105,7 @@ fn classbench_traces_match_their_labels() {
     }
 }
 
-fn rule_strategy() -> impl Strategy<Value = Rule> {
+pub(crate) fn rule_strategy() -> impl Strategy<Value = Rule> {
     let address = prop_oneof![
         (0u8..4).prop_map(|n| v4([10, n, 0, 0])),
         any::<u32>().prop_map(ipv4_mapped),
@@ -120,7 +120,7 @@ fn rule_strategy() -> impl Strategy<Value = Rule> {
 }
 
 /// A key inside `rule` (so that lookups hit), or anywhere.
-fn key_for(rule: &Rule, noise: u128, port_noise: u16) -> Key {
+pub(crate) fn key_for(rule: &Rule, noise: u128, port_noise: u16) -> Key {
     let pick = |value: u128, len: u8| (value & prefix_mask(len)) | (noise & !prefix_mask(len));
     Key {
         src: pick(rule.src, rule.src_len),

@@ -188,3 +188,125 @@ fn editing_one_policy_rule_shifts_later_ones_and_keeps_other_tenants() {
     let red = &red.tenants[0].spec;
     assert_eq!((red.policy_rules.clone(), red.rules.len(), red.actions.len(), red.classes.len()), (vec![0, 1], 2, 2, 2));
 }
+
+/// A packet of the tenant with `vni` carrying `key`'s fields.
+fn packet_with(vni: i32, key: &Key) -> PacketInfo {
+    let ipv4 = key.src >> 32 == 0xffff && key.dst >> 32 == 0xffff;
+    PacketInfo {
+        src: key.src.to_be_bytes(),
+        dst: key.dst.to_be_bytes(),
+        src_port: key.src_port,
+        dst_port: key.dst_port,
+        proto: key.proto,
+        dscp: key.dscp,
+        ip_version: if ipv4 { 4 } else { 6 },
+        ..packet(vni, 0)
+    }
+}
+
+/// The verdict a plain first-match scan of the tenant's rules gives.
+fn expected_verdict(tenant: i32, spec: &TenantSpec, key: &Key) -> Verdict {
+    match spec.rules.iter().position(|rule| rule.matches(key)) {
+        Some(i) => Verdict { tenant, rule: spec.policy_rules[i], cls: class_id(spec.classes[i]), action: spec.actions[i], reason: Reason::Rule as u8 },
+        None => Verdict { tenant, rule: -1, cls: class_id(spec.default_class), action: spec.default_action, reason: Reason::Default as u8 },
+    }
+}
+
+mod fuzz {
+    use super::*;
+    use crate::classify::tests::{key_for, rule_strategy};
+    use proptest::prelude::*;
+
+    fn tenant_of(name: &str, rules: Vec<Rule>) -> TenantSpec {
+        let n = rules.len();
+        TenantSpec {
+            name: name.to_string(),
+            rules,
+            actions: (0..n).map(|i| (i % 2) as u8).collect(),
+            classes: (0..n).map(|i| if i % 2 == 0 { NO_CLASS } else { (i % 3) as u16 }).collect(),
+            policy_rules: (0..n as i32).collect(),
+            default_action: ALLOW,
+            default_class: 1,
+        }
+    }
+
+    /// Every tenant's rules probed (and a stray key, and a packet of no tenant), several
+    /// tenants interleaved in one batch, longer than the engine's walking groups.
+    fn check(engine: &Engine, specs: &[TenantSpec], noise: u128) -> Result<(), TestCaseError> {
+        let mut batch = Vec::new();
+        let mut expected = Vec::new();
+        let longest = specs.iter().map(|s| s.rules.len()).max().unwrap_or(0);
+        for i in 0..=longest {
+            for (t, spec) in specs.iter().enumerate() {
+                let key = match spec.rules.get(i) {
+                    Some(rule) => key_for(rule, noise.rotate_left((i + t) as u32), i as u16),
+                    None => Key { src: noise, dst: !noise, src_port: i as u16, dst_port: 80, proto: 6, dscp: 0 },
+                };
+                batch.push(packet_with(100 + t as i32, &key));
+                expected.push(expected_verdict(t as i32, spec, &key));
+            }
+            batch.push(packet(7, 80));
+            expected.push(Verdict { tenant: -1, rule: -1, cls: -1, action: DROP, reason: Reason::UnknownTenant as u8 });
+        }
+        let mut out = vec![Verdict::zeroed(); batch.len()];
+        engine.classify(&batch, &mut out);
+        for (i, (got, want)) in out.iter().zip(&expected).enumerate() {
+            prop_assert_eq!(got, want, "packet {}", i);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("ISOLANE_FUZZ_CASES").ok().and_then(|n| n.parse::<u32>().ok()).map_or(64, |n| (n / 4).max(1))
+        ))]
+
+        /// The engine's own walk of the trees (by tree id, with the outcome of each tree rule
+        /// beside them) against a first-match scan, through inserts and removals that leave
+        /// rules dead in the trees, fresh ones beside them, and rebuilds.
+        #[test]
+        fn fuzz_engine_verdicts_agree_with_first_match_through_edits(
+            rules in proptest::collection::vec(proptest::collection::vec(rule_strategy(), 0..50), 1..4),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), proptest::option::of(rule_strategy())), 0..240),
+            noise in any::<u128>(),
+        ) {
+            let mut specs: Vec<TenantSpec> = rules.into_iter().enumerate().map(|(t, rules)| tenant_of(&format!("t{t}"), rules)).collect();
+            let tables = TablesSpec {
+                tenants: specs.clone(),
+                vnis: (0..specs.len()).map(|t| (100 + t as u32, t as i32)).collect(),
+                unknown_action: DROP,
+                ..TablesSpec::default()
+            };
+            let engine = Engine::new(tables).unwrap();
+            check(&engine, &specs, noise)?;
+            for (step, (which, at, rule)) in edits.into_iter().enumerate() {
+                let t = which.index(specs.len());
+                let spec = &mut specs[t];
+                let edit = match rule {
+                    Some(rule) => {
+                        let at = at.index(spec.rules.len() + 1);
+                        let row = RuleRow { rule, action: (step % 2) as u8, class: (step % 5) as u16 };
+                        spec.rules.insert(at, rule);
+                        spec.actions.insert(at, row.action);
+                        spec.classes.insert(at, row.class);
+                        RuleEdit::Insert { at: at as i32, rows: vec![row] }
+                    }
+                    None if spec.rules.is_empty() => continue,
+                    None => {
+                        let at = at.index(spec.rules.len());
+                        spec.rules.remove(at);
+                        spec.actions.remove(at);
+                        spec.classes.remove(at);
+                        RuleEdit::Remove { at: at as i32 }
+                    }
+                };
+                spec.policy_rules = (0..spec.rules.len() as i32).collect();
+                engine.edit_tenant(&spec.name, edit).unwrap();
+                if step % 3 == 0 {
+                    check(&engine, &specs, noise.rotate_right(step as u32))?;
+                }
+            }
+            check(&engine, &specs, !noise)?;
+        }
+    }
+}
