@@ -41,7 +41,9 @@ const LEAF: u32 = 1 << 31;
 /// Trees a forest holds at most (one per rule group, see [`group`]).
 const MAX_TREES: usize = 3;
 /// Tree ids are ranks in order; no rule has this one, which ends every leaf.
-pub const NO_RULE: u32 = u32::MAX;
+pub const NO_RULE: u32 = (1 << 31) - 1;
+/// Set in the id of a leaf's last rule (ids are below [`NO_RULE`]): a leaf needs no end marker.
+const LAST_IN_LEAF: u32 = 1 << 31;
 
 /// A packet's fields as the trees index them.
 #[derive(Debug, Clone, Copy)]
@@ -86,8 +88,8 @@ struct LeafRule {
 }
 
 impl LeafRule {
-    /// Ends a leaf: its id stops every scan.
-    const END: LeafRule = LeafRule {
+    /// The only rule of the empty leaf: its id stops every scan.
+    const NONE: LeafRule = LeafRule {
         src: 0,
         src_span: 0,
         dst: 0,
@@ -100,7 +102,7 @@ impl LeafRule {
         proto_mask: 0,
         dscp: 0,
         dscp_mask: 0,
-        id: NO_RULE,
+        id: NO_RULE | LAST_IN_LEAF,
     };
 
     #[inline]
@@ -240,7 +242,7 @@ impl Forest {
         let leaf_rules: Vec<LeafRule> = rules.iter().zip(&ranges).enumerate().map(|(id, (rule, r))| leaf_rule(rule, r, id as u32)).collect();
         let budget = BYTES_PER_RULE * rules.len() + SPARE_BYTES;
         let mut builder = Builder { ranges: &ranges, leaf_rules: &leaf_rules, draft: Draft::default(), leaf_of: FxHashMap::default(), budget };
-        builder.draft.leaves.push(LeafRule::END); // the empty leaf, shared
+        builder.draft.leaves.push(LeafRule::NONE); // the empty leaf, shared
         let mut groups: [Vec<u32>; MAX_TREES] = Default::default();
         for (id, rule) in rules.iter().enumerate() {
             groups[group(rule)].push(id as u32);
@@ -310,11 +312,13 @@ impl Forest {
         let mut at = (leaf & !LEAF) as usize;
         loop {
             let rule = &leaves[at];
+            let id = rule.id & !LAST_IN_LEAF;
+            if (rule.matches(fields) & (id < best)) && alive(id) {
+                return id;
+            }
+            // Past `best`, or the leaf's last rule (its flag puts it past any `best`).
             if rule.id >= best {
                 return best;
-            }
-            if rule.matches(fields) && alive(rule.id) {
-                return rule.id;
             }
             at += 1;
         }
@@ -487,7 +491,9 @@ impl Builder<'_> {
         }
         let leaf = LEAF | self.draft.leaves.len() as u32;
         self.draft.leaves.extend(ids.iter().map(|&id| self.leaf_rules[id as usize]));
-        self.draft.leaves.push(LeafRule::END);
+        if let Some(last) = self.draft.leaves.last_mut() {
+            last.id |= LAST_IN_LEAF;
+        }
         self.leaf_of.insert(ids, leaf);
         leaf
     }
