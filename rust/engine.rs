@@ -189,12 +189,14 @@ struct HotTenant {
     all_live: bool,
     default_action: u8,
     default_class: u16,
+    /// Where the engine counts this tenant's packets.
+    counter_slot: u32,
 }
 
 impl HotTenant {
-    fn of(tenant: &TenantTables) -> HotTenant {
+    fn of(tenant: &TenantTables, counter_slot: u32) -> HotTenant {
         let spec = &tenant.spec;
-        let mut hot = HotTenant { default_action: spec.default_action, default_class: spec.default_class, ..HotTenant::default() };
+        let mut hot = HotTenant { default_action: spec.default_action, default_class: spec.default_class, counter_slot, ..HotTenant::default() };
         if let Some((trees, indices)) = tenant.table.complete_trees() {
             let outcome = |index: u32| match index {
                 DEAD => Outcome::default(),
@@ -274,8 +276,8 @@ pub struct EngineTables {
     /// Outer source prefixes of untunnelled traffic, checked in order.
     sources: Vec<(u128, u8, i32)>,
     unknown_action: u8,
-    /// Each tenant's slot in the engine's counters.
-    counter_slots: Vec<u32>,
+    /// How many counter slots the engine had named when these tables were made.
+    counter_slots: usize,
 }
 
 impl EngineTables {
@@ -310,7 +312,8 @@ impl EngineTables {
     /// packet's walk and ask the cache for the next (the first tree steps, the tree match, then
     /// its outcome), so that packets of different tenants wait for memory together rather than
     /// in turn.
-    pub fn classify_all(&self, records: &[PacketInfo], out: &mut [Verdict]) {
+    /// Each packet is counted in `counters` by its tenant's counter slot.
+    pub fn classify_all(&self, records: &[PacketInfo], out: &mut [Verdict], counters: &mut [Counters]) {
         const GROUP: usize = 16;
         for (records, out) in records.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
             let mut packets = [(-1i32, None, None); GROUP];
@@ -335,6 +338,8 @@ impl EngineTables {
             }
             for ((&(tenant, fields, id), info), slot) in packets.iter().zip(records).zip(out.iter_mut()) {
                 *slot = self.classify_as(tenant, &fields, id, info);
+                let counter = self.hot_of(tenant).map_or(UNKNOWN_SLOT, |hot| hot.counter_slot);
+                counters[counter as usize].add(slot, info.wire_len);
             }
         }
     }
@@ -440,56 +445,99 @@ pub struct UpdateReport {
     pub rebuilt: usize,
 }
 
-/// The engine's running counters: one slot per tenant name ever installed, slot 0 for packets
-/// no tenant claims. Slots outlive policy updates, so a tenant's counts run on.
+/// The counter slot of packets no tenant claims.
+const UNKNOWN_SLOT: u32 = 0;
+
+/// Names of the counter slots: one per tenant name ever installed, and [`UNKNOWN_SLOT`]. Slots
+/// outlive policy updates, so a tenant's counts run on.
 #[derive(Debug)]
-struct CounterBook {
+struct CounterNames {
     names: Vec<Option<String>>,
     slot_of: FxHashMap<String, u32>,
-    totals: Vec<Counters>,
 }
 
-impl Default for CounterBook {
+impl Default for CounterNames {
     fn default() -> Self {
-        CounterBook { names: vec![None], slot_of: FxHashMap::default(), totals: vec![Counters::default()] }
+        CounterNames { names: vec![None], slot_of: FxHashMap::default() }
     }
 }
 
-impl CounterBook {
+impl CounterNames {
     fn slot(&mut self, name: &str) -> u32 {
         if let Some(&slot) = self.slot_of.get(name) {
             return slot;
         }
         let slot = self.names.len() as u32;
         self.names.push(Some(name.to_string()));
-        self.totals.push(Counters::default());
         self.slot_of.insert(name.to_string(), slot);
         slot
     }
 }
 
-/// One thread's counts for the batch it is classifying, by tenant index (the last entry: no
-/// tenant), kept between batches so that a small batch costs no allocation.
-#[derive(Default)]
-struct BatchCounters {
-    counters: Vec<Counters>,
-    touched: Vec<u32>,
+/// Running counters by slot, in shards: a classifying thread counts a whole batch into
+/// whichever shard is free (so classifiers never wait for each other, and nothing is merged
+/// per batch), and a reader adds the shards up.
+struct CounterShards {
+    shards: Box<[Mutex<Vec<Counters>>]>,
 }
 
-thread_local! {
-    static BATCH_COUNTERS: std::cell::RefCell<BatchCounters> = std::cell::RefCell::default();
+impl Default for CounterShards {
+    fn default() -> Self {
+        let count = std::thread::available_parallelism().map_or(4, |n| n.get()).clamp(2, 32) * 2;
+        CounterShards { shards: (0..count).map(|_| Mutex::default()).collect() }
+    }
+}
+
+impl CounterShards {
+    /// A free shard (this thread's usual one if it is free), with room for `slots` slots.
+    fn take(&self, slots: usize) -> std::sync::MutexGuard<'_, Vec<Counters>> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = rustc_hash::FxHasher::default();
+        std::thread::current().id().hash(&mut hasher);
+        let start = hasher.finish() as usize % self.shards.len();
+        let free = (0..self.shards.len()).find_map(|i| match self.shards[(start + i) % self.shards.len()].try_lock() {
+            Ok(shard) => Some(shard),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        });
+        let mut shard = free.unwrap_or_else(|| self.shards[start].lock().unwrap_or_else(|p| p.into_inner()));
+        if shard.len() < slots {
+            shard.resize(slots, Counters::default());
+        }
+        shard
+    }
+
+    fn totals(&self) -> Vec<Counters> {
+        let mut totals: Vec<Counters> = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            if totals.len() < shard.len() {
+                totals.resize(shard.len(), Counters::default());
+            }
+            for (total, counts) in totals.iter_mut().zip(shard.iter()) {
+                total.merge(counts);
+            }
+        }
+        totals
+    }
 }
 
 pub struct Engine {
     tables: ArcSwap<EngineTables>,
-    counters: Mutex<CounterBook>,
+    counter_names: Mutex<CounterNames>,
+    counters: CounterShards,
     /// Serialises updates (never the data path), so each diff is against the tables it replaces.
     updating: Mutex<()>,
 }
 
 impl Engine {
     pub fn new(spec: TablesSpec) -> Result<Self, String> {
-        let engine = Engine { tables: ArcSwap::from_pointee(EngineTables::default()), counters: Mutex::default(), updating: Mutex::default() };
+        let engine = Engine {
+            tables: ArcSwap::from_pointee(EngineTables::default()),
+            counter_names: Mutex::default(),
+            counters: CounterShards::default(),
+            updating: Mutex::default(),
+        };
         engine.update(spec)?;
         Ok(engine)
     }
@@ -501,32 +549,16 @@ impl Engine {
     /// Classifies a batch against one consistent set of tables and counts the result.
     pub fn classify(&self, records: &[PacketInfo], out: &mut [Verdict]) {
         let tables = self.tables.load_full();
-        BATCH_COUNTERS.with_borrow_mut(|batch| {
-            let unknown = tables.tenants.len();
-            batch.counters.resize(unknown + 1, Counters::default());
-            tables.classify_all(records, out);
-            for (info, slot) in records.iter().zip(out.iter()) {
-                let index = usize::try_from(slot.tenant).unwrap_or(unknown);
-                let counters = &mut batch.counters[index];
-                if counters.packets == [0, 0] {
-                    batch.touched.push(index as u32);
-                }
-                counters.add(slot, info.wire_len);
-            }
-            let mut book = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-            for index in batch.touched.drain(..) {
-                let counts = std::mem::take(&mut batch.counters[index as usize]);
-                let slot = tables.counter_slots.get(index as usize).map_or(0, |&slot| slot as usize);
-                book.totals[slot].merge(&counts);
-            }
-        });
+        let mut counters = self.counters.take(tables.counter_slots);
+        tables.classify_all(records, out, &mut counters);
     }
 
     /// Every tenant's counters (`None`: packets no tenant claimed), including tenants no
     /// longer in the policy.
     pub fn counters(&self) -> FxHashMap<Option<String>, Counters> {
-        let book = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        let counted = book.names.iter().zip(&book.totals).filter(|(_, c)| c.packets != [0, 0]);
+        let names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner());
+        let totals = self.counters.totals();
+        let counted = names.names.iter().zip(&totals).filter(|(_, c)| c.packets != [0, 0]);
         counted.map(|(name, counters)| (name.clone(), counters.clone())).collect()
     }
 
@@ -539,7 +571,7 @@ impl Engine {
         let mut tenant = (*current.tenants[index]).clone();
         tenant.apply(edit)?;
         let mut tables = (*current).clone();
-        tables.hot[index] = HotTenant::of(&tenant);
+        tables.hot[index] = HotTenant::of(&tenant, current.hot[index].counter_slot);
         tables.tenants[index] = Arc::new(tenant);
         self.tables.store(Arc::new(tables));
         Ok(())
@@ -577,16 +609,16 @@ impl Engine {
             };
             tenants.push(tables);
         }
-        let hot = tenants.iter().map(|t| HotTenant::of(t)).collect();
-        let mut tables = EngineTables { tenants, hot, unknown_action: spec.unknown_action, ..Default::default() };
+        let mut names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner());
+        let hot = tenants.iter().map(|t| HotTenant::of(t, names.slot(&t.spec.name))).collect();
+        let counter_slots = names.names.len();
+        drop(names);
+        let mut tables = EngineTables { tenants, hot, unknown_action: spec.unknown_action, counter_slots, ..Default::default() };
         for (vni, tenant) in spec.vnis {
             tables.vnis.insert(vni, tenant);
         }
         tables.vlans = spec.vlans.into_iter().collect();
         tables.sources = spec.sources;
-        let mut book = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        tables.counter_slots = tables.tenants.iter().map(|t| book.slot(&t.spec.name)).collect();
-        drop(book);
         self.tables.store(Arc::new(tables));
         Ok(report)
     }

@@ -161,6 +161,29 @@ fn classifying_threads_see_whole_policies_while_updates_run() {
 }
 
 #[test]
+fn threads_classifying_at_once_are_each_counted_once() {
+    let engine = Arc::new(Engine::new(spec()).unwrap());
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let engine = Arc::clone(&engine);
+            std::thread::spawn(move || {
+                let batch: Vec<PacketInfo> = (0..100).map(|i| packet(if i % 3 == 0 { 200 } else { 100 + t }, 80)).collect();
+                let mut out = vec![Verdict::zeroed(); batch.len()];
+                for _ in 0..500 {
+                    engine.classify(&batch, &mut out);
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let counters = engine.counters();
+    let packets = |name: Option<&str>| counters.get(&name.map(str::to_string)).map_or(0, |c| c.packets.iter().sum::<u64>());
+    assert_eq!(packets(Some("blue")), 6 * 500 * 34);
+    assert_eq!(packets(Some("red")), 500 * 66);
+    assert_eq!(packets(None), 5 * 500 * 66, "threads 1-5 send to VNIs no tenant has");
+}
+
+#[test]
 fn vni_map_covers_24_bits_and_nothing_else() {
     let mut map = VniMap::default();
     map.insert(0xff_ffff, 3);
