@@ -114,6 +114,9 @@ pub struct RuleTable {
     fresh: TupleSpace,
     /// Every rule that can match a packet with an IPv6 address.
     ipv6: TupleSpace,
+    /// Set by an owner that rebuilds worn trees itself, off its update path
+    /// ([`RuleTable::rebuilt`]): edits then rebuild in line only when long past due.
+    rebuilds_elsewhere: bool,
 }
 
 impl RuleTable {
@@ -160,11 +163,16 @@ impl RuleTable {
         &self.rules
     }
 
-    /// The trees and each tree id's current rule index ([`DEAD`] once removed), when the
-    /// trees alone answer every IPv4 lookup (no rule was added since they were built): a
-    /// caller can then walk them itself, with what it keeps per rule beside them.
-    pub fn complete_trees(&self) -> Option<(&Forest, &[u32])> {
-        self.fresh.is_empty().then_some((&self.trees, &self.tree_index))
+    /// The trees and each tree id's current rule index ([`DEAD`] once removed), for a caller
+    /// that walks them itself with what it keeps per rule beside them; they answer alone only
+    /// while no rule was added since they were built ([`RuleTable::has_fresh`]).
+    pub fn trees(&self) -> (&Forest, &[u32]) {
+        (&self.trees, &self.tree_index)
+    }
+
+    /// Whether rules were added since the trees were built.
+    pub fn has_fresh(&self) -> bool {
+        !self.fresh.is_empty()
     }
 
     /// How many structures a lookup may visit: trees plus tuple tables.
@@ -227,7 +235,9 @@ impl RuleTable {
         self.rules.insert(index, rule);
         if above - below < 2 {
             // No room between the neighbours (after ~20 inserts at one place): spread all out.
+            let elsewhere = self.rebuilds_elsewhere;
             *self = RuleTable::new(std::mem::take(&mut self.rules)).map_err(|(_, why)| why)?;
+            self.rebuilds_elsewhere = elsewhere;
             return Ok(());
         }
         let rank = below + (above - below) / 2;
@@ -277,18 +287,46 @@ impl RuleTable {
         self.tree_index = self.tree_index.iter().map(|&at| new_index(at)).collect();
     }
 
-    /// Rebuilds the trees once the edits since the last build would slow lookups down: every
-    /// fresh rule is a tuple probe away, every dead one a wasted check.
+    /// Whether the edits since the last build slow lookups down enough to rebuild the trees:
+    /// every fresh rule is a tuple probe away, every dead one a wasted check.
+    pub fn is_worn(&self) -> bool {
+        self.edits_since_build() > self.edits_due()
+    }
+
+    /// Leaves rebuilding worn trees to the caller ([`RuleTable::is_worn`],
+    /// [`RuleTable::rebuilt`]), so that an edit costs microseconds, not a rebuild.
+    pub fn rebuild_elsewhere(&mut self) {
+        self.rebuilds_elsewhere = true;
+    }
+
+    /// This table with its trees rebuilt over its current rules.
+    pub fn rebuilt(&self) -> RuleTable {
+        let mut table = self.clone();
+        table.rebuild_trees();
+        table
+    }
+
+    fn edits_since_build(&self) -> usize {
+        self.fresh.len() + self.dead
+    }
+
+    /// Edits the trees take before a rebuild is due (more for large tables: 1/16 of them).
+    fn edits_due(&self) -> usize {
+        REBUILD_EDITS.max(self.tree_ranks.len() / 16)
+    }
+
     fn rebuild_if_worn(&mut self) {
-        let worn = self.fresh.len() + self.dead;
-        if worn > REBUILD_EDITS.max(self.tree_ranks.len() / 16) {
+        let overdue = if self.rebuilds_elsewhere { OVERDUE } else { 1 };
+        if self.edits_since_build() > self.edits_due() * overdue {
             self.rebuild_trees();
         }
     }
 }
 
-/// Edits the tables take before the trees are rebuilt (more for large tables: 1/16 of them).
 const REBUILD_EDITS: usize = 64;
+/// How far past due a table that is rebuilt elsewhere may get before an edit rebuilds it (the
+/// rebuild elsewhere could not keep up).
+const OVERDUE: usize = 8;
 
 /// Whether a rule can match a packet with an IPv6 (not IPv4-mapped) address.
 fn matches_ipv6(rule: &Rule) -> bool {

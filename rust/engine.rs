@@ -183,8 +183,8 @@ struct Outcome {
 struct HotTenant {
     trees: Forest,
     outcomes: Arc<[Outcome]>,
-    /// Whether `trees` answer every IPv4 packet (else the tenant's table does).
-    complete: bool,
+    /// Whether rules were added since the trees were built (the tenant's table has them).
+    fresh: bool,
     /// Whether every tree rule is live: a match needs no outcome to be checked.
     all_live: bool,
     default_action: u8,
@@ -196,28 +196,28 @@ struct HotTenant {
 impl HotTenant {
     fn of(tenant: &TenantTables, counter_slot: u32) -> HotTenant {
         let spec = &tenant.spec;
+        let (trees, indices) = tenant.table.trees();
+        let outcome = |index: u32| match index {
+            DEAD => Outcome::default(),
+            index => {
+                let index = index as usize;
+                Outcome { policy_rule: spec.policy_rules[index], class: spec.classes[index], action: spec.actions[index], live: true }
+            }
+        };
         let mut hot = HotTenant { default_action: spec.default_action, default_class: spec.default_class, counter_slot, ..HotTenant::default() };
-        if let Some((trees, indices)) = tenant.table.complete_trees() {
-            let outcome = |index: u32| match index {
-                DEAD => Outcome::default(),
-                index => {
-                    let index = index as usize;
-                    Outcome { policy_rule: spec.policy_rules[index], class: spec.classes[index], action: spec.actions[index], live: true }
-                }
-            };
-            hot.outcomes = indices.iter().map(|&index| outcome(index)).collect();
-            hot.trees = trees.clone();
-            hot.complete = true;
-            hot.all_live = !indices.contains(&DEAD);
-        }
+        hot.outcomes = indices.iter().map(|&index| outcome(index)).collect();
+        hot.trees = trees.clone();
+        hot.fresh = tenant.table.has_fresh();
+        hot.all_live = !indices.contains(&DEAD);
         hot
     }
 
     /// The tree id of the first live rule matching an IPv4 packet ([`NO_RULE`]: none), if the
-    /// trees hold every rule.
+    /// trees hold every rule (else the tenant's table answers: see
+    /// [`EngineTables::classify_by_table`]).
     #[inline]
     fn tree_match(&self, fields: &Fields) -> Option<u32> {
-        if !self.complete {
+        if self.fresh {
             return None;
         }
         if self.all_live {
@@ -371,6 +371,14 @@ impl EngineTables {
         if let Some(id) = tree_match.or_else(|| fields.as_ref().and_then(|fields| hot.tree_match(fields))) {
             return hot.verdict(tenant, id);
         }
+        self.classify_by_table(tenant, info)
+    }
+
+    /// The verdict from the tenant's whole table: for IPv6 packets, and while rules added
+    /// since the trees were built wait for the background rebuild. (Kept inline: marked cold
+    /// and out of line, it slowed the common path by 5-20 %.)
+    #[inline]
+    fn classify_by_table(&self, tenant: i32, info: &PacketInfo) -> Verdict {
         let key = Key {
             src: u128::from_be_bytes(info.src),
             dst: u128::from_be_bytes(info.dst),
@@ -389,7 +397,7 @@ impl EngineTables {
                 action: spec.actions[rule],
                 reason: Reason::Rule as u8,
             },
-            None => fallback(Reason::Default, spec.default_action),
+            None => Verdict { tenant, rule: -1, cls: class_id(spec.default_class), action: spec.default_action, reason: Reason::Default as u8 },
         }
     }
 }
@@ -523,20 +531,24 @@ impl CounterShards {
 }
 
 pub struct Engine {
-    tables: ArcSwap<EngineTables>,
+    /// Shared with background rebuilds, which install what they build.
+    tables: Arc<ArcSwap<EngineTables>>,
     counter_names: Mutex<CounterNames>,
     counters: CounterShards,
     /// Serialises updates (never the data path), so each diff is against the tables it replaces.
-    updating: Mutex<()>,
+    updating: Arc<Mutex<()>>,
+    /// Background rebuilds of worn trees, by tenant name.
+    rebuilds: Mutex<FxHashMap<String, std::thread::JoinHandle<()>>>,
 }
 
 impl Engine {
     pub fn new(spec: TablesSpec) -> Result<Self, String> {
         let engine = Engine {
-            tables: ArcSwap::from_pointee(EngineTables::default()),
+            tables: Arc::new(ArcSwap::from_pointee(EngineTables::default())),
             counter_names: Mutex::default(),
             counters: CounterShards::default(),
-            updating: Mutex::default(),
+            updating: Arc::default(),
+            rebuilds: Mutex::default(),
         };
         engine.update(spec)?;
         Ok(engine)
@@ -570,11 +582,44 @@ impl Engine {
         let index = current.tenants.iter().position(|t| t.spec.name == name).ok_or_else(|| format!("no tenant '{name}'"))?;
         let mut tenant = (*current.tenants[index]).clone();
         tenant.apply(edit)?;
-        let mut tables = (*current).clone();
-        tables.hot[index] = HotTenant::of(&tenant, current.hot[index].counter_slot);
-        tables.tenants[index] = Arc::new(tenant);
-        self.tables.store(Arc::new(tables));
+        let worn = tenant.table.is_worn();
+        install(&self.tables, &current, index, tenant);
+        if worn {
+            self.rebuild_in_background(name);
+        }
         Ok(())
+    }
+
+    /// Rebuilds a tenant's worn trees on another thread and installs them, so that no edit
+    /// waits for a rebuild. If the tenant is edited meanwhile, the rebuild starts over from
+    /// the newer tables.
+    fn rebuild_in_background(&self, name: &str) {
+        let mut rebuilds = self.rebuilds.lock().unwrap_or_else(|p| p.into_inner());
+        rebuilds.retain(|_, rebuild| !rebuild.is_finished());
+        if rebuilds.contains_key(name) {
+            return;
+        }
+        let (tables, updating, tenant) = (Arc::clone(&self.tables), Arc::clone(&self.updating), name.to_string());
+        let rebuild = std::thread::spawn(move || loop {
+            let snapshot = tables.load_full();
+            let Some(old) = snapshot.tenants.iter().find(|t| t.spec.name == tenant).filter(|t| t.table.is_worn()) else { return };
+            let table = old.table.rebuilt();
+            let _serial = updating.lock().unwrap_or_else(|p| p.into_inner());
+            let current = tables.load_full();
+            if let Some(index) = current.tenants.iter().position(|t| Arc::ptr_eq(t, old)) {
+                install(&tables, &current, index, TenantTables { spec: old.spec.clone(), table });
+                return;
+            }
+        });
+        rebuilds.insert(name.to_string(), rebuild);
+    }
+
+    /// Waits for the background rebuilds under way.
+    pub fn wait_for_rebuilds(&self) {
+        let rebuilds = std::mem::take(&mut *self.rebuilds.lock().unwrap_or_else(|p| p.into_inner()));
+        for rebuild in rebuilds.into_values() {
+            let _ = rebuild.join();
+        }
     }
 
     /// Installs a new policy's tables: unchanged tenants are shared, a tenant whose rules
@@ -619,9 +664,21 @@ impl Engine {
         }
         tables.vlans = spec.vlans.into_iter().collect();
         tables.sources = spec.sources;
+        let worn: Vec<String> = tables.tenants.iter().filter(|t| t.table.is_worn()).map(|t| t.spec.name.clone()).collect();
         self.tables.store(Arc::new(tables));
+        for name in worn {
+            self.rebuild_in_background(&name);
+        }
         Ok(report)
     }
+}
+
+/// Stores `current` with tenant `index` replaced by `tenant` (its counters kept).
+fn install(tables: &ArcSwap<EngineTables>, current: &EngineTables, index: usize, tenant: TenantTables) {
+    let mut next = current.clone();
+    next.hot[index] = HotTenant::of(&tenant, current.hot[index].counter_slot);
+    next.tenants[index] = Arc::new(tenant);
+    tables.store(Arc::new(next));
 }
 
 fn check_tenant(tenant: &TenantSpec) -> Result<(), String> {
@@ -633,7 +690,8 @@ fn check_tenant(tenant: &TenantSpec) -> Result<(), String> {
 }
 
 fn build(tenant: TenantSpec, index: usize) -> Result<TenantTables, String> {
-    let table = RuleTable::new(tenant.rules.clone()).map_err(|(rule, why)| format!("tenant {index} ({}), rule {rule}: {why}", tenant.name))?;
+    let mut table = RuleTable::new(tenant.rules.clone()).map_err(|(rule, why)| format!("tenant {index} ({}), rule {rule}: {why}", tenant.name))?;
+    table.rebuild_elsewhere(); // the engine rebuilds worn trees in the background
     Ok(TenantTables { spec: tenant, table })
 }
 

@@ -243,3 +243,29 @@ fn crossing_rules_stay_within_the_memory_budget() {
         assert_eq!(table.lookup(&key), brute_force(&rules, &key), "rule {i}");
     }
 }
+
+#[test]
+fn a_table_rebuilt_elsewhere_defers_its_rebuilds_until_long_past_due() {
+    let rule = |port: u16| Rule { src: v4([10, 0, (port >> 8) as u8, port as u8]), src_len: 128, dst_ports: (port, port), ..Rule::ANY };
+    let mut reference: Vec<Rule> = (0..100).map(rule).collect();
+    let mut table = RuleTable::new(reference.clone()).unwrap();
+    table.rebuild_elsewhere();
+    for port in 100..100 + REBUILD_EDITS as u16 + 1 {
+        table.insert(reference.len(), rule(port)).unwrap(); // at the end: ranks never run out
+        reference.push(rule(port));
+    }
+    assert!(table.is_worn(), "past due, and not rebuilt by the edit");
+    let rebuilt = table.rebuilt();
+    assert!(!rebuilt.is_worn() && table.is_worn(), "the copy is rebuilt, the original untouched");
+    for (i, rule) in reference.iter().enumerate() {
+        let key = key_for(rule, i as u128, 0);
+        assert_eq!(rebuilt.lookup(&key), brute_force(&reference, &key));
+        assert_eq!(table.lookup(&key), brute_force(&reference, &key));
+    }
+    while table.is_worn() {
+        let port = 1000 + reference.len() as u16;
+        table.insert(reference.len(), rule(port)).unwrap();
+        reference.push(rule(port));
+        assert!(table.edits_since_build() <= table.edits_due() * OVERDUE, "rebuilt in line once long past due");
+    }
+}

@@ -184,6 +184,24 @@ fn threads_classifying_at_once_are_each_counted_once() {
 }
 
 #[test]
+fn worn_trees_are_rebuilt_in_the_background_not_by_the_edit() {
+    let rules: Vec<Rule> = (0..300).map(web_rule).collect();
+    let engine = Engine::new(TablesSpec { tenants: vec![tenant("red", rules)], vnis: vec![(100, 0)], ..spec() }).unwrap();
+    let due: i32 = 64; // REBUILD_EDITS: 300 rules are below 16 x 64
+    for (n, port) in (1000..1000 + due as u16 * 3).enumerate() {
+        let row = RuleRow { rule: web_rule(port), action: ALLOW, class: 7 };
+        engine.edit_tenant("red", RuleEdit::Insert { at: 300 + n as i32, rows: vec![row] }).unwrap();
+        let v = classify_one(&engine, packet(100, port));
+        assert_eq!((v.rule, v.cls), (300 + n as i32, 7), "edit {n} reaches the data path at once");
+    }
+    engine.wait_for_rebuilds();
+    let tables = engine.tables();
+    assert!(!tables.tenants[0].table.is_worn(), "{} edits, rebuilt in the background", due * 3);
+    let v = classify_one(&engine, packet(100, 1000 + due as u16 * 3 - 1));
+    assert_eq!({ v.rule }, 300 + due * 3 - 1);
+}
+
+#[test]
 fn vni_map_covers_24_bits_and_nothing_else() {
     let mut map = VniMap::default();
     map.insert(0xff_ffff, 3);
