@@ -13,6 +13,7 @@ use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
 
 use crate::classify::{prefix_mask, Key, Rule, RuleTable};
+use crate::enforce::{Enforcer, Processed, QosSpec, QosStats, StatsKey};
 use crate::parse::{PacketInfo, Status, Tunnel};
 
 /// Why a packet got its verdict.
@@ -309,11 +310,19 @@ pub struct Engine {
     counters: Mutex<FxHashMap<Option<String>, Counters>>,
     /// Serialises updates (never the data path), so each diff is against the tables it replaces.
     updating: Mutex<()>,
+    /// QoS state, taken once per `process` batch (meters must see packets in order) and by
+    /// updates when they install tables, so a batch sees tables and contracts of one policy.
+    qos: Mutex<Enforcer>,
 }
 
 impl Engine {
     pub fn new(spec: TablesSpec) -> Result<Self, String> {
-        let engine = Engine { tables: ArcSwap::from_pointee(EngineTables::default()), counters: Mutex::default(), updating: Mutex::default() };
+        let engine = Engine {
+            tables: ArcSwap::from_pointee(EngineTables::default()),
+            counters: Mutex::default(),
+            updating: Mutex::default(),
+            qos: Mutex::default(),
+        };
         engine.update(spec)?;
         Ok(engine)
     }
@@ -404,8 +413,42 @@ impl Engine {
         }
         tables.vlans = spec.vlans.into_iter().collect();
         tables.sources = spec.sources;
-        self.tables.store(Arc::new(tables));
+        self.install_tables(tables);
         Ok(report)
+    }
+
+    /// Installs a policy's tables and QoS contracts together: tenants whose contract did not
+    /// change (by name) keep their meters, shapers and queues.
+    pub fn update_with_qos(&self, spec: TablesSpec, qos: QosSpec) -> Result<UpdateReport, String> {
+        qos.check()?;
+        self.lock_qos().stage(qos);
+        self.update(spec)
+    }
+
+    /// Classifies and enforces one batch (`rust/enforce.rs`) against one policy's tables and
+    /// contracts; counts the verdicts as `classify` does.
+    pub fn process(&self, records: &[PacketInfo], out: &mut [Processed]) {
+        let mut qos = self.lock_qos();
+        let mut verdicts: Vec<Verdict> = crate::memory::zeroed_vec(records.len());
+        self.classify(records, &mut verdicts);
+        qos.enforce(records, &verdicts, out);
+    }
+
+    /// QoS statistics per (tenant, class) since the engine was made.
+    pub fn qos_stats(&self) -> Vec<(StatsKey, QosStats)> {
+        self.lock_qos().stats()
+    }
+
+    /// Swaps in new tables while holding the QoS state, which follows them by tenant name.
+    fn install_tables(&self, tables: EngineTables) {
+        let names = tables.tenant_names();
+        let mut qos = self.lock_qos();
+        self.tables.store(Arc::new(tables));
+        qos.retarget(&names);
+    }
+
+    fn lock_qos(&self) -> std::sync::MutexGuard<'_, Enforcer> {
+        self.qos.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

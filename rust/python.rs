@@ -427,9 +427,14 @@ fn parse_records<'py>(
     threads: usize,
 ) -> PyResult<Bound<'py, PyArray1<u8>>> {
     let config = ParseConfig { vxlan_ports: PortSet::new(&vxlan_ports), geneve_ports: PortSet::new(&geneve_ports) };
+    let timestamps = batch.timestamps_ns.bind(py).readonly();
+    let timestamps = timestamps.as_slice()?;
     let records = batch.with_view(py, |view| {
         let mut records: Vec<PacketInfo> = memory::zeroed_vec(view.len());
         parse::parse_batch(view, &config, &mut records, threads.max(1));
+        for (record, &timestamp_ns) in records.iter_mut().zip(timestamps) {
+            record.timestamp_ns = timestamp_ns;
+        }
         bytemuck::cast_vec::<PacketInfo, u8>(records)
     })?;
     Ok(PyArray1::from_vec(py, records))
