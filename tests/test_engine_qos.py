@@ -81,15 +81,11 @@ def random_meter(rng: np.random.Generator) -> dict[str, Any]:
 
 def random_shaper(rng: np.random.Generator) -> dict[str, Any]:
     return {
-        "rate": f"{rng.integers(100_000, 2_000_000)}B/s",
+        "rate": f"{rng.integers(100_000, 1_000_000)}B/s",
         "burst": f"{rng.integers(1500, 10_000)}B",
         "queue": f"{rng.integers(1500, 12_000)}B",
         "max_delay": f"{rng.integers(1_000_000, 60_000_000)}ns",
     }
-
-
-def maybe(rng: np.random.Generator, make: Any) -> dict[str, Any]:
-    return make(rng) if rng.integers(3) else {}
 
 
 def random_policy(rng: np.random.Generator) -> Policy:
@@ -98,7 +94,7 @@ def random_policy(rng: np.random.Generator) -> Policy:
         web: dict[str, Any] = {"name": "web"}
         if rng.integers(2):
             web["meter"] = random_meter(rng)
-        if rng.integers(2):
+        if rng.integers(3):
             web["shaper"] = random_shaper(rng)
         tenant: dict[str, Any] = {
             "name": f"t{t}",
@@ -108,14 +104,15 @@ def random_policy(rng: np.random.Generator) -> Policy:
         }
         if rng.integers(3):
             tenant["meter"] = random_meter(rng)
-        if rng.integers(2):
+        if rng.integers(3):
             tenant["shaper"] = random_shaper(rng)
         tenants.append(tenant)
     return policy({"count": str(rng.choice(["inner", "outer", "wire", "wire_fcs"])), "unknown_tenant": "allow", "tenants": tenants})
 
 
 def random_traffic(rng: np.random.Generator, n: int) -> np.ndarray:
-    gaps = rng.exponential(400_000, n).astype(np.int64)
+    # Quiet spells and bursts, so that buckets both refill and run dry.
+    gaps = np.where(rng.random(n) < 0.3, rng.exponential(10_000, n), rng.exponential(500_000, n)).astype(np.int64)
     timestamps = np.cumsum(gaps) + 1_000
     jitter = rng.random(n) < 0.05  # a few timestamps run backwards, as in merged captures
     timestamps[jitter] -= rng.integers(0, 2_000_000, int(jitter.sum()))

@@ -106,36 +106,37 @@ fn a_packet_the_classifier_drops_spends_no_tokens() {
 fn a_tenant_drop_spends_no_class_tokens_and_a_colour_aware_class_meter_takes_the_tenant_colour() {
     // Tenant: CBS 100, EBS 100, yellow re-marked to 12. Class: colour-aware, large buckets.
     let tenant_meter = srtcm(1, 100, 100, [ColorAction::Pass, ColorAction::Remark(12), ColorAction::Drop]);
-    let class_meter = MeterSpec { params: MeterParams::aware(MeterKind::SrTcm { cir: 1, cbs: 150, ebs: 1000 }), ..srtcm(1, 1, 1, POLICE) };
+    let class_meter = MeterSpec { params: MeterParams::aware(MeterKind::SrTcm { cir: 1, cbs: 1000, ebs: 1000 }), ..srtcm(1, 1, 1, POLICE) };
     let contract = |meter| Contract { meter: Some(meter), shaper: None };
     let mut e = enforcer(spec(vec![tenant("a", contract(tenant_meter), vec![contract(class_meter)])]));
     let p = (packet(0, 100), verdict(0, 0, ALLOW));
     let out = run(&mut e, &[p, p, p, p]);
-    // 1: green, green. 2: tenant yellow -> class aware keeps yellow (re-marked). 3: tenant red,
-    // dropped: class C still holds 50 B. 4 would be red again.
+    // 1: green, green. 2: tenant yellow -> class aware keeps yellow though its C could pay
+    // (re-marked). 3: tenant red, dropped: class buckets untouched. 4: red again.
     assert_eq!(outcomes(&out), [Outcome::Pass as u8, Outcome::Remarked as u8, Outcome::DropMeter as u8, Outcome::DropMeter as u8]);
     assert_eq!(out.iter().map(|p| p.color).collect::<Vec<_>>(), [0, 1, 2, 2]);
     assert_eq!((out[0].dscp, out[1].dscp), (10, 12));
     let class_state = &e.tenants[0].as_ref().unwrap().classes[0].meter;
-    assert_eq!(class_state.committed_bytes(), 50, "only the first packet spent class C");
+    assert_eq!(class_state.committed_bytes(), 900, "only the first packet spent class C");
     assert_eq!(class_state.excess_or_peak_bytes(), 900, "the yellow one spent class E");
 }
 
 #[test]
 fn the_release_is_the_later_shaper_and_a_drop_leaves_both_shapers_untouched() {
-    // Tenant: 1,000 B/s, burst 100, queue 250 B. Class: 2,000 B/s, burst 100, queue 1000 B.
+    // Tenant: 1,000 B/s, burst 100, a large queue. Class: 500 B/s, burst 100, queue 150 B.
     let shaper = |rate, queue| ShaperParams { rate, burst: 100, max_queue_bytes: queue, max_delay_ns: u64::MAX };
-    let tenant_contract = Contract { meter: None, shaper: Some(shaper(1000, 250)) };
-    let class_contract = Contract { meter: None, shaper: Some(shaper(2000, 1000)) };
+    let tenant_contract = Contract { meter: None, shaper: Some(shaper(1000, 10_000)) };
+    let class_contract = Contract { meter: None, shaper: Some(shaper(500, 150)) };
     let mut e = enforcer(spec(vec![tenant("a", tenant_contract, vec![class_contract])]));
     let p = (packet(0, 100), verdict(0, 0, ALLOW));
-    let out = run(&mut e, &[p, p, p, p, p]);
+    let out = run(&mut e, &[p, p, p, p]);
     let releases: Vec<i64> = out.iter().map(|p| p.release_ns).collect();
-    // Tenant: 0, 100 ms, 200 ms, then 300 B would be owed (> 250): dropped, twice.
-    assert_eq!(releases, [0, 100 * MS as i64, 200 * MS as i64, -1, -1]);
-    assert_eq!(out[3].outcome, Outcome::DropShaperBytes as u8);
-    let class = e.tenants[0].as_ref().unwrap().classes[0].shaper;
-    assert_eq!(class.backlog_bytes(&shaper(2000, 1000), 0), 200, "the class shaper charged only the three passed");
+    // The second packet: the tenant would release it at 100 ms, the class at 200 ms. The third
+    // would leave the class owing 200 B (> 150): dropped, and the tenant did not charge it.
+    assert_eq!(releases, [0, 200 * MS as i64, -1, -1]);
+    assert_eq!(out[2].outcome, Outcome::DropShaperBytes as u8);
+    let tenant_shaper = e.tenants[0].as_ref().unwrap().stage.shaper;
+    assert_eq!(tenant_shaper.backlog_bytes(&shaper(1000, 10_000), 0), 100, "the tenant shaper charged only the two passed");
 }
 
 #[test]
