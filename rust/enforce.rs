@@ -260,13 +260,13 @@ impl Stage {
     }
 }
 
+/// What the data path reads of a tenant (its contract's spec stays apart, for updates).
 #[derive(Debug, Clone)]
 struct TenantState {
-    spec: TenantQos,
     stage: Stage,
-    classes: Vec<Stage>,
-    /// Row of class 0 in the statistics rows and port queues.
-    first_row: usize,
+    /// Row of class 0 in `class_stages`, the statistics rows and the port queues.
+    first_row: u32,
+    classes: u32,
 }
 
 /// A packet on its way from the shapers to the port. Ordered by release, then arrival.
@@ -298,6 +298,10 @@ pub struct Enforcer {
     staged: Option<QosSpec>,
     /// By the engine's tenant index; `None`: the tenant has no contract.
     tenants: Vec<Option<TenantState>>,
+    /// The contract each tenant's state enforces, by the same index.
+    contracts: Vec<Option<TenantQos>>,
+    /// Every class's stage, by class row (tenant by tenant, as the port queues).
+    class_stages: Vec<Stage>,
     /// Statistics rows: every class row, then one per tenant (packets in no class), then
     /// packets of no tenant; `row_keys` names them.
     rows: Vec<QosCounters>,
@@ -327,35 +331,45 @@ impl Enforcer {
     pub fn retarget(&mut self, names: &[String]) {
         let spec = self.staged.take().unwrap_or_else(|| self.spec.clone());
         let same_globals = spec.count == self.spec.count && spec.color_map == self.spec.color_map;
-        let mut old: FxHashMap<String, TenantState> =
-            std::mem::take(&mut self.tenants).into_iter().flatten().map(|t| (t.spec.name.clone(), t)).collect();
+        let mut old = self.take_states();
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
-        let mut first_row = 0;
-        let mut queues = Vec::new();
-        let tenants: Vec<Option<TenantState>> = names
-            .iter()
-            .map(|name| {
-                let qos = by_name.get(name.as_str())?;
-                let kept = old.remove(name).filter(|t| same_globals && t.spec == **qos);
-                let mut tenant = kept.unwrap_or_else(|| TenantState {
-                    spec: (*qos).clone(),
-                    stage: Stage::new(qos.contract),
-                    classes: qos.classes.iter().map(|c| Stage::new(c.contract)).collect(),
-                    first_row: 0,
-                });
-                tenant.first_row = first_row;
-                first_row += qos.classes.len();
-                queues.extend(qos.classes.iter().enumerate().map(|(c, class)| (name.clone(), c as u16, class.queue)));
-                Some(tenant)
-            })
-            .collect();
+        let (mut tenants, mut contracts, mut class_stages, mut queues) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for name in names {
+            let Some(&qos) = by_name.get(name.as_str()) else {
+                tenants.push(None);
+                contracts.push(None);
+                continue;
+            };
+            let kept = old.remove(name).filter(|(old_qos, ..)| same_globals && old_qos == qos);
+            let (stage, classes) = kept.map(|(_, stage, classes)| (stage, classes)).unwrap_or_else(|| {
+                (Stage::new(qos.contract), qos.classes.iter().map(|c| Stage::new(c.contract)).collect())
+            });
+            tenants.push(Some(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 }));
+            class_stages.extend(classes);
+            queues.extend(qos.classes.iter().enumerate().map(|(c, class)| (name.clone(), c as u16, class.queue)));
+            contracts.push(Some(qos.clone()));
+        }
         self.replace_port(spec.port, queues);
         self.archive_rows();
-        self.row_keys = row_keys(&tenants, names);
-        self.class_rows = first_row;
+        self.row_keys = row_keys(&contracts, names);
+        self.class_rows = class_stages.len();
         self.rows = vec![QosCounters::default(); self.row_keys.len()];
-        self.tenants = tenants;
+        (self.tenants, self.contracts, self.class_stages) = (tenants, contracts, class_stages);
         self.spec = spec;
+    }
+
+    /// Every tenant's contract with its stage and its classes' stages, by name.
+    fn take_states(&mut self) -> FxHashMap<String, (TenantQos, Stage, Vec<Stage>)> {
+        let class_stages = std::mem::take(&mut self.class_stages);
+        let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));
+        tenants
+            .filter_map(|(state, qos)| {
+                let (state, qos) = (state?, qos?);
+                let first = state.first_row as usize;
+                let classes = class_stages[first..first + state.classes as usize].to_vec();
+                Some((qos.name.clone(), (qos, state.stage, classes)))
+            })
+            .collect()
     }
 
     /// Keeps the port if nothing about it changed; otherwise drains the old one (packets in
@@ -429,15 +443,18 @@ impl Enforcer {
     fn enforce_one(&mut self, info: &PacketInfo, verdict: Verdict, index: usize, has_port: bool) -> Processed {
         let now = self.clock_ns;
         let tenant_count = self.tenants.len();
-        let Enforcer { spec, tenants, rows, in_flight, class_rows, sequence, batch, .. } = self;
+        let Enforcer { spec, tenants, class_stages, rows, in_flight, class_rows, sequence, batch, .. } = self;
         let bytes = spec.count.bytes(info);
         let tenant_index = usize::try_from(verdict.tenant).ok().filter(|&t| t < tenant_count);
         let tenant = tenant_index.and_then(|t| tenants[t].as_mut());
-        let class = tenant.as_ref().and_then(|t| usize::try_from(verdict.cls).ok().filter(|&c| c < t.classes.len()));
-        let row = match (&tenant, class, tenant_index) {
-            (Some(t), Some(c), _) => t.first_row + c,
-            (_, _, Some(t)) => *class_rows + t,
-            _ => *class_rows + tenant_count,
+        let class_row = tenant.as_ref().and_then(|t| {
+            let class = u32::try_from(verdict.cls).ok().filter(|&c| c < t.classes)?;
+            Some((t.first_row + class) as usize)
+        });
+        let row = match (class_row, tenant_index) {
+            (Some(row), _) => row,
+            (None, Some(t)) => *class_rows + t,
+            (None, None) => *class_rows + tenant_count,
         };
         let counters = &mut rows[row];
         counters.count_in(bytes);
@@ -453,7 +470,7 @@ impl Enforcer {
             return Processed { color: Color::Green as u8, outcome: Outcome::Pass as u8, release_ns: now as i64, ..result };
         };
         let tenant_stage = &mut tenant.stage;
-        let mut class_stage = class.map(|c| &mut tenant.classes[c]);
+        let mut class_stage = class_row.map(|row| &mut class_stages[row]);
         let metered = meter(&spec.color_map, info, now, [Some(&mut *tenant_stage), class_stage.as_deref_mut()]);
         counters.count_color(metered.color, bytes);
         result.color = metered.color as u8;
@@ -467,7 +484,7 @@ impl Enforcer {
             Err(drop) => Outcome::of_shaping(drop),
             Ok(release_ns) => {
                 result.release_ns = i64::try_from(release_ns).unwrap_or(i64::MAX);
-                if has_port && class.is_some() {
+                if has_port && class_row.is_some() {
                     *sequence += 1;
                     let remarked = metered.dscp.is_some();
                     in_flight.push(Reverse(InFlight { release_ns, sequence: *sequence, row: row as u32, bytes, batch: *batch, index, remarked }));
@@ -513,8 +530,8 @@ impl Enforcer {
 }
 
 /// The statistics rows' keys: every class of the tenants with a contract, every tenant, none.
-fn row_keys(tenants: &[Option<TenantState>], names: &[String]) -> Vec<StatsKey> {
-    let classes = tenants.iter().flatten().flat_map(|t| (0..t.classes.len()).map(|c| (Some(t.spec.name.clone()), Some(c as u16))));
+fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> Vec<StatsKey> {
+    let classes = contracts.iter().flatten().flat_map(|t| (0..t.classes.len()).map(|c| (Some(t.name.clone()), Some(c as u16))));
     let tenants = names.iter().map(|name| (Some(name.clone()), None));
     classes.chain(tenants).chain([(None, None)]).collect()
 }

@@ -116,7 +116,7 @@ fn a_tenant_drop_spends_no_class_tokens_and_a_colour_aware_class_meter_takes_the
     assert_eq!(outcomes(&out), [Outcome::Pass as u8, Outcome::Remarked as u8, Outcome::DropMeter as u8, Outcome::DropMeter as u8]);
     assert_eq!(out.iter().map(|p| p.color).collect::<Vec<_>>(), [0, 1, 2, 2]);
     assert_eq!((out[0].dscp, out[1].dscp), (10, 12));
-    let class_state = &e.tenants[0].as_ref().unwrap().classes[0].meter;
+    let class_state = &e.class_stages[0].meter;
     assert_eq!(class_state.committed_bytes(), 900, "only the first packet spent class C");
     assert_eq!(class_state.excess_or_peak_bytes(), 900, "the yellow one spent class E");
 }
