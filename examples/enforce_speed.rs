@@ -56,7 +56,7 @@ fn main() {
         let mut best = f64::MAX;
         for _ in 0..RUNS {
             let mut enforcer = Enforcer::default();
-            enforcer.stage(spec.clone());
+            enforcer.stage(Some(spec.clone()));
             enforcer.retarget(&names);
             let start = Instant::now();
             enforcer.enforce(&records, &verdicts, &mut out);

@@ -320,9 +320,10 @@ pub struct Enforcer {
 }
 
 impl Enforcer {
-    /// `spec` (checked) applies from the next [`retarget`](Enforcer::retarget).
-    pub fn stage(&mut self, spec: QosSpec) {
-        self.staged = Some(spec);
+    /// `spec` (checked) applies from the next [`retarget`](Enforcer::retarget); `None`
+    /// withdraws a spec whose tables were refused.
+    pub fn stage(&mut self, spec: Option<QosSpec>) {
+        self.staged = spec;
     }
 
     /// Aligns the state with the engine's new tenants (by name): a tenant whose contract

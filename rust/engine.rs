@@ -421,8 +421,12 @@ impl Engine {
     /// change (by name) keep their meters, shapers and queues.
     pub fn update_with_qos(&self, spec: TablesSpec, qos: QosSpec) -> Result<UpdateReport, String> {
         qos.check()?;
-        self.lock_qos().stage(qos);
-        self.update(spec)
+        self.lock_qos().stage(Some(qos));
+        let report = self.update(spec);
+        if report.is_err() {
+            self.lock_qos().stage(None);
+        }
+        report
     }
 
     /// Classifies and enforces one batch (`rust/enforce.rs`) against one policy's tables and

@@ -39,7 +39,7 @@ fn enforcer(spec: QosSpec) -> Enforcer {
     spec.check().unwrap();
     let mut enforcer = Enforcer::default();
     let names = names(&spec);
-    enforcer.stage(spec);
+    enforcer.stage(Some(spec));
     enforcer.retarget(&names);
     enforcer
 }
@@ -174,7 +174,7 @@ fn an_update_keeps_unchanged_contracts_and_resets_changed_ones() {
     // b's burst changes; the tenants also swap places.
     let next = spec(vec![tenant("b", meter(101), vec![Contract::default()]), tenant("a", meter(100), vec![Contract::default()])]);
     let names = names(&next);
-    e.stage(next);
+    e.stage(Some(next));
     e.retarget(&names);
     // a (now index 1) kept its empty bucket; b (index 0) starts full.
     assert_eq!(outcomes(&run(&mut e, &[p(1), p(0)])), [Outcome::DropMeter as u8, 0]);
@@ -255,4 +255,10 @@ fn the_engine_classifies_and_enforces_with_one_policy_and_keeps_state_across_upd
     let bad = spec(vec![policed(0)]);
     assert!(engine.update_with_qos(tables(&["a"]), bad).unwrap_err().contains("srTCM CBS and EBS are both 0"));
     assert_eq!(engine.tables().tenant_names(), ["b", "a"], "a refused contract installs no tables");
+    // Refused tables take their contracts with them: a later plain update keeps a's.
+    let mut broken = tables(&["b", "a"]);
+    broken.tenants[0].actions.push(ALLOW);
+    assert!(engine.update_with_qos(broken, spec(vec![policed(300)])).is_err());
+    engine.update(tables(&["b", "a"])).unwrap();
+    assert_eq!(process(&[a]), [Outcome::DropMeter as u8], "a's bucket (CBS 200) is still empty");
 }
