@@ -625,35 +625,13 @@ impl Engine {
 
     /// Classifies parsed records (raw bytes of a PARSED_DTYPE array) into verdict records.
     fn classify_records<'py>(&self, py: Python<'py>, records: &Bound<'py, PyArray1<u8>>) -> PyResult<Bound<'py, PyArray1<u8>>> {
-        let records = records.readonly();
-        let bytes = records.as_slice()?;
-        if bytes.len() % std::mem::size_of::<PacketInfo>() != 0 {
-            return Err(PyValueError::new_err("records are not whole parsed records"));
-        }
-        let verdicts = without_gil(py, || {
-            let records: &[PacketInfo] = bytemuck::cast_slice(bytes);
-            let mut out: Vec<Verdict> = memory::zeroed_vec(records.len());
-            self.engine.classify(records, &mut out);
-            bytemuck::cast_vec::<Verdict, u8>(out)
-        })?;
-        Ok(PyArray1::from_vec(py, verdicts))
+        per_record::<Verdict>(py, records, |records, out| self.engine.classify(records, out))
     }
 
     /// Classifies and enforces parsed records (raw bytes of a PARSED_DTYPE array) into
     /// processed records (raw bytes of a PROCESSED_DTYPE array).
     fn process_records<'py>(&self, py: Python<'py>, records: &Bound<'py, PyArray1<u8>>) -> PyResult<Bound<'py, PyArray1<u8>>> {
-        let records = records.readonly();
-        let bytes = records.as_slice()?;
-        if bytes.len() % std::mem::size_of::<PacketInfo>() != 0 {
-            return Err(PyValueError::new_err("records are not whole parsed records"));
-        }
-        let processed = without_gil(py, || {
-            let records: &[PacketInfo] = bytemuck::cast_slice(bytes);
-            let mut out: Vec<Processed> = memory::zeroed_vec(records.len());
-            self.engine.process(records, &mut out);
-            bytemuck::cast_vec::<Processed, u8>(out)
-        })?;
-        Ok(PyArray1::from_vec(py, processed))
+        per_record::<Processed>(py, records, |records, out| self.engine.process(records, out))
     }
 
     /// QoS statistics, one dict per (tenant, class id): counters by colour and outcome,
@@ -681,6 +659,27 @@ impl Engine {
     fn tenant_names(&self) -> Vec<String> {
         self.engine.tables().tenant_names()
     }
+}
+
+/// Runs `work` without the GIL on parsed records (raw bytes of a PARSED_DTYPE array), with one
+/// output record per packet, and returns the output as raw bytes.
+fn per_record<'py, T: bytemuck::Pod + Send>(
+    py: Python<'py>,
+    records: &Bound<'py, PyArray1<u8>>,
+    work: impl FnOnce(&[PacketInfo], &mut [T]) + Send,
+) -> PyResult<Bound<'py, PyArray1<u8>>> {
+    let records = records.readonly();
+    let bytes = records.as_slice()?;
+    if bytes.len() % std::mem::size_of::<PacketInfo>() != 0 {
+        return Err(PyValueError::new_err("records are not whole parsed records"));
+    }
+    let out = without_gil(py, || {
+        let records: &[PacketInfo] = bytemuck::cast_slice(bytes);
+        let mut out: Vec<T> = memory::zeroed_vec(records.len());
+        work(records, &mut out);
+        bytemuck::cast_vec::<T, u8>(out)
+    })?;
+    Ok(PyArray1::from_vec(py, out))
 }
 
 fn qos_stats_dict<'py>(py: Python<'py>, tenant: Option<String>, cls: Option<u16>, stats: &QosStats) -> PyResult<Bound<'py, PyDict>> {

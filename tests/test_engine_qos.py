@@ -15,6 +15,7 @@ from isolane import PROCESSED_DTYPE, VERDICT_DTYPE, Color, Engine, Outcome, Poli
 from isolane.engine import _qos_spec, _spec
 from locations import SAMPLE
 from qos_reference import Reference
+from test_engine import records as vxlan_records
 
 VERDICT_FIELDS = list(VERDICT_DTYPE.names or ())
 QOS_FIELDS = ["color", "outcome", "dscp", "release_ns"]
@@ -28,17 +29,9 @@ def policy(data: dict[str, Any]) -> Policy:
 
 def records(vnis: Any, timestamps: Any, wire_len: Any, dst_port: Any = 443, dscp: Any = 0) -> np.ndarray:
     """Parsed VXLAN records (inner IPv4 TCP) with the given columns (scalars broadcast)."""
-    n = len(vnis)
-    rows = np.zeros(n, dtype=isolane.PARSED_DTYPE)
-    rows["tunnel"] = isolane.Tunnel.VXLAN
-    rows["vni"] = vnis
-    rows["vlan"] = -1
-    rows["ip_version"] = 4
-    rows["proto"] = 6
+    rows = vxlan_records(list(vnis))
     rows["dst_port"] = dst_port
     rows["dscp"] = dscp
-    rows["src"][:, 10:12] = 0xFF
-    rows["dst"][:, 10:12] = 0xFF
     rows["timestamp_ns"] = timestamps
     rows["wire_len"] = wire_len
     rows["inner_len"] = np.asarray(wire_len) - 50
