@@ -14,6 +14,7 @@ use rustc_hash::FxHashMap;
 
 use crate::memory::prefetch;
 use crate::classify::{prefix_mask, Fields, Forest, Key, Rule, RuleTable, DEAD, NO_RULE};
+use crate::enforce::{Enforcer, Processed, QosSpec, QosStats, StatsKey};
 use crate::parse::{PacketInfo, Status, Tunnel};
 
 /// Why a packet got its verdict.
@@ -539,6 +540,9 @@ pub struct Engine {
     updating: Arc<Mutex<()>>,
     /// Background rebuilds of worn trees, by tenant name.
     rebuilds: Mutex<FxHashMap<String, std::thread::JoinHandle<()>>>,
+    /// QoS state, taken once per `process` batch (meters must see packets in order) and by
+    /// updates when they install tables, so a batch sees tables and contracts of one policy.
+    qos: Mutex<Enforcer>,
 }
 
 impl Engine {
@@ -549,6 +553,7 @@ impl Engine {
             counters: CounterShards::default(),
             updating: Arc::default(),
             rebuilds: Mutex::default(),
+            qos: Mutex::default(),
         };
         engine.update(spec)?;
         Ok(engine)
@@ -665,11 +670,49 @@ impl Engine {
         tables.vlans = spec.vlans.into_iter().collect();
         tables.sources = spec.sources;
         let worn: Vec<String> = tables.tenants.iter().filter(|t| t.table.is_worn()).map(|t| t.spec.name.clone()).collect();
-        self.tables.store(Arc::new(tables));
+        self.install_tables(tables);
         for name in worn {
             self.rebuild_in_background(&name);
         }
         Ok(report)
+    }
+
+    /// Installs a policy's tables and QoS contracts together: tenants whose contract did not
+    /// change (by name) keep their meters, shapers and queues.
+    pub fn update_with_qos(&self, spec: TablesSpec, qos: QosSpec) -> Result<UpdateReport, String> {
+        qos.check()?;
+        self.lock_qos().stage(Some(qos));
+        let report = self.update(spec);
+        if report.is_err() {
+            self.lock_qos().stage(None);
+        }
+        report
+    }
+
+    /// Classifies and enforces one batch (`rust/enforce.rs`) against one policy's tables and
+    /// contracts; counts the verdicts as `classify` does.
+    pub fn process(&self, records: &[PacketInfo], out: &mut [Processed]) {
+        let mut qos = self.lock_qos();
+        let mut verdicts: Vec<Verdict> = crate::memory::zeroed_vec(records.len());
+        self.classify(records, &mut verdicts);
+        qos.enforce(records, &verdicts, out);
+    }
+
+    /// QoS statistics per (tenant, class) since the engine was made.
+    pub fn qos_stats(&self) -> Vec<(StatsKey, QosStats)> {
+        self.lock_qos().stats()
+    }
+
+    /// Swaps in new tables while holding the QoS state, which follows them by tenant name.
+    fn install_tables(&self, tables: EngineTables) {
+        let names = tables.tenant_names();
+        let mut qos = self.lock_qos();
+        self.tables.store(Arc::new(tables));
+        qos.retarget(&names);
+    }
+
+    fn lock_qos(&self) -> std::sync::MutexGuard<'_, Enforcer> {
+        self.qos.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -3,12 +3,13 @@
 //! Domains: [`batch`] (packet batches as flat arrays), [`pcap`] (pcap/pcapng reading),
 //! [`parse`] (the VXLAN/Geneve-aware header parser), [`classify`] (first-match rule tables),
 //! [`meter`] (RFC 2697/2698/4115 token-bucket meters), [`shaping`] (EDT shaper and egress
-//! port model, in packet time). The PyO3 bindings live apart in `python`,
-//! compiled only with the `python` feature.
+//! port model, in packet time), [`enforce`] (both applied to classified packets, per tenant).
+//! The PyO3 bindings live apart in `python`, compiled only with the `python` feature.
 
 pub mod batch;
 pub mod classify;
 pub mod engine;
+pub mod enforce;
 pub mod error;
 pub mod memory;
 pub mod meter;

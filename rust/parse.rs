@@ -49,11 +49,15 @@ pub struct PacketInfo {
     pub proto: u8,
     pub dscp: u8,
     pub is_fragment: u8,
+    /// Capture time in ns (from the batch; the parser leaves it 0): the meters' and shapers' clock.
+    pub timestamp_ns: i64,
+    /// Bytes of the tenant's own frame: inside the tunnel, or the whole frame when untunnelled.
+    pub inner_len: u32,
 }
 
 impl PacketInfo {
     fn unparsed(wire_len: u32) -> Self {
-        PacketInfo { wire_len, vni: -1, vlan: -1, ..Zeroable::zeroed() }
+        PacketInfo { wire_len, inner_len: wire_len, vni: -1, vlan: -1, ..Zeroable::zeroed() }
     }
 }
 
@@ -76,6 +80,8 @@ pub fn record_fields() -> Vec<(&'static str, &'static str, usize)> {
         ("dscp", "u1", offset_of!(PacketInfo, dscp)),
         ("is_fragment", "?", offset_of!(PacketInfo, is_fragment)),
         ("wire_len", "=u4", offset_of!(PacketInfo, wire_len)),
+        ("timestamp_ns", "=i8", offset_of!(PacketInfo, timestamp_ns)),
+        ("inner_len", "=u4", offset_of!(PacketInfo, inner_len)),
     ]
 }
 
@@ -225,7 +231,15 @@ fn vxlan_ipv4_fast_path(packet: &[u8], wire_len: u32, config: &ParseConfig) -> O
         proto,
         dscp: p[INNER_IP + 1] >> 2,
         is_fragment: 0,
+        timestamp_ns: 0,
+        inner_len: inner_frame_len(wire_len, VXLAN + 8),
     })
+}
+
+/// The bytes of a frame from `start` (where the tunnelled frame begins) to its end on the wire.
+#[inline]
+fn inner_frame_len(wire_len: u32, start: usize) -> u32 {
+    wire_len.saturating_sub(u32::try_from(start).unwrap_or(u32::MAX))
 }
 
 #[inline]
@@ -502,6 +516,7 @@ impl<'a> Parser<'a> {
             return Err(Status::Malformed);
         }
         self.info.vni = vni_at(&self.packet[start + 4..start + 7]);
+        self.info.inner_len = inner_frame_len(self.info.wire_len, start + 8);
         self.inner_ethernet(start + 8, end)
     }
 
@@ -516,6 +531,7 @@ impl<'a> Parser<'a> {
         self.info.vni = vni_at(&self.packet[start + 4..start + 7]);
         self.need(start, 8 + options_len, end)?;
         let payload = start + 8 + options_len;
+        self.info.inner_len = inner_frame_len(self.info.wire_len, payload);
         match protocol {
             ETHERTYPE_TEB => self.inner_ethernet(payload, end),
             ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => self.inner_ip(protocol, payload, end),

@@ -16,6 +16,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::batch::{linktype, BatchView, LinkTypes, PacketBuffers};
 use crate::classify::{self, Key, Rule};
+use crate::enforce::{self, ContractColumns, MeterColumns, Processed, QosColumns, QosStats, ShaperColumns};
 use crate::engine::{self, RuleEdit, RuleRow, TablesSpec, TenantSpec, Verdict};
 use crate::error::CoreError;
 use crate::parse::{self, ParseConfig, PacketInfo, PortSet};
@@ -427,9 +428,14 @@ fn parse_records<'py>(
     threads: usize,
 ) -> PyResult<Bound<'py, PyArray1<u8>>> {
     let config = ParseConfig { vxlan_ports: PortSet::new(&vxlan_ports), geneve_ports: PortSet::new(&geneve_ports) };
+    let timestamps = batch.timestamps_ns.bind(py).readonly();
+    let timestamps = timestamps.as_slice()?;
     let records = batch.with_view(py, |view| {
         let mut records: Vec<PacketInfo> = memory::zeroed_vec(view.len());
         parse::parse_batch(view, &config, &mut records, threads.max(1));
+        for (record, &timestamp_ns) in records.iter_mut().zip(timestamps) {
+            record.timestamp_ns = timestamp_ns;
+        }
         bytemuck::cast_vec::<PacketInfo, u8>(records)
     })?;
     Ok(PyArray1::from_vec(py, records))
@@ -566,16 +572,27 @@ pub struct Engine {
 #[pymethods]
 impl Engine {
     #[new]
-    fn new(py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let spec = tables_spec_from_dict(spec)?;
-        let engine = without_gil(py, || engine::Engine::new(spec))?.map_err(PyValueError::new_err)?;
-        Ok(Engine { engine })
+    #[pyo3(signature = (spec, qos=None))]
+    fn new(py: Python<'_>, spec: &Bound<'_, PyDict>, qos: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let engine = without_gil(py, || engine::Engine::new(TablesSpec::default()))?.map_err(PyValueError::new_err)?;
+        let engine = Engine { engine };
+        engine.update(py, spec, qos)?;
+        Ok(engine)
     }
 
-    /// Installs new tables; returns how many tenants were kept, patched and rebuilt.
-    fn update(&self, py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<(usize, usize, usize)> {
+    /// Installs new tables (and QoS contracts, if given); returns how many tenants were kept,
+    /// patched and rebuilt.
+    #[pyo3(signature = (spec, qos=None))]
+    fn update(&self, py: Python<'_>, spec: &Bound<'_, PyDict>, qos: Option<&Bound<'_, PyDict>>) -> PyResult<(usize, usize, usize)> {
         let spec = tables_spec_from_dict(spec)?;
-        let report = without_gil(py, || self.engine.update(spec))?.map_err(PyValueError::new_err)?;
+        let report = match qos {
+            Some(qos) => {
+                let columns = qos_columns_from_dict(qos)?;
+                without_gil(py, || columns.into_spec().and_then(|qos| self.engine.update_with_qos(spec, qos)))?
+            }
+            None => without_gil(py, || self.engine.update(spec))?,
+        }
+        .map_err(PyValueError::new_err)?;
         Ok((report.kept, report.incremental, report.rebuilt))
     }
 
@@ -608,18 +625,20 @@ impl Engine {
 
     /// Classifies parsed records (raw bytes of a PARSED_DTYPE array) into verdict records.
     fn classify_records<'py>(&self, py: Python<'py>, records: &Bound<'py, PyArray1<u8>>) -> PyResult<Bound<'py, PyArray1<u8>>> {
-        let records = records.readonly();
-        let bytes = records.as_slice()?;
-        if bytes.len() % std::mem::size_of::<PacketInfo>() != 0 {
-            return Err(PyValueError::new_err("records are not whole parsed records"));
-        }
-        let verdicts = without_gil(py, || {
-            let records: &[PacketInfo] = bytemuck::cast_slice(bytes);
-            let mut out: Vec<Verdict> = memory::zeroed_vec(records.len());
-            self.engine.classify(records, &mut out);
-            bytemuck::cast_vec::<Verdict, u8>(out)
-        })?;
-        Ok(PyArray1::from_vec(py, verdicts))
+        per_record::<Verdict>(py, records, |records, out| self.engine.classify(records, out))
+    }
+
+    /// Classifies and enforces parsed records (raw bytes of a PARSED_DTYPE array) into
+    /// processed records (raw bytes of a PROCESSED_DTYPE array).
+    fn process_records<'py>(&self, py: Python<'py>, records: &Bound<'py, PyArray1<u8>>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        per_record::<Processed>(py, records, |records, out| self.engine.process(records, out))
+    }
+
+    /// QoS statistics, one dict per (tenant, class id): counters by colour and outcome,
+    /// packets in flight to the port, queueing delay quantiles.
+    fn qos_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let rows = self.engine.qos_stats().into_iter().map(|((tenant, cls), stats)| qos_stats_dict(py, tenant, cls, &stats));
+        PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)
     }
 
     /// Per tenant name (None: packets no tenant claims): packets and bytes by action, and
@@ -640,6 +659,114 @@ impl Engine {
     fn tenant_names(&self) -> Vec<String> {
         self.engine.tables().tenant_names()
     }
+}
+
+/// Runs `work` without the GIL on parsed records (raw bytes of a PARSED_DTYPE array), with one
+/// output record per packet, and returns the output as raw bytes.
+fn per_record<'py, T: bytemuck::Pod + Send>(
+    py: Python<'py>,
+    records: &Bound<'py, PyArray1<u8>>,
+    work: impl FnOnce(&[PacketInfo], &mut [T]) + Send,
+) -> PyResult<Bound<'py, PyArray1<u8>>> {
+    let records = records.readonly();
+    let bytes = records.as_slice()?;
+    if bytes.len() % std::mem::size_of::<PacketInfo>() != 0 {
+        return Err(PyValueError::new_err("records are not whole parsed records"));
+    }
+    let out = without_gil(py, || {
+        let records: &[PacketInfo] = bytemuck::cast_slice(bytes);
+        let mut out: Vec<T> = memory::zeroed_vec(records.len());
+        work(records, &mut out);
+        bytemuck::cast_vec::<T, u8>(out)
+    })?;
+    Ok(PyArray1::from_vec(py, out))
+}
+
+fn qos_stats_dict<'py>(py: Python<'py>, tenant: Option<String>, cls: Option<u16>, stats: &QosStats) -> PyResult<Bound<'py, PyDict>> {
+    let c = &stats.counters;
+    let entry = PyDict::new(py);
+    entry.set_item("tenant", tenant)?;
+    entry.set_item("cls", cls)?;
+    entry.set_item("packets", c.packets)?;
+    entry.set_item("bytes", c.bytes)?;
+    entry.set_item("color_packets", c.color_packets.to_vec())?;
+    entry.set_item("color_bytes", c.color_bytes.to_vec())?;
+    entry.set_item("outcome_packets", c.outcome_packets.to_vec())?;
+    entry.set_item("outcome_bytes", c.outcome_bytes.to_vec())?;
+    entry.set_item("in_flight", stats.in_flight)?;
+    let delay = &stats.delay_ns;
+    let delays = PyDict::new(py);
+    delays.set_item("count", delay.count())?;
+    delays.set_item("p50", delay.p50())?;
+    delays.set_item("p99", delay.p99())?;
+    delays.set_item("p999", delay.p999())?;
+    delays.set_item("max", (delay.count() > 0).then(|| delay.max()))?;
+    entry.set_item("delay_ns", delays)?;
+    Ok(entry)
+}
+
+/// A value of a QoS spec dict, named in the error when it is missing.
+fn qos_item<'py>(dict: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+    dict.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("qos spec lacks '{key}'")))
+}
+
+fn qos_vector<T: Element + Copy>(dict: &Bound<'_, PyDict>, key: &str, bounds: (i128, i128)) -> PyResult<Vec<T>> {
+    Ok(as_array::<T>(&qos_item(dict, key)?, key, bounds)?.readonly().as_slice()?.to_vec())
+}
+
+fn contract_columns_from_dict(dict: &Bound<'_, PyDict>) -> PyResult<ContractColumns> {
+    let meter = qos_item(dict, "meter")?.cast_into::<PyDict>()?;
+    let shaper = qos_item(dict, "shaper")?.cast_into::<PyDict>()?;
+    Ok(ContractColumns {
+        meter: MeterColumns {
+            kind: qos_vector(&meter, "kind", U8)?,
+            color_aware: qos_vector(&meter, "color_aware", U8)?,
+            count: qos_vector(&meter, "count", U8)?,
+            cir: qos_vector(&meter, "cir", U64)?,
+            cbs: qos_vector(&meter, "cbs", U64)?,
+            eir: qos_vector(&meter, "eir", U64)?,
+            ebs: qos_vector(&meter, "ebs", U64)?,
+            pir: qos_vector(&meter, "pir", U64)?,
+            pbs: qos_vector(&meter, "pbs", U64)?,
+            action: qos_vector(&meter, "action", U8)?,
+            remark_dscp: qos_vector(&meter, "remark_dscp", U8)?,
+        },
+        shaper: ShaperColumns {
+            rate: qos_vector(&shaper, "rate", U64)?,
+            burst: qos_vector(&shaper, "burst", U64)?,
+            queue: qos_vector(&shaper, "queue", U64)?,
+            max_delay_ns: qos_vector(&shaper, "max_delay_ns", U64)?,
+        },
+    })
+}
+
+/// The dict `isolane.engine` builds from a `CompiledQos` (see `QosColumns`).
+fn qos_columns_from_dict(qos: &Bound<'_, PyDict>) -> PyResult<QosColumns> {
+    let section = |key: &str| -> PyResult<ContractColumns> {
+        let dict = qos_item(qos, key)?.cast_into::<PyDict>()?;
+        contract_columns_from_dict(&dict).map_err(|err| PyValueError::new_err(format!("qos spec '{key}': {}", err.value(qos.py()))))
+    };
+    Ok(QosColumns {
+        tenant_names: qos_item(qos, "tenant_names")?.extract()?,
+        count: qos_item(qos, "count")?.extract()?,
+        color_map: qos_vector(qos, "color_map", U8)?,
+        port_rate: qos_item(qos, "port_rate")?.extract()?,
+        port_buffer: qos_item(qos, "port_buffer")?.extract()?,
+        port_mode: qos_item(qos, "port_mode")?.extract()?,
+        tenant: section("tenant")?,
+        class: section("class")?,
+        class_offsets: qos_vector(qos, "class_offsets", I64)?,
+        queue_priority: qos_vector(qos, "queue_priority", U8)?,
+        queue_weight: qos_vector(qos, "queue_weight", U32)?,
+        queue_guarantee: qos_vector(qos, "queue_guarantee", U64)?,
+        queue_ceil: qos_vector(qos, "queue_ceil", U64)?,
+    })
+}
+
+/// The processed record's fields as (name, numpy type, byte offset), and its size.
+#[pyfunction]
+fn processed_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, usize)> {
+    Ok((PyList::new(py, enforce::processed_fields())?, std::mem::size_of::<Processed>()))
 }
 
 /// The verdict record's fields as (name, numpy type, byte offset), and its size.
@@ -864,7 +991,7 @@ fn rule_from_dict(rule: &Bound<'_, PyDict>) -> PyResult<Rule> {
 #[pymodule(gil_used = false)]
 mod _core {
     #[pymodule_export]
-    use super::{parse_records, read_pcap, record_layout, verdict_layout, Engine, PacketBatch, PcapIterator, RuleTable};
+    use super::{parse_records, processed_layout, read_pcap, record_layout, verdict_layout, Engine, PacketBatch, PcapIterator, RuleTable};
 
     #[pymodule_init]
     fn init(module: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

@@ -12,17 +12,20 @@ import os
 from isolane._core import GENEVE_PORT, VXLAN_PORT, IsolaneError, PacketBatch, PcapError, PcapIterator, RuleTable, read_pcap
 from isolane.parsing import PARSED_DTYPE, LinkType, Status, Tunnel, format_addresses, parse
 from isolane.policy import Policy, PolicyError, PolicyWarning
-from isolane.engine import VERDICT_DTYPE, Action, Engine, Reason, UpdateReport
+from isolane.engine import PROCESSED_DTYPE, VERDICT_DTYPE, Action, Color, Engine, Outcome, Reason, UpdateReport
 
 __all__ = [
     "GENEVE_PORT",
     "PARSED_DTYPE",
+    "PROCESSED_DTYPE",
     "VERDICT_DTYPE",
     "VXLAN_PORT",
     "Action",
+    "Color",
     "Engine",
     "IsolaneError",
     "LinkType",
+    "Outcome",
     "PacketBatch",
     "PcapError",
     "PcapIterator",

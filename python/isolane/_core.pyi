@@ -17,6 +17,7 @@ __all__ = [
     "RuleTable",
     "VXLAN_PORT",
     "parse_records",
+    "processed_layout",
     "read_pcap",
     "record_layout",
     "verdict_layout",
@@ -115,6 +116,9 @@ def parse_records(batch: PacketBatch, vxlan_ports: list[int], geneve_ports: list
 def record_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The parsed record's fields as (name, numpy type, byte offset), and its size."""
 
+def processed_layout() -> tuple[list[tuple[str, str, int]], int]:
+    """The processed record's fields as (name, numpy type, byte offset), and its size."""
+
 def verdict_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The verdict record's fields as (name, numpy type, byte offset), and its size."""
 
@@ -174,9 +178,10 @@ class RuleTable:
 class Engine:
     """Compiled policy tables; see ``isolane.Engine`` for the user-facing class."""
 
-    def __new__(cls, spec: Mapping[str, Any]) -> Engine: ...
-    def update(self, spec: Mapping[str, Any]) -> tuple[int, int, int]:
-        """Install new tables; returns (kept, incrementally updated, rebuilt) tenant counts."""
+    def __new__(cls, spec: Mapping[str, Any], qos: Mapping[str, Any] | None = None) -> Engine: ...
+    def update(self, spec: Mapping[str, Any], qos: Mapping[str, Any] | None = None) -> tuple[int, int, int]:
+        """Installs new tables (and QoS contracts, if given); returns how many tenants were kept,
+        patched and rebuilt."""
 
     def edit_tenant(self, name: str, op: str, at: int, rows: Mapping[str, Any] | None = None) -> None:
         """Insert, replace or remove policy rule ``at`` of tenant ``name`` (rows: rule columns
@@ -184,6 +189,14 @@ class Engine:
 
     def classify_records(self, records: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
         """Verdict records (raw bytes) for parsed records (raw bytes)."""
+
+    def process_records(self, records: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+        """Classifies and enforces parsed records (raw bytes of a PARSED_DTYPE array) into
+        processed records (raw bytes of a PROCESSED_DTYPE array)."""
+
+    def qos_stats(self) -> list[dict[str, Any]]:
+        """QoS statistics, one dict per (tenant, class id): counters by colour and outcome,
+        packets in flight to the port, queueing delay quantiles."""
 
     def counters(self) -> dict[str | None, dict[str, list[int]]]: ...
     @property

@@ -3,7 +3,8 @@
 ``Engine(policy)`` compiles a :class:`~isolane.policy.Policy` into Rust tables; ``classify``
 runs without the GIL; ``update`` swaps in a new policy atomically while other threads keep
 classifying, sharing the tables of tenants that did not change and patching a one-rule change
-instead of rebuilding.
+instead of rebuilding. ``process`` also enforces the policy's QoS contracts (meters, shapers,
+the egress port; ``docs/qos.md``) in packet time, and ``stats`` reports what they did.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy.typing as npt
 
 from isolane import _core
 from isolane.parsing import PARSED_DTYPE, dtype_of, parse
-from isolane.policy import CompiledPolicy, Policy, PolicyError, _Checker, _tenant_tables
+from isolane.policy import CompiledPolicy, CompiledQos, MeterArrays, Policy, PolicyError, ShaperArrays, _Checker, _tenant_tables
 
 
 class Reason(enum.IntEnum):
@@ -47,6 +48,52 @@ VERDICT_DTYPE: np.dtype = dtype_of(_core.verdict_layout())
 """One row of :meth:`Engine.classify`: ``tenant`` (-1 unknown), ``rule`` (index of the policy
 rule within the tenant, -1 default), ``cls`` (class id within the tenant, -1 none), ``action``
 (:class:`Action`), ``reason`` (:class:`Reason`)."""
+
+
+class Color(enum.IntEnum):
+    """A packet's colour after the meters (``processed["color"]``): the worst any meter gave."""
+
+    GREEN = 0
+    YELLOW = 1
+    RED = 2
+    NONE = 3
+    """Not metered: the classifier dropped it."""
+
+
+class Outcome(enum.IntEnum):
+    """What happened to a packet in :meth:`Engine.process` (``processed["outcome"]``)."""
+
+    PASS = 0
+    """Passed every stage, and was admitted at the port if the policy has one."""
+    REMARKED = 1
+    """As PASS, with its DSCP rewritten by a colour action (``processed["dscp"]``)."""
+    PENDING = 2
+    """Passed meters and shapers but reaches the port at its ``release_ns``, after the batch's
+    last packet: the port's verdict lands in :meth:`Engine.stats` once a later batch passes
+    that time."""
+    DROP_CLASSIFIER = 3
+    """Dropped by the classifier (``processed["action"]``): not metered."""
+    DROP_METER = 4
+    """Dropped by a meter's colour action."""
+    DROP_SHAPER_BYTES = 5
+    """A shaper's queue would have held more than its ``queue`` bytes."""
+    DROP_SHAPER_TIME = 6
+    """A shaper would have held it longer than its ``max_delay``."""
+    DROP_PORT_BUFFER = 7
+    """The port's buffer was full."""
+    DROP_PORT_QUEUE = 8
+    """Its port queue was at its limit."""
+
+    @property
+    def dropped(self) -> bool:
+        return self >= Outcome.DROP_CLASSIFIER
+
+
+PROCESSED_DTYPE: np.dtype = dtype_of(_core.processed_layout())
+"""One row of :meth:`Engine.process`: the fields of :data:`VERDICT_DTYPE` (what classify
+returns), then ``color`` (:class:`Color`), ``outcome`` (:class:`Outcome`), ``dscp`` (the DSCP the
+packet leaves with) and ``release_ns`` (when the shapers release it: its timestamp if unshaped,
+-1 if dropped before)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,12 +145,63 @@ def _spec(compiled: CompiledPolicy) -> dict[str, Any]:
     }
 
 
+def _contract_columns(meters: MeterArrays, shapers: ShaperArrays) -> dict[str, dict[str, npt.NDArray[Any]]]:
+    meter = {f.name: np.ravel(getattr(meters, f.name)) for f in dataclasses.fields(meters)}
+    shaper = {f.name: getattr(shapers, f.name) for f in dataclasses.fields(shapers)}
+    return {"meter": meter, "shaper": shaper}
+
+
+_MAX_WEIGHT = 2**32 - 1
+
+
+def _port_queues(qos: CompiledQos) -> dict[str, npt.NDArray[Any]]:
+    """One port queue per class (``docs/qos.md``, "The port in the engine"): the class's
+    priority; weight = tenant weight x class weight; guarantee = the class's rate plus its
+    share, by class weight, of the tenant guarantee its classes do not claim (capped at the
+    class's ceiling); ceiling = the class's."""
+    rows = len(qos.class_tenant)
+    guarantee = np.zeros(rows, dtype=np.uint64)
+    weight = np.zeros(rows, dtype=np.uint32)
+    for tenant, name in enumerate(qos.tenant_names):
+        first, end = int(qos.class_offsets[tenant]), int(qos.class_offsets[tenant + 1])
+        class_weights = [int(w) for w in qos.class_weight[first:end]]
+        spare = int(qos.tenant_rate[tenant]) - sum(int(r) for r in qos.class_rate[first:end])
+        shares = [spare * w // sum(class_weights) for w in class_weights]
+        shares[0] += spare - sum(shares)
+        for offset, (class_weight, share) in enumerate(zip(class_weights, shares)):
+            row = first + offset
+            ceil = int(qos.class_ceil[row])
+            rate = int(qos.class_rate[row]) + share
+            guarantee[row] = min(rate, ceil) if ceil else rate
+            product = int(qos.tenant_weight[tenant]) * class_weight
+            if product > _MAX_WEIGHT:
+                raise ValueError(f"tenant {name!r}, class {offset}: its port weight {product} (tenant weight x class weight) is over {_MAX_WEIGHT}")
+            weight[row] = product
+    return {"queue_priority": qos.class_priority, "queue_weight": weight, "queue_guarantee": guarantee, "queue_ceil": qos.class_ceil}
+
+
+def _qos_spec(qos: CompiledQos) -> dict[str, Any]:
+    return {
+        "tenant_names": qos.tenant_names,
+        "count": qos.count,
+        "color_map": qos.color_map,
+        "port_rate": qos.port_rate,
+        "port_buffer": qos.port_buffer,
+        "port_mode": qos.port_mode,
+        "tenant": _contract_columns(qos.tenant_meter, qos.tenant_shaper),
+        "class": _contract_columns(qos.class_meter, qos.class_shaper),
+        "class_offsets": qos.class_offsets,
+        **_port_queues(qos),
+    }
+
+
 class Engine:
-    """Classifies packets against a policy; see the module documentation."""
+    """Classifies packets against a policy and enforces its QoS contracts; see the module
+    documentation."""
 
     def __init__(self, policy: Policy) -> None:
         self._compiled = policy.compile()
-        self._core = _core.Engine(_spec(self._compiled))
+        self._core = _core.Engine(_spec(self._compiled), _qos_spec(policy.compile_qos()))
         self.policy = policy
 
     @property
@@ -114,15 +212,43 @@ class Engine:
         """Verdicts (:data:`VERDICT_DTYPE`) for a :class:`~isolane.PacketBatch` (parsed first,
         with ``parse_options`` such as ``vxlan_ports``) or for records :func:`~isolane.parse`
         returned. One consistent policy applies to the whole call, even during an update."""
-        rows = parse(packets, **parse_options) if isinstance(packets, _core.PacketBatch) else _as_records(packets)
-        raw = self._core.classify_records(np.ascontiguousarray(rows).view(np.uint8))
+        raw = self._core.classify_records(self._records(packets, parse_options))
         return raw.view(VERDICT_DTYPE)
+
+    def process(self, packets: _core.PacketBatch | npt.NDArray[np.void], **parse_options: Any) -> npt.NDArray[np.void]:
+        """Classify and enforce QoS (``docs/qos.md``, "Enforcement"): rows of
+        :data:`PROCESSED_DTYPE`, whose verdict fields equal what :meth:`classify` returns. Takes
+        what ``classify`` takes; time is each packet's ``timestamp_ns`` (a capture's time, never
+        the wall clock). Meters, shapers and the port keep their state from batch to batch, so
+        call it with a capture's batches in order; one policy applies to the whole call."""
+        raw = self._core.process_records(self._records(packets, parse_options))
+        return raw.view(PROCESSED_DTYPE)
+
+    def stats(self) -> list[dict[str, Any]]:
+        """QoS statistics since the engine was made, one dict per tenant and class, by tenant
+        name and class id so that they run on across updates (see ``docs/qos.md``,
+        "Statistics"): ``tenant`` (None: packets of no tenant), ``cls`` (None: packets in no
+        class, i.e. classifier drops), ``class`` (its name in the current policy, if any),
+        ``packets`` and ``bytes`` in, ``colors`` and ``outcomes`` (each name to ``packets`` and
+        ``bytes``; :class:`Outcome` names but ``pending``), ``actions`` (packets passed,
+        re-marked, dropped), ``in_flight`` (released to the port after the latest packet time
+        seen), ``delay_ns`` (queueing delay at the port: ``count``, ``p50``, ``p99``, ``p999``,
+        ``max``; None where no packet was sent). Packets in = sum of outcomes + in_flight."""
+        class_names = {t.name: t.class_names for t in self.policy.tenants}
+        return [_stats_entry(raw, class_names) for raw in self._core.qos_stats()]
+
+    @staticmethod
+    def _records(packets: _core.PacketBatch | npt.NDArray[np.void], parse_options: dict[str, Any]) -> npt.NDArray[np.uint8]:
+        rows = parse(packets, **parse_options) if isinstance(packets, _core.PacketBatch) else _as_records(packets)
+        return np.ascontiguousarray(rows).view(np.uint8)
 
     def update(self, policy: Policy) -> UpdateReport:
         """Swap in ``policy`` atomically: classifying threads finish their batch on the old
-        tables and start the next on the new; counters run on by tenant name."""
+        tables and start the next on the new; counters run on by tenant name. A tenant whose
+        QoS contract did not change keeps its meters, shapers and port queue; a changed or
+        new one starts with full buckets."""
         compiled = policy.compile()
-        report = UpdateReport(*self._core.update(_spec(compiled)))
+        report = UpdateReport(*self._core.update(_spec(compiled), _qos_spec(policy.compile_qos())))
         self._compiled, self.policy = compiled, policy
         return report
 
@@ -177,3 +303,24 @@ class Engine:
                 "reasons": {Reason(i).name.lower(): n for i, n in enumerate(counts["reasons"]) if n},
             }
         return out
+
+
+def _stats_entry(raw: dict[str, Any], class_names: dict[str, list[str]]) -> dict[str, Any]:
+    names = class_names.get(raw["tenant"], [])
+    cls = raw["cls"]
+    outcomes = {
+        o.name.lower(): {"packets": raw["outcome_packets"][o], "bytes": raw["outcome_bytes"][o]} for o in Outcome if o != Outcome.PENDING
+    }
+    dropped = sum(v["packets"] for name, v in outcomes.items() if Outcome[name.upper()].dropped)
+    return {
+        "tenant": raw["tenant"],
+        "cls": cls,
+        "class": names[cls] if cls is not None and cls < len(names) else None,
+        "packets": raw["packets"],
+        "bytes": raw["bytes"],
+        "colors": {c.name.lower(): {"packets": raw["color_packets"][c], "bytes": raw["color_bytes"][c]} for c in Color if c != Color.NONE},
+        "outcomes": outcomes,
+        "actions": {"pass": outcomes["pass"]["packets"], "remark": outcomes["remarked"]["packets"], "drop": dropped},
+        "in_flight": raw["in_flight"],
+        "delay_ns": raw["delay_ns"],
+    }

@@ -52,6 +52,8 @@ fn packet(vni: i32, dst_port: u16) -> PacketInfo {
         proto: 6,
         dscp: 0,
         is_fragment: 0,
+        timestamp_ns: 0,
+        inner_len: 100,
     }
 }
 

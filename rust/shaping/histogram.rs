@@ -35,6 +35,22 @@ impl LogHistogram {
         self.total += 1;
     }
 
+    /// Adds every sample of `other`, as if each had been recorded here.
+    pub fn merge(&mut self, other: &LogHistogram) {
+        if other.total == 0 {
+            return;
+        }
+        if other.counts.len() > self.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (sum, &count) in self.counts.iter_mut().zip(&other.counts) {
+            *sum += count;
+        }
+        self.min = if self.total == 0 { other.min } else { self.min.min(other.min) };
+        self.max = self.max.max(other.max);
+        self.total += other.total;
+    }
+
     pub fn count(&self) -> u64 {
         self.total
     }

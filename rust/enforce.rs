@@ -1,0 +1,593 @@
+//! QoS enforcement in the data path (docs/qos.md, "Enforcement"): each classified packet goes
+//! through its tenant's meter, its class's meter, their colour actions, the tenant's and the
+//! class's EDT shapers, and the egress port model, in packet time.
+//!
+//! - [`QosSpec`]: a policy's contracts, per tenant and per class (what `compile_qos` gives).
+//! - [`Enforcer`]: the state (meters, shapers, the port, packets on their way to it) and the
+//!   statistics, kept by tenant name so that an update keeps what did not change.
+//!
+//! Order per packet, so that a packet dropped early spends no later tokens: classifier drop
+//! (not metered) -> tenant meter -> its colour action -> class meter -> its colour action ->
+//! both shapers (release = the later of the two; a drop by either leaves both untouched) ->
+//! the port, which sees the packet at its release time.
+
+mod columns;
+mod stats;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use bytemuck::{Pod, Zeroable};
+use rustc_hash::FxHashMap;
+
+use crate::engine::{Verdict, DROP};
+use crate::meter::{Color, MeterParams, MeterState};
+use crate::parse::PacketInfo;
+use crate::shaping::{Departure, Port, PortConfig, PortDrop, QueueConfig, ShapeDrop, ShaperParams, ShaperState};
+
+pub use columns::{ContractColumns, MeterColumns, QosColumns, ShaperColumns};
+pub use stats::{QosCounters, QosStats, StatsKey};
+
+/// Which bytes of a packet meters, shapers and the port count (`COUNT_MODES` in Python).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// The tenant's frame inside the tunnel.
+    Inner = 0,
+    /// The frame as captured, tunnel headers included.
+    Outer = 1,
+    /// Outer + 20 B of preamble, start delimiter and inter-frame gap.
+    Wire = 2,
+    /// Wire + the 4-byte FCS that captures do not hold.
+    WireFcs = 3,
+}
+
+impl Count {
+    #[inline]
+    pub fn bytes(self, info: &PacketInfo) -> u32 {
+        match self {
+            Count::Inner => info.inner_len,
+            Count::Outer => info.wire_len,
+            Count::Wire => info.wire_len.saturating_add(20),
+            Count::WireFcs => info.wire_len.saturating_add(24),
+        }
+    }
+}
+
+impl TryFrom<u8> for Count {
+    type Error = String;
+
+    fn try_from(value: u8) -> Result<Self, String> {
+        match value {
+            0 => Ok(Count::Inner),
+            1 => Ok(Count::Outer),
+            2 => Ok(Count::Wire),
+            3 => Ok(Count::WireFcs),
+            _ => Err(format!("byte count {value} is not 0 (inner), 1 (outer), 2 (wire) or 3 (wire_fcs)")),
+        }
+    }
+}
+
+/// What a meter does with a packet of one colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColorAction {
+    Pass,
+    /// Pass with the DSCP rewritten (0-63).
+    Remark(u8),
+    Drop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeterSpec {
+    pub params: MeterParams,
+    pub count: Count,
+    /// For green, yellow, red.
+    pub actions: [ColorAction; 3],
+}
+
+/// A tenant's or a class's meter and shaper; either may be absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Contract {
+    pub meter: Option<MeterSpec>,
+    pub shaper: Option<ShaperParams>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassQos {
+    pub contract: Contract,
+    /// The class's queue at the port (used only when the policy has a port).
+    pub queue: QueueConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantQos {
+    pub name: String,
+    pub contract: Contract,
+    /// By class id (the verdicts' `cls`).
+    pub classes: Vec<ClassQos>,
+}
+
+/// A policy's QoS: matched to the engine's tenants by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QosSpec {
+    /// Bytes that shapers and the port count (meters say their own).
+    pub count: Count,
+    /// A packet's colour on arrival, by DSCP, for colour-aware meters.
+    pub color_map: [Color; 64],
+    pub port: Option<PortConfig>,
+    pub tenants: Vec<TenantQos>,
+}
+
+impl Default for QosSpec {
+    /// No contracts: every classified packet passes, green.
+    fn default() -> Self {
+        QosSpec { count: Count::Outer, color_map: [Color::Green; 64], port: None, tenants: Vec::new() }
+    }
+}
+
+impl QosSpec {
+    /// Rejects what the meters, shapers or port would refuse, naming the tenant and class.
+    pub fn check(&self) -> Result<(), String> {
+        let mut seen = FxHashMap::default();
+        for tenant in &self.tenants {
+            if seen.insert(tenant.name.as_str(), ()).is_some() {
+                return Err(format!("tenant '{}' appears twice", tenant.name));
+            }
+            check_contract(&tenant.contract).map_err(|why| format!("tenant '{}': {why}", tenant.name))?;
+            for (index, class) in tenant.classes.iter().enumerate() {
+                check_contract(&class.contract).map_err(|why| format!("tenant '{}', class {index}: {why}", tenant.name))?;
+            }
+        }
+        if let Some(config) = self.port {
+            Port::new(config, self.queues().map(|(_, _, queue)| queue).collect()).map_err(|why| format!("port: {why}"))?;
+        }
+        Ok(())
+    }
+
+    /// Every class's port queue, tenant by tenant: (tenant, class id, queue).
+    fn queues(&self) -> impl Iterator<Item = (&str, u16, QueueConfig)> {
+        self.tenants.iter().flat_map(|t| t.classes.iter().enumerate().map(|(c, class)| (t.name.as_str(), c as u16, class.queue)))
+    }
+}
+
+fn check_contract(contract: &Contract) -> Result<(), String> {
+    if let Some(meter) = &contract.meter {
+        meter.params.check().map_err(|why| format!("meter: {why}"))?;
+        if let Some(dscp) = meter.actions.iter().find_map(|a| match a {
+            ColorAction::Remark(dscp) if *dscp > 63 => Some(dscp),
+            _ => None,
+        }) {
+            return Err(format!("meter: remark to DSCP {dscp}, above 63"));
+        }
+    }
+    if let Some(shaper) = &contract.shaper {
+        shaper.check().map_err(|why| format!("shaper: {why}"))?;
+    }
+    Ok(())
+}
+
+/// What happened to a packet, last stage first decided (`isolane.Outcome`).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Passed every stage (and was admitted at the port, if there is one).
+    Pass = 0,
+    /// As `Pass`, with its DSCP rewritten by a colour action.
+    Remarked = 1,
+    /// Passed meters and shapers; it reaches the port at its release time, after the batch's
+    /// last packet: the port's verdict on it lands in the statistics of a later batch.
+    Pending = 2,
+    /// The classifier dropped it: not metered.
+    DropClassifier = 3,
+    /// A colour action dropped it.
+    DropMeter = 4,
+    /// A shaper's queue would have held too many bytes.
+    DropShaperBytes = 5,
+    /// A shaper would have held it too long.
+    DropShaperTime = 6,
+    /// The port's buffer was full.
+    DropPortBuffer = 7,
+    /// Its port queue was at its limit.
+    DropPortQueue = 8,
+}
+
+pub const OUTCOMES: usize = 9;
+/// The `color` of a packet no meter saw because the classifier dropped it.
+pub const NO_COLOR: u8 = 3;
+
+impl Outcome {
+    fn of_shaping(drop: ShapeDrop) -> Outcome {
+        match drop {
+            ShapeDrop::QueueBytes => Outcome::DropShaperBytes,
+            ShapeDrop::QueueTime => Outcome::DropShaperTime,
+        }
+    }
+
+    fn of_port(result: Result<(), PortDrop>, remarked: bool) -> Outcome {
+        match result {
+            Ok(()) if remarked => Outcome::Remarked,
+            Ok(()) => Outcome::Pass,
+            Err(PortDrop::BufferFull) => Outcome::DropPortBuffer,
+            // A queue the port does not know cannot happen (queues are the spec's classes).
+            Err(PortDrop::QueueLimit | PortDrop::UnknownQueue) => Outcome::DropPortQueue,
+        }
+    }
+}
+
+/// One packet's verdict and what QoS did to it, laid out as numpy's `isolane.PROCESSED_DTYPE`.
+#[repr(C, packed)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct Processed {
+    pub verdict: Verdict,
+    /// `Color` after the meters (the worst any meter gave); green if none; [`NO_COLOR`].
+    pub color: u8,
+    pub outcome: u8,
+    /// The DSCP the packet leaves with (rewritten by a remark).
+    pub dscp: u8,
+    /// When the shapers release it (its arrival time if unshaped); -1 when dropped before.
+    pub release_ns: i64,
+}
+
+pub fn processed_fields() -> Vec<(&'static str, &'static str, usize)> {
+    use std::mem::offset_of;
+    let mut fields = crate::engine::verdict_fields();
+    let base = offset_of!(Processed, verdict);
+    for field in &mut fields {
+        field.2 += base;
+    }
+    fields.extend([
+        ("color", "u1", offset_of!(Processed, color)),
+        ("outcome", "u1", offset_of!(Processed, outcome)),
+        ("dscp", "u1", offset_of!(Processed, dscp)),
+        ("release_ns", "=i8", offset_of!(Processed, release_ns)),
+    ]);
+    fields
+}
+
+/// A meter's or a shaper's state with the contract it enforces.
+#[derive(Debug, Clone)]
+struct Stage {
+    contract: Contract,
+    meter: MeterState,
+    shaper: ShaperState,
+}
+
+impl Stage {
+    /// Full buckets (meters fill up to their burst on the first packet).
+    fn new(contract: Contract) -> Self {
+        let meter = contract.meter.map_or(MeterState::zeroed(), |m| MeterState::new(&m.params, 0));
+        Stage { contract, meter, shaper: ShaperState::default() }
+    }
+}
+
+/// What the data path reads of a tenant (its contract's spec stays apart, for updates).
+#[derive(Debug, Clone)]
+struct TenantState {
+    stage: Stage,
+    /// Row of class 0 in `class_stages`, the statistics rows and the port queues.
+    first_row: u32,
+    classes: u32,
+}
+
+/// A packet on its way from the shapers to the port. Ordered by release, then arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct InFlight {
+    release_ns: u64,
+    sequence: u64,
+    row: u32,
+    bytes: u32,
+    /// The batch it came in and its index there, to fill in its outcome while that lasts.
+    batch: u64,
+    index: usize,
+    remarked: bool,
+}
+
+#[derive(Debug, Clone)]
+struct PortState {
+    port: Port,
+    config: PortConfig,
+    /// (tenant, class, queue) of every queue: the port is kept across an update only if equal.
+    queues: Vec<(String, u16, QueueConfig)>,
+}
+
+/// The QoS state of an engine; see the module documentation.
+#[derive(Debug, Default)]
+pub struct Enforcer {
+    spec: QosSpec,
+    /// A spec waiting for the next tables (see [`Enforcer::stage`]).
+    staged: Option<QosSpec>,
+    /// By the engine's tenant index; `None`: the tenant has no contract.
+    tenants: Vec<Option<TenantState>>,
+    /// The contract each tenant's state enforces, by the same index.
+    contracts: Vec<Option<TenantQos>>,
+    /// Every class's stage, by class row (tenant by tenant, as the port queues).
+    class_stages: Vec<Stage>,
+    /// Statistics rows: every class row, then one per tenant (packets in no class), then
+    /// packets of no tenant; `row_keys` names them.
+    rows: Vec<QosCounters>,
+    row_keys: Vec<StatsKey>,
+    /// Rows before the per-tenant ones.
+    class_rows: usize,
+    /// Statistics of rows and ports replaced by updates.
+    archive: FxHashMap<StatsKey, QosStats>,
+    port: Option<PortState>,
+    in_flight: BinaryHeap<Reverse<InFlight>>,
+    departures: Vec<Departure>,
+    /// The latest packet time seen: an earlier timestamp is read as this.
+    clock_ns: u64,
+    sequence: u64,
+    batch: u64,
+}
+
+impl Enforcer {
+    /// `spec` (checked) applies from the next [`retarget`](Enforcer::retarget); `None`
+    /// withdraws a spec whose tables were refused.
+    pub fn stage(&mut self, spec: Option<QosSpec>) {
+        self.staged = spec;
+    }
+
+    /// Aligns the state with the engine's new tenants (by name): a tenant whose contract
+    /// (and the policy-wide count and colour map) did not change keeps its meters and shapers;
+    /// the port and its queues are kept if no queue and no port setting changed.
+    pub fn retarget(&mut self, names: &[String]) {
+        let spec = self.staged.take().unwrap_or_else(|| self.spec.clone());
+        let same_globals = spec.count == self.spec.count && spec.color_map == self.spec.color_map;
+        let mut old = self.take_states();
+        let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
+        let (mut tenants, mut contracts, mut class_stages, mut queues) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for name in names {
+            let Some(&qos) = by_name.get(name.as_str()) else {
+                tenants.push(None);
+                contracts.push(None);
+                continue;
+            };
+            let kept = old.remove(name).filter(|(old_qos, ..)| same_globals && old_qos == qos);
+            let (stage, classes) = kept.map(|(_, stage, classes)| (stage, classes)).unwrap_or_else(|| {
+                (Stage::new(qos.contract), qos.classes.iter().map(|c| Stage::new(c.contract)).collect())
+            });
+            tenants.push(Some(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 }));
+            class_stages.extend(classes);
+            queues.extend(qos.classes.iter().enumerate().map(|(c, class)| (name.clone(), c as u16, class.queue)));
+            contracts.push(Some(qos.clone()));
+        }
+        self.replace_port(spec.port, queues);
+        self.archive_rows();
+        self.row_keys = row_keys(&contracts, names);
+        self.class_rows = class_stages.len();
+        self.rows = vec![QosCounters::default(); self.row_keys.len()];
+        (self.tenants, self.contracts, self.class_stages) = (tenants, contracts, class_stages);
+        self.spec = spec;
+    }
+
+    /// Every tenant's contract with its stage and its classes' stages, by name.
+    fn take_states(&mut self) -> FxHashMap<String, (TenantQos, Stage, Vec<Stage>)> {
+        let class_stages = std::mem::take(&mut self.class_stages);
+        let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));
+        tenants
+            .filter_map(|(state, qos)| {
+                let (state, qos) = (state?, qos?);
+                let first = state.first_row as usize;
+                let classes = class_stages[first..first + state.classes as usize].to_vec();
+                Some((qos.name.clone(), (qos, state.stage, classes)))
+            })
+            .collect()
+    }
+
+    /// Keeps the port if nothing about it changed; otherwise drains the old one (packets in
+    /// flight arrive, everything queued is sent) into the statistics and starts a new one.
+    fn replace_port(&mut self, config: Option<PortConfig>, queues: Vec<(String, u16, QueueConfig)>) {
+        if let Some(current) = &self.port {
+            if Some(current.config) == config && current.queues == queues {
+                return;
+            }
+        }
+        if let Some(mut old) = self.port.take() {
+            self.arrive_at_port(&mut old.port, u64::MAX, &mut []);
+            old.port.finish();
+            for (queue, (tenant, class, _)) in old.queues.iter().enumerate() {
+                let stats = self.archive.entry((Some(tenant.clone()), Some(*class))).or_default();
+                stats.delay_ns.merge(&old.port.stats(queue as u32).delay_ns);
+            }
+        }
+        self.port = config.map(|config| {
+            let port = Port::new(config, queues.iter().map(|(_, _, queue)| *queue).collect()).expect("QosSpec::check built this port");
+            PortState { port, config, queues }
+        });
+    }
+
+    fn archive_rows(&mut self) {
+        for (key, counters) in self.row_keys.iter().zip(&self.rows) {
+            if counters.packets > 0 {
+                self.archive.entry(key.clone()).or_default().counters.add(counters);
+            }
+        }
+    }
+
+    /// Enforces one classified batch in packet order; `out[i]` is packet `i`'s result.
+    pub fn enforce(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed]) {
+        self.batch += 1;
+        let mut port = self.port.take();
+        for (index, (info, verdict)) in records.iter().zip(verdicts).enumerate().take(out.len()) {
+            self.clock_ns = self.clock_ns.max(u64::try_from(info.timestamp_ns).unwrap_or(0));
+            if let Some(state) = &mut port {
+                self.arrive_at_port(&mut state.port, self.clock_ns, out);
+            }
+            out[index] = self.enforce_one(info, *verdict, index, port.is_some());
+        }
+        if let Some(state) = &mut port {
+            self.arrive_at_port(&mut state.port, self.clock_ns, out);
+            state.port.advance_to(self.clock_ns);
+            state.port.drain_departures_into(&mut self.departures);
+            self.departures.clear(); // the port's own statistics keep the delays
+        }
+        self.port = port;
+    }
+
+    /// Hands the port every packet released by `until_ns`, in release order.
+    fn arrive_at_port(&mut self, port: &mut Port, until_ns: u64, out: &mut [Processed]) {
+        while let Some(&Reverse(packet)) = self.in_flight.peek() {
+            if packet.release_ns > until_ns {
+                return;
+            }
+            self.in_flight.pop();
+            let result = port.arrive(packet.release_ns, packet.bytes, packet.row, packet.sequence);
+            let outcome = Outcome::of_port(result, packet.remarked);
+            self.rows[packet.row as usize].count_outcome(outcome, packet.bytes);
+            if packet.batch == self.batch {
+                if let Some(slot) = out.get_mut(packet.index) {
+                    slot.outcome = outcome as u8;
+                }
+            }
+        }
+    }
+
+    fn enforce_one(&mut self, info: &PacketInfo, verdict: Verdict, index: usize, has_port: bool) -> Processed {
+        let now = self.clock_ns;
+        let tenant_count = self.tenants.len();
+        let Enforcer { spec, tenants, class_stages, rows, in_flight, class_rows, sequence, batch, .. } = self;
+        let bytes = spec.count.bytes(info);
+        let tenant_index = usize::try_from(verdict.tenant).ok().filter(|&t| t < tenant_count);
+        let tenant = tenant_index.and_then(|t| tenants[t].as_mut());
+        let class_row = tenant.as_ref().and_then(|t| {
+            let class = u32::try_from(verdict.cls).ok().filter(|&c| c < t.classes)?;
+            Some((t.first_row + class) as usize)
+        });
+        let row = match (class_row, tenant_index) {
+            (Some(row), _) => row,
+            (None, Some(t)) => *class_rows + t,
+            (None, None) => *class_rows + tenant_count,
+        };
+        let counters = &mut rows[row];
+        counters.count_in(bytes);
+        let mut result = Processed { verdict, color: NO_COLOR, outcome: Outcome::DropClassifier as u8, dscp: info.dscp, release_ns: -1 };
+        if verdict.action == DROP {
+            counters.count_outcome(Outcome::DropClassifier, bytes);
+            return result;
+        }
+        let Some(tenant) = tenant else {
+            // No contract: the packet passes as it came, green.
+            counters.count_color(Color::Green, bytes);
+            counters.count_outcome(Outcome::Pass, bytes);
+            return Processed { color: Color::Green as u8, outcome: Outcome::Pass as u8, release_ns: now as i64, ..result };
+        };
+        let tenant_stage = &mut tenant.stage;
+        let mut class_stage = class_row.map(|row| &mut class_stages[row]);
+        let metered = meter(&spec.color_map, info, now, [Some(&mut *tenant_stage), class_stage.as_deref_mut()]);
+        counters.count_color(metered.color, bytes);
+        result.color = metered.color as u8;
+        result.dscp = metered.dscp.unwrap_or(info.dscp);
+        if metered.dropped {
+            counters.count_outcome(Outcome::DropMeter, bytes);
+            result.outcome = Outcome::DropMeter as u8;
+            return result;
+        }
+        let outcome = match shape(now, bytes, [Some(tenant_stage), class_stage]) {
+            Err(drop) => Outcome::of_shaping(drop),
+            Ok(release_ns) => {
+                result.release_ns = i64::try_from(release_ns).unwrap_or(i64::MAX);
+                if has_port && class_row.is_some() {
+                    *sequence += 1;
+                    let remarked = metered.dscp.is_some();
+                    in_flight.push(Reverse(InFlight { release_ns, sequence: *sequence, row: row as u32, bytes, batch: *batch, index, remarked }));
+                    result.outcome = Outcome::Pending as u8;
+                    return result; // counted when it reaches the port
+                }
+                if metered.dscp.is_some() {
+                    Outcome::Remarked
+                } else {
+                    Outcome::Pass
+                }
+            }
+        };
+        counters.count_outcome(outcome, bytes);
+        result.outcome = outcome as u8;
+        result
+    }
+
+    /// Every (tenant, class) seen since the engine was made, with its counters, the packets
+    /// still on their way to the port and its queueing delays there.
+    pub fn stats(&self) -> Vec<(StatsKey, QosStats)> {
+        let mut all = self.archive.clone();
+        for (key, counters) in self.row_keys.iter().zip(&self.rows) {
+            if counters.packets > 0 {
+                all.entry(key.clone()).or_default().counters.add(counters);
+            }
+        }
+        if let Some(state) = &self.port {
+            for (queue, (tenant, class, _)) in state.queues.iter().enumerate() {
+                let delays = &state.port.stats(queue as u32).delay_ns;
+                if delays.count() > 0 {
+                    all.entry((Some(tenant.clone()), Some(*class))).or_default().delay_ns.merge(delays);
+                }
+            }
+        }
+        for Reverse(packet) in &self.in_flight {
+            all.entry(self.row_keys[packet.row as usize].clone()).or_default().in_flight += 1;
+        }
+        let mut all: Vec<(StatsKey, QosStats)> = all.into_iter().collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
+
+/// The statistics rows' keys: every class of the tenants with a contract, every tenant, none.
+fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> Vec<StatsKey> {
+    let classes = contracts.iter().flatten().flat_map(|t| (0..t.classes.len()).map(|c| (Some(t.name.clone()), Some(c as u16))));
+    let tenants = names.iter().map(|name| (Some(name.clone()), None));
+    classes.chain(tenants).chain([(None, None)]).collect()
+}
+
+struct Metered {
+    /// The worst colour any meter gave (green if none).
+    color: Color,
+    /// The DSCP a remark wrote (the last one, if both meters remark).
+    dscp: Option<u8>,
+    dropped: bool,
+}
+
+/// The tenant's meter, then the class's: a colour-aware meter takes the colour the one before
+/// it gave (the first one, the colour of the packet's DSCP); a drop stops the packet there.
+fn meter(color_map: &[Color; 64], info: &PacketInfo, now: u64, stages: [Option<&mut Stage>; 2]) -> Metered {
+    let mut incoming = color_map[usize::from(info.dscp & 63)];
+    let mut metered = Metered { color: Color::Green, dscp: None, dropped: false };
+    for stage in stages.into_iter().flatten() {
+        let Some(spec) = stage.contract.meter else { continue };
+        let color = stage.meter.mark(&spec.params, now, spec.count.bytes(info), incoming);
+        metered.color = metered.color.max(color);
+        incoming = color;
+        match spec.actions[color as usize] {
+            ColorAction::Pass => {}
+            ColorAction::Remark(dscp) => metered.dscp = Some(dscp),
+            ColorAction::Drop => {
+                metered.dropped = true;
+                return metered;
+            }
+        }
+    }
+    metered
+}
+
+/// The release time under both shapers (the later of the two, as EDT composes), or the first
+/// one's reason to drop; a dropped packet changes neither shaper.
+fn shape(now: u64, bytes: u32, stages: [Option<&mut Stage>; 2]) -> Result<u64, ShapeDrop> {
+    let mut release = now;
+    let mut shaped = [None, None];
+    for (next, stage) in shaped.iter_mut().zip(&stages) {
+        if let Some(stage) = stage {
+            if let Some(params) = stage.contract.shaper {
+                let mut state = stage.shaper;
+                release = release.max(state.shape(&params, now, bytes)?);
+                *next = Some(state);
+            }
+        }
+    }
+    for (stage, state) in stages.into_iter().zip(shaped) {
+        if let (Some(stage), Some(state)) = (stage, state) {
+            stage.shaper = state;
+        }
+    }
+    Ok(release)
+}
+
+#[cfg(test)]
+mod tests;

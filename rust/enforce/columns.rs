@@ -1,0 +1,204 @@
+//! A [`QosSpec`] from the integer arrays of Python's `CompiledQos` (docs/qos.md, "Compiled
+//! layout"), one row per tenant or class, with errors that name the row.
+
+use super::{ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
+use crate::meter::{Color, MeterKind, MeterParams};
+use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
+
+/// `MeterArrays`: one meter per row; `action` and `remark_dscp` hold 3 entries a row (green,
+/// yellow, red).
+#[derive(Debug, Clone, Default)]
+pub struct MeterColumns {
+    pub kind: Vec<u8>,
+    pub color_aware: Vec<u8>,
+    pub count: Vec<u8>,
+    pub cir: Vec<u64>,
+    pub cbs: Vec<u64>,
+    pub eir: Vec<u64>,
+    pub ebs: Vec<u64>,
+    pub pir: Vec<u64>,
+    pub pbs: Vec<u64>,
+    pub action: Vec<u8>,
+    pub remark_dscp: Vec<u8>,
+}
+
+/// `ShaperArrays`: rate 0 = no shaper.
+#[derive(Debug, Clone, Default)]
+pub struct ShaperColumns {
+    pub rate: Vec<u64>,
+    pub burst: Vec<u64>,
+    pub queue: Vec<u64>,
+    pub max_delay_ns: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ContractColumns {
+    pub meter: MeterColumns,
+    pub shaper: ShaperColumns,
+}
+
+/// Everything [`QosSpec`] needs. The port queues are one per class row (their flattening from
+/// tenant and class settings is the caller's: `isolane.engine` documents it).
+#[derive(Debug, Clone, Default)]
+pub struct QosColumns {
+    pub tenant_names: Vec<String>,
+    pub count: u8,
+    pub color_map: Vec<u8>,
+    pub port_rate: u64,
+    pub port_buffer: u64,
+    pub port_mode: u8,
+    pub tenant: ContractColumns,
+    pub class: ContractColumns,
+    pub class_offsets: Vec<i64>,
+    pub queue_priority: Vec<u8>,
+    pub queue_weight: Vec<u32>,
+    pub queue_guarantee: Vec<u64>,
+    pub queue_ceil: Vec<u64>,
+}
+
+impl QosColumns {
+    /// The spec, checked ([`QosSpec::check`]).
+    pub fn into_spec(self) -> Result<QosSpec, String> {
+        let tenants = self.tenant_names.len();
+        if self.class_offsets.len() != tenants + 1 || self.class_offsets.first() != Some(&0) || self.class_offsets.windows(2).any(|w| w[0] > w[1]) {
+            return Err(format!("class_offsets must rise from 0 with one entry per tenant and one more ({tenants} tenants)"));
+        }
+        let classes = *self.class_offsets.last().unwrap_or(&0) as usize;
+        self.tenant.check_lengths("tenant", tenants)?;
+        self.class.check_lengths("class", classes)?;
+        for (name, len) in [
+            ("queue_priority", self.queue_priority.len()),
+            ("queue_weight", self.queue_weight.len()),
+            ("queue_guarantee", self.queue_guarantee.len()),
+            ("queue_ceil", self.queue_ceil.len()),
+        ] {
+            if len != classes {
+                return Err(format!("{name} has {len} rows for {classes} classes"));
+            }
+        }
+        let spec = QosSpec {
+            count: Count::try_from(self.count).map_err(|why| format!("count: {why}"))?,
+            color_map: self.color_map()?,
+            port: self.port()?,
+            tenants: (0..tenants).map(|t| self.tenant_qos(t)).collect::<Result<_, _>>()?,
+        };
+        spec.check()?;
+        Ok(spec)
+    }
+
+    fn color_map(&self) -> Result<[Color; 64], String> {
+        if self.color_map.len() != 64 {
+            return Err(format!("color_map has {} entries, not one per DSCP (64)", self.color_map.len()));
+        }
+        let mut map = [Color::Green; 64];
+        for (dscp, (slot, &code)) in map.iter_mut().zip(&self.color_map).enumerate() {
+            *slot = Color::try_from(code).map_err(|why| format!("color_map[{dscp}]: {why}"))?;
+        }
+        Ok(map)
+    }
+
+    fn port(&self) -> Result<Option<PortConfig>, String> {
+        if self.port_rate == 0 {
+            return Ok(None);
+        }
+        let mode = match self.port_mode {
+            0 => PortMode::PerQueue,
+            1 => PortMode::SharedFifo,
+            other => return Err(format!("port_mode {other} is not 0 (per_tenant) or 1 (shared_fifo)")),
+        };
+        Ok(Some(PortConfig { line_rate: self.port_rate, buffer_bytes: self.port_buffer, mode }))
+    }
+
+    fn tenant_qos(&self, tenant: usize) -> Result<TenantQos, String> {
+        let name = &self.tenant_names[tenant];
+        let place = |what: &str| format!("tenant {tenant} ('{name}'){what}");
+        let rows = self.class_offsets[tenant] as usize..self.class_offsets[tenant + 1] as usize;
+        let classes = rows
+            .map(|row| {
+                let queue = QueueConfig {
+                    priority: self.queue_priority[row],
+                    weight: self.queue_weight[row],
+                    guarantee: self.queue_guarantee[row],
+                    ceil: self.queue_ceil[row],
+                    limit_bytes: 0,
+                };
+                let at = place(&format!(", class {}", row - self.class_offsets[tenant] as usize));
+                Ok(ClassQos { contract: self.class.contract(row).map_err(|why| format!("{at}: {why}"))?, queue })
+            })
+            .collect::<Result<_, String>>()?;
+        let contract = self.tenant.contract(tenant).map_err(|why| format!("{}: {why}", place("")))?;
+        Ok(TenantQos { name: name.clone(), contract, classes })
+    }
+}
+
+impl ContractColumns {
+    fn check_lengths(&self, rows_of: &str, rows: usize) -> Result<(), String> {
+        let m = &self.meter;
+        let s = &self.shaper;
+        let lengths = [
+            ("meter kind", m.kind.len(), 1),
+            ("meter color_aware", m.color_aware.len(), 1),
+            ("meter count", m.count.len(), 1),
+            ("meter cir", m.cir.len(), 1),
+            ("meter cbs", m.cbs.len(), 1),
+            ("meter eir", m.eir.len(), 1),
+            ("meter ebs", m.ebs.len(), 1),
+            ("meter pir", m.pir.len(), 1),
+            ("meter pbs", m.pbs.len(), 1),
+            ("meter action", m.action.len(), 3),
+            ("meter remark_dscp", m.remark_dscp.len(), 3),
+            ("shaper rate", s.rate.len(), 1),
+            ("shaper burst", s.burst.len(), 1),
+            ("shaper queue", s.queue.len(), 1),
+            ("shaper max_delay_ns", s.max_delay_ns.len(), 1),
+        ];
+        for (name, len, per_row) in lengths {
+            if len != rows * per_row {
+                return Err(format!("{rows_of} {name} has {len} entries for {rows} rows ({per_row} a row)"));
+            }
+        }
+        Ok(())
+    }
+
+    fn contract(&self, row: usize) -> Result<Contract, String> {
+        Ok(Contract { meter: self.meter.row(row)?, shaper: self.shaper.row(row) })
+    }
+}
+
+impl MeterColumns {
+    fn row(&self, row: usize) -> Result<Option<MeterSpec>, String> {
+        let (cir, cbs, eir, ebs, pir, pbs) = (self.cir[row], self.cbs[row], self.eir[row], self.ebs[row], self.pir[row], self.pbs[row]);
+        let kind = match self.kind[row] {
+            0 => return Ok(None),
+            1 => MeterKind::SrTcm { cir, cbs, ebs },
+            2 => MeterKind::TrTcm { pir, pbs, cir, cbs },
+            3 => MeterKind::Rfc4115 { cir, cbs, eir, ebs },
+            other => return Err(format!("meter kind {other} is not 0 (none), 1 (srtcm), 2 (trtcm) or 3 (rfc4115)")),
+        };
+        let mut actions = [ColorAction::Pass; 3];
+        for (color, action) in actions.iter_mut().enumerate() {
+            *action = match self.action[row * 3 + color] {
+                0 => ColorAction::Pass,
+                1 => ColorAction::Remark(self.remark_dscp[row * 3 + color]),
+                2 => ColorAction::Drop,
+                other => return Err(format!("meter action {other} (colour {color}) is not 0 (pass), 1 (remark) or 2 (drop)")),
+            };
+        }
+        Ok(Some(MeterSpec {
+            params: MeterParams { kind, color_aware: self.color_aware[row] != 0 },
+            count: Count::try_from(self.count[row]).map_err(|why| format!("meter count: {why}"))?,
+            actions,
+        }))
+    }
+}
+
+impl ShaperColumns {
+    fn row(&self, row: usize) -> Option<ShaperParams> {
+        (self.rate[row] > 0).then(|| ShaperParams {
+            rate: self.rate[row],
+            burst: self.burst[row],
+            max_queue_bytes: self.queue[row],
+            max_delay_ns: self.max_delay_ns[row],
+        })
+    }
+}

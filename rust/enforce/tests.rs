@@ -1,0 +1,264 @@
+//! The enforcement pipeline on hand-made verdicts: stage order, colour actions, shaping, the
+//! port, statistics that add up, and state kept or reset across updates.
+
+use super::*;
+use crate::engine::{Reason, ALLOW};
+use crate::meter::MeterKind;
+use crate::shaping::PortMode;
+
+const MS: u64 = 1_000_000;
+
+fn packet(timestamp_ns: i64, wire_len: u32) -> PacketInfo {
+    PacketInfo { timestamp_ns, wire_len, inner_len: wire_len - 50, vni: -1, vlan: -1, dscp: 10, ..Zeroable::zeroed() }
+}
+
+fn verdict(tenant: i32, cls: i32, action: u8) -> Verdict {
+    Verdict { tenant, rule: -1, cls, action, reason: Reason::Default as u8 }
+}
+
+fn srtcm(cir: u64, cbs: u64, ebs: u64, actions: [ColorAction; 3]) -> MeterSpec {
+    MeterSpec { params: MeterParams::blind(MeterKind::SrTcm { cir, cbs, ebs }), count: Count::Outer, actions }
+}
+
+const POLICE: [ColorAction; 3] = [ColorAction::Pass, ColorAction::Pass, ColorAction::Drop];
+
+fn tenant(name: &str, contract: Contract, classes: Vec<Contract>) -> TenantQos {
+    let classes = classes.into_iter().map(|contract| ClassQos { contract, queue: QueueConfig::BEST_EFFORT }).collect();
+    TenantQos { name: name.to_string(), contract, classes }
+}
+
+fn spec(tenants: Vec<TenantQos>) -> QosSpec {
+    QosSpec { tenants, ..QosSpec::default() }
+}
+
+fn names(spec: &QosSpec) -> Vec<String> {
+    spec.tenants.iter().map(|t| t.name.clone()).collect()
+}
+
+fn enforcer(spec: QosSpec) -> Enforcer {
+    spec.check().unwrap();
+    let mut enforcer = Enforcer::default();
+    let names = names(&spec);
+    enforcer.stage(Some(spec));
+    enforcer.retarget(&names);
+    enforcer
+}
+
+fn run(enforcer: &mut Enforcer, packets: &[(PacketInfo, Verdict)]) -> Vec<Processed> {
+    let records: Vec<PacketInfo> = packets.iter().map(|p| p.0).collect();
+    let verdicts: Vec<Verdict> = packets.iter().map(|p| p.1).collect();
+    let mut out = vec![Processed::zeroed(); packets.len()];
+    enforcer.enforce(&records, &verdicts, &mut out);
+    out
+}
+
+fn outcomes(out: &[Processed]) -> Vec<u8> {
+    out.iter().map(|p| p.outcome).collect()
+}
+
+/// Every packet in is counted once: by its outcome, or as on its way to the port.
+fn assert_stats_add_up(enforcer: &Enforcer, packets_in: u64) {
+    let mut total = 0;
+    for (key, stats) in enforcer.stats() {
+        let c = &stats.counters;
+        let counted: u64 = c.outcome_packets.iter().sum::<u64>() + stats.in_flight;
+        assert_eq!(counted, c.packets, "{key:?}: outcomes + in flight = packets in");
+        assert_eq!(c.outcome_packets[Outcome::Pending as usize], 0, "{key:?}: pending is never a final outcome");
+        assert_eq!(c.color_packets.iter().sum::<u64>() + c.outcome_packets[Outcome::DropClassifier as usize], c.packets, "{key:?}");
+        total += c.packets;
+    }
+    assert_eq!(total, packets_in);
+}
+
+#[test]
+fn without_a_contract_packets_pass_green_at_their_arrival_time() {
+    let mut e = enforcer(spec(vec![]));
+    let out = run(&mut e, &[(packet(5, 100), verdict(-1, -1, ALLOW)), (packet(7, 100), verdict(-1, -1, DROP))]);
+    assert_eq!(outcomes(&out), [Outcome::Pass as u8, Outcome::DropClassifier as u8]);
+    assert_eq!((out[0].color, out[0].release_ns, out[0].dscp), (Color::Green as u8, 5, 10));
+    assert_eq!((out[1].color, out[1].release_ns), (NO_COLOR, -1));
+    assert_stats_add_up(&e, 2);
+}
+
+#[test]
+fn a_policer_passes_the_burst_then_the_rate_and_drops_red() {
+    // 1,000 B/s, CBS 300 B, no E: three 100 B packets at once, then one every 100 ms.
+    let meter = srtcm(1000, 300, 0, POLICE);
+    let mut e = enforcer(spec(vec![tenant("a", Contract { meter: Some(meter), shaper: None }, vec![Contract::default()])]));
+    let at = |ms: u64| (packet((ms * MS) as i64, 100), verdict(0, 0, ALLOW));
+    let out = run(&mut e, &[at(0), at(0), at(0), at(0), at(50), at(100), at(100)]);
+    let (pass, drop) = (Outcome::Pass as u8, Outcome::DropMeter as u8);
+    assert_eq!(outcomes(&out), [pass, pass, pass, drop, drop, pass, drop]);
+    assert_eq!(out[3].color, Color::Red as u8);
+    assert_eq!({ out[3].release_ns }, -1);
+    assert_stats_add_up(&e, 7);
+}
+
+#[test]
+fn a_packet_the_classifier_drops_spends_no_tokens() {
+    let meter = srtcm(1000, 100, 0, POLICE);
+    let mut e = enforcer(spec(vec![tenant("a", Contract { meter: Some(meter), shaper: None }, vec![Contract::default()])]));
+    let out = run(&mut e, &[(packet(0, 100), verdict(0, -1, DROP)), (packet(0, 100), verdict(0, 0, ALLOW))]);
+    assert_eq!(outcomes(&out), [Outcome::DropClassifier as u8, Outcome::Pass as u8]);
+}
+
+#[test]
+fn a_tenant_drop_spends_no_class_tokens_and_a_colour_aware_class_meter_takes_the_tenant_colour() {
+    // Tenant: CBS 100, EBS 100, yellow re-marked to 12. Class: colour-aware, large buckets.
+    let tenant_meter = srtcm(1, 100, 100, [ColorAction::Pass, ColorAction::Remark(12), ColorAction::Drop]);
+    let class_meter = MeterSpec { params: MeterParams::aware(MeterKind::SrTcm { cir: 1, cbs: 1000, ebs: 1000 }), ..srtcm(1, 1, 1, POLICE) };
+    let contract = |meter| Contract { meter: Some(meter), shaper: None };
+    let mut e = enforcer(spec(vec![tenant("a", contract(tenant_meter), vec![contract(class_meter)])]));
+    let p = (packet(0, 100), verdict(0, 0, ALLOW));
+    let out = run(&mut e, &[p, p, p, p]);
+    // 1: green, green. 2: tenant yellow -> class aware keeps yellow though its C could pay
+    // (re-marked). 3: tenant red, dropped: class buckets untouched. 4: red again.
+    assert_eq!(outcomes(&out), [Outcome::Pass as u8, Outcome::Remarked as u8, Outcome::DropMeter as u8, Outcome::DropMeter as u8]);
+    assert_eq!(out.iter().map(|p| p.color).collect::<Vec<_>>(), [0, 1, 2, 2]);
+    assert_eq!((out[0].dscp, out[1].dscp), (10, 12));
+    let class_state = &e.class_stages[0].meter;
+    assert_eq!(class_state.committed_bytes(), 900, "only the first packet spent class C");
+    assert_eq!(class_state.excess_or_peak_bytes(), 900, "the yellow one spent class E");
+}
+
+#[test]
+fn the_release_is_the_later_shaper_and_a_drop_leaves_both_shapers_untouched() {
+    // Tenant: 1,000 B/s, burst 100, a large queue. Class: 500 B/s, burst 100, queue 150 B.
+    let shaper = |rate, queue| ShaperParams { rate, burst: 100, max_queue_bytes: queue, max_delay_ns: u64::MAX };
+    let tenant_contract = Contract { meter: None, shaper: Some(shaper(1000, 10_000)) };
+    let class_contract = Contract { meter: None, shaper: Some(shaper(500, 150)) };
+    let mut e = enforcer(spec(vec![tenant("a", tenant_contract, vec![class_contract])]));
+    let p = (packet(0, 100), verdict(0, 0, ALLOW));
+    let out = run(&mut e, &[p, p, p, p]);
+    let releases: Vec<i64> = out.iter().map(|p| p.release_ns).collect();
+    // The second packet: the tenant would release it at 100 ms, the class at 200 ms. The third
+    // would leave the class owing 200 B (> 150): dropped, and the tenant did not charge it.
+    assert_eq!(releases, [0, 200 * MS as i64, -1, -1]);
+    assert_eq!(out[2].outcome, Outcome::DropShaperBytes as u8);
+    let tenant_shaper = e.tenants[0].as_ref().unwrap().stage.shaper;
+    assert_eq!(tenant_shaper.backlog_bytes(&shaper(1000, 10_000), 0), 100, "the tenant shaper charged only the two passed");
+}
+
+#[test]
+fn the_port_sees_packets_at_their_release_and_its_verdicts_reach_the_batch_or_the_statistics() {
+    // 1,000 B/s line, 350 B buffer. Class shaper 500 B/s, burst 100.
+    let shaper = ShaperParams { rate: 500, burst: 100, max_queue_bytes: 10_000, max_delay_ns: u64::MAX };
+    let mut s = spec(vec![tenant("a", Contract::default(), vec![Contract { meter: None, shaper: Some(shaper) }]), tenant("b", Contract::default(), vec![Contract::default()])]);
+    s.port = Some(PortConfig { line_rate: 1000, buffer_bytes: 350, mode: PortMode::PerQueue });
+    let mut e = enforcer(s);
+    let a = (packet(0, 100), verdict(0, 0, ALLOW));
+    let b = |ms: u64| (packet((ms * MS) as i64, 100), verdict(1, 0, ALLOW));
+    // a, a at 0: released at 0 and 200 ms. b x4 at 0: every arrival at 0 waits in the buffer
+    // until the decision at 0, so a + b + b fill 300 of its 350 B and the last two b drop.
+    let out = run(&mut e, &[a, a, b(0), b(0), b(0), b(0)]);
+    assert_eq!({ out[1].release_ns }, 200 * MS as i64);
+    assert_eq!(outcomes(&out), [0, Outcome::Pending as u8, 0, 0, Outcome::DropPortBuffer as u8, Outcome::DropPortBuffer as u8]);
+    assert_stats_add_up(&e, 6);
+    let in_flight: u64 = e.stats().iter().map(|s| s.1.in_flight).sum();
+    assert_eq!(in_flight, 1);
+    // A later batch passes its release: it reaches the port and is counted there.
+    let out = run(&mut e, &[b(400)]);
+    assert_eq!(outcomes(&out), [0]);
+    assert_stats_add_up(&e, 7);
+    let a_stats = &e.stats().into_iter().find(|(k, _)| k == &(Some("a".to_string()), Some(0))).unwrap().1;
+    assert_eq!((a_stats.in_flight, a_stats.counters.outcome_packets[0]), (0, 2));
+    assert_eq!(a_stats.delay_ns.count(), 2, "both of a's packets have started sending");
+}
+
+#[test]
+fn an_update_keeps_unchanged_contracts_and_resets_changed_ones() {
+    let meter = |cbs| Contract { meter: Some(srtcm(1, cbs, 0, POLICE)), shaper: None };
+    let mut e = enforcer(spec(vec![tenant("a", meter(100), vec![Contract::default()]), tenant("b", meter(100), vec![Contract::default()])]));
+    let p = |t| (packet(0, 100), verdict(t, 0, ALLOW));
+    assert_eq!(outcomes(&run(&mut e, &[p(0), p(1)])), [0, 0]);
+    // b's burst changes; the tenants also swap places.
+    let next = spec(vec![tenant("b", meter(101), vec![Contract::default()]), tenant("a", meter(100), vec![Contract::default()])]);
+    let names = names(&next);
+    e.stage(Some(next));
+    e.retarget(&names);
+    // a (now index 1) kept its empty bucket; b (index 0) starts full.
+    assert_eq!(outcomes(&run(&mut e, &[p(1), p(0)])), [Outcome::DropMeter as u8, 0]);
+    assert_stats_add_up(&e, 4);
+    let a = e.stats().into_iter().find(|(k, _)| k.0.as_deref() == Some("a")).unwrap().1;
+    assert_eq!(a.counters.packets, 2, "statistics run on by name");
+}
+
+#[test]
+fn bad_columns_are_refused_with_the_place() {
+    let meter_row = MeterColumns {
+        kind: vec![9],
+        color_aware: vec![0],
+        count: vec![1],
+        cir: vec![1000],
+        cbs: vec![100],
+        eir: vec![0],
+        ebs: vec![0],
+        pir: vec![0],
+        pbs: vec![0],
+        action: vec![0, 0, 2],
+        remark_dscp: vec![0; 3],
+    };
+    let shaper_row = ShaperColumns { rate: vec![0], burst: vec![0], queue: vec![0], max_delay_ns: vec![0] };
+    let columns = QosColumns {
+        tenant_names: vec!["a".to_string()],
+        count: 1,
+        color_map: vec![0; 64],
+        tenant: ContractColumns { meter: meter_row.clone(), shaper: shaper_row.clone() },
+        class: ContractColumns { meter: MeterColumns { kind: vec![0], ..meter_row }, shaper: shaper_row },
+        class_offsets: vec![0, 1],
+        queue_priority: vec![0],
+        queue_weight: vec![1],
+        queue_guarantee: vec![0],
+        queue_ceil: vec![0],
+        ..QosColumns::default()
+    };
+    let err = columns.clone().into_spec().unwrap_err();
+    assert!(err.contains("tenant 0 ('a')") && err.contains("meter kind 9"), "{err}");
+    let mut fixed = columns.clone();
+    fixed.tenant.meter.kind = vec![1];
+    assert!(fixed.clone().into_spec().is_ok());
+    fixed.queue_weight = vec![];
+    assert!(fixed.into_spec().unwrap_err().contains("queue_weight has 0 rows for 1 classes"));
+    let mut bad_meter = columns;
+    bad_meter.tenant.meter.kind = vec![1];
+    bad_meter.tenant.meter.cir = vec![0];
+    assert!(bad_meter.into_spec().unwrap_err().contains("srTCM CIR is 0"));
+}
+
+#[test]
+fn the_engine_classifies_and_enforces_with_one_policy_and_keeps_state_across_updates() {
+    use crate::engine::{Engine, TablesSpec, TenantSpec};
+    let tables = |names: &[&str]| TablesSpec {
+        tenants: names
+            .iter()
+            .map(|name| TenantSpec { name: name.to_string(), rules: vec![], actions: vec![], classes: vec![], policy_rules: vec![], default_action: ALLOW, default_class: 0 })
+            .collect(),
+        vnis: names.iter().enumerate().map(|(t, name)| (if *name == "a" { 100 } else { 200 }, t as i32)).collect(),
+        ..TablesSpec::default()
+    };
+    let policed = |cbs| tenant("a", Contract { meter: Some(srtcm(1, cbs, 0, POLICE)), shaper: None }, vec![Contract::default()]);
+    let engine = Engine::new(TablesSpec::default()).unwrap();
+    engine.update_with_qos(tables(&["a"]), spec(vec![policed(100)])).unwrap();
+    let a = PacketInfo { vni: 100, tunnel: crate::parse::Tunnel::Vxlan as u8, ..packet(0, 100) };
+    let process = |records: &[PacketInfo]| {
+        let mut out = vec![Processed::zeroed(); records.len()];
+        engine.process(records, &mut out);
+        outcomes(&out)
+    };
+    assert_eq!(process(&[a, a]), [Outcome::Pass as u8, Outcome::DropMeter as u8]);
+    // Another tenant arrives by a plain update: a keeps its empty bucket.
+    engine.update(tables(&["b", "a"])).unwrap();
+    assert_eq!(process(&[a]), [Outcome::DropMeter as u8]);
+    // a's contract changes: a fresh, full bucket.
+    engine.update_with_qos(tables(&["b", "a"]), spec(vec![policed(200)])).unwrap();
+    assert_eq!(process(&[a, a, a]), [0, 0, Outcome::DropMeter as u8]);
+    let bad = spec(vec![policed(0)]);
+    assert!(engine.update_with_qos(tables(&["a"]), bad).unwrap_err().contains("srTCM CBS and EBS are both 0"));
+    assert_eq!(engine.tables().tenant_names(), ["b", "a"], "a refused contract installs no tables");
+    // Refused tables take their contracts with them: a later plain update keeps a's.
+    let mut broken = tables(&["b", "a"]);
+    broken.tenants[0].actions.push(ALLOW);
+    assert!(engine.update_with_qos(broken, spec(vec![policed(300)])).is_err());
+    engine.update(tables(&["b", "a"])).unwrap();
+    assert_eq!(process(&[a]), [Outcome::DropMeter as u8], "a's bucket (CBS 200) is still empty");
+}
