@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use numpy::{dtype, Element, PyArray1, PyArrayMethods, PyUntypedArrayMethods};
+use numpy::{dtype, Element, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -798,22 +798,63 @@ impl RuleTable {
 }
 
 /// Reads a (n, 16) uint8 address array, or a uint32 array of IPv4 addresses in host order.
-fn addresses(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u128>> {
-    let np = obj.py().import("numpy")?;
-    let array = np.call_method1("asarray", (obj,))?;
-    let ndim: usize = array.getattr("ndim")?.extract()?;
-    if ndim == 2 {
-        let flat = as_array::<u8>(&array.call_method1("reshape", (-1,))?, name, U8)?;
-        let bytes = flat.readonly();
-        let bytes = bytes.as_slice()?;
-        if bytes.len() % 16 != 0 {
+/// An address column as numpy gave it: IPv4 as uint32 (host order), or 16 bytes an address.
+enum AddressColumn<'py> {
+    Ipv4(PyReadonlyArray1<'py, u32>),
+    Bytes(PyReadonlyArray1<'py, u8>),
+}
+
+impl<'py> AddressColumn<'py> {
+    fn new(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Self> {
+        let np = obj.py().import("numpy")?;
+        let array = np.call_method1("asarray", (obj,))?;
+        let ndim: usize = array.getattr("ndim")?.extract()?;
+        if ndim != 2 {
+            return Ok(AddressColumn::Ipv4(as_array::<u32>(&array, name, U32)?.readonly()));
+        }
+        let flat = as_array::<u8>(&array.call_method1("reshape", (-1,))?, name, U8)?.readonly();
+        if flat.len() % 16 != 0 {
             return Err(PyValueError::new_err(format!("{name}: a 2-D address array must have 16 columns")));
         }
-        return Ok(bytes.chunks_exact(16).map(|a| u128::from_be_bytes(a.try_into().unwrap_or_default())).collect());
+        Ok(AddressColumn::Bytes(flat))
     }
-    let v4 = as_array::<u32>(&array, name, U32)?;
-    let v4 = v4.readonly();
-    Ok(v4.as_slice()?.iter().map(|&a| classify::ipv4_mapped(a)).collect())
+
+    fn addresses(&self) -> PyResult<Addresses<'_>> {
+        Ok(match self {
+            AddressColumn::Ipv4(values) => Addresses::Ipv4(values.as_slice()?),
+            AddressColumn::Bytes(bytes) => Addresses::Bytes(bytes.as_slice()?),
+        })
+    }
+}
+
+/// Addresses read in place, one at a time, without the GIL.
+#[derive(Clone, Copy)]
+enum Addresses<'a> {
+    Ipv4(&'a [u32]),
+    Bytes(&'a [u8]),
+}
+
+impl Addresses<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Addresses::Ipv4(values) => values.len(),
+            Addresses::Bytes(bytes) => bytes.len() / 16,
+        }
+    }
+
+    #[inline]
+    fn get(&self, index: usize) -> u128 {
+        match self {
+            Addresses::Ipv4(values) => classify::ipv4_mapped(values[index]),
+            Addresses::Bytes(bytes) => u128::from_be_bytes(bytes[index * 16..][..16].try_into().unwrap_or_default()),
+        }
+    }
+}
+
+fn addresses(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u128>> {
+    let column = AddressColumn::new(obj, name)?;
+    let addresses = column.addresses()?;
+    Ok((0..addresses.len()).map(|i| addresses.get(i)).collect())
 }
 
 /// The `src` and `dst` address columns, which must be equally long.
@@ -826,8 +867,12 @@ fn address_pairs(src: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>) -> PyResult<(Ve
 }
 
 fn column<'py, T: Element + Copy>(obj: &Bound<'py, PyAny>, name: &str, bounds: (i128, i128), count: usize) -> PyResult<Vec<T>> {
-    let array = as_array::<T>(obj, name, bounds)?;
-    let values = array.readonly().as_slice()?.to_vec();
+    Ok(column_in_place(obj, name, bounds, count)?.as_slice()?.to_vec())
+}
+
+/// A column of `count` values, read in place.
+fn column_in_place<'py, T: Element + Copy>(obj: &Bound<'py, PyAny>, name: &str, bounds: (i128, i128), count: usize) -> PyResult<PyReadonlyArray1<'py, T>> {
+    let values = as_array::<T>(obj, name, bounds)?.readonly();
     if values.len() != count {
         return Err(PyValueError::new_err(format!("{name} has {} entries, expected {count}", values.len())));
     }
@@ -890,21 +935,29 @@ impl RuleTable {
         proto: &Bound<'py, PyAny>,
         dscp: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyArray1<i32>>> {
-        let (srcs, dsts) = address_pairs(src, dst)?;
-        let n = srcs.len();
-        let (sp, dp) = (column::<u16>(src_port, "src_port", U16, n)?, column::<u16>(dst_port, "dst_port", U16, n)?);
-        let proto = column::<u8>(proto, "proto", U8, n)?;
-        let dscp = match dscp {
-            Some(dscp) => column::<u8>(dscp, "dscp", U8, n)?,
-            None => vec![0; n],
-        };
-        let keys: Vec<Key> = (0..n)
-            .map(|i| Key { src: srcs[i], dst: dsts[i], src_port: sp[i], dst_port: dp[i], proto: proto[i], dscp: dscp[i] })
-            .collect();
+        let (src, dst) = (AddressColumn::new(src, "src")?, AddressColumn::new(dst, "dst")?);
+        let (src, dst) = (src.addresses()?, dst.addresses()?);
+        let n = src.len();
+        if dst.len() != n {
+            return Err(PyValueError::new_err(format!("dst has {} entries, expected {n}", dst.len())));
+        }
+        let (sp, dp) = (column_in_place::<u16>(src_port, "src_port", U16, n)?, column_in_place::<u16>(dst_port, "dst_port", U16, n)?);
+        let proto = column_in_place::<u8>(proto, "proto", U8, n)?;
+        let dscp = dscp.map(|dscp| column_in_place::<u8>(dscp, "dscp", U8, n)).transpose()?;
+        let (sp, dp, proto) = (sp.as_slice()?, dp.as_slice()?, proto.as_slice()?);
+        let dscp = dscp.as_ref().map(|dscp| dscp.as_slice()).transpose()?;
+        let key = |i: usize| Key { src: src.get(i), dst: dst.get(i), src_port: sp[i], dst_port: dp[i], proto: proto[i], dscp: dscp.map_or(0, |d| d[i]) };
         let table = self.read();
         let out = without_gil(py, || {
-            let mut out = vec![-1i32; keys.len()];
-            table.lookup_all(&keys, &mut out);
+            // Keys are made a chunk at a time, next to their lookup, rather than all up front.
+            const CHUNK: usize = 4096;
+            let mut out = vec![-1i32; n];
+            let mut keys = Vec::with_capacity(CHUNK.min(n));
+            for (start, out) in (0..n).step_by(CHUNK).zip(out.chunks_mut(CHUNK)) {
+                keys.clear();
+                keys.extend((start..start + out.len()).map(key));
+                table.lookup_all(&keys, out);
+            }
             out
         })?;
         Ok(PyArray1::from_vec(py, out))
