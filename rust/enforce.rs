@@ -23,14 +23,16 @@ use rustc_hash::FxHashMap;
 use crate::engine::{Verdict, DROP};
 use crate::meter::{Color, MeterParams, MeterState};
 use crate::parse::PacketInfo;
-use crate::shaping::{Departure, Port, PortConfig, PortDrop, QueueConfig, ShapeDrop, ShaperParams, ShaperState};
+use crate::memory::prefetch;
+use crate::shaping::{Departure, Port, PortConfig, PortDrop, QueueConfig, ShapeDrop, ShaperConsts, ShaperParams, ShaperState};
 
 pub use columns::{ContractColumns, MeterColumns, QosColumns, ShaperColumns};
 pub use stats::{QosCounters, QosStats, StatsKey};
+use stats::RowCounters;
 
 /// Which bytes of a packet meters, shapers and the port count (`COUNT_MODES` in Python).
 #[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Count {
     /// The tenant's frame inside the tunnel.
     Inner = 0,
@@ -69,7 +71,7 @@ impl TryFrom<u8> for Count {
 }
 
 /// What a meter does with a packet of one colour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ColorAction {
     Pass,
     /// Pass with the DSCP rewritten (0-63).
@@ -77,7 +79,7 @@ pub enum ColorAction {
     Drop,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MeterSpec {
     pub params: MeterParams,
     pub count: Count,
@@ -86,7 +88,7 @@ pub struct MeterSpec {
 }
 
 /// A tenant's or a class's meter and shaper; either may be absent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Contract {
     pub meter: Option<MeterSpec>,
     pub shaper: Option<ShaperParams>,
@@ -244,29 +246,73 @@ pub fn processed_fields() -> Vec<(&'static str, &'static str, usize)> {
     fields
 }
 
-/// A meter's or a shaper's state with the contract it enforces.
+/// What the data path needs of a contract, computed once and shared by every stage that
+/// enforces an equal one (a million tenants on a few contracts read a few profiles).
 #[derive(Debug, Clone)]
+struct Profile {
+    meter: Option<MeterSpec>,
+    shaper: Option<ShaperConsts>,
+    /// Of a tenant's profile: some class of the tenant has a meter or a shaper (without one,
+    /// the class stages are never read).
+    classes_enforced: bool,
+}
+
+/// Profiles by contract, numbered as they are first asked for.
+#[derive(Default)]
+struct Profiles {
+    list: Vec<Profile>,
+    index: FxHashMap<(Contract, bool), u32>,
+}
+
+impl Profiles {
+    fn of(&mut self, contract: &Contract, classes_enforced: bool) -> u32 {
+        let list = &mut self.list;
+        *self.index.entry((*contract, classes_enforced)).or_insert_with(|| {
+            list.push(Profile { meter: contract.meter, shaper: contract.shaper.as_ref().map(ShaperConsts::new), classes_enforced });
+            (list.len() - 1) as u32
+        })
+    }
+}
+
+/// A tenant's or a class's meter and shaper state, and the profile they enforce.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
 struct Stage {
-    contract: Contract,
     meter: MeterState,
     shaper: ShaperState,
+    profile: u32,
 }
 
 impl Stage {
     /// Full buckets (meters fill up to their burst on the first packet).
-    fn new(contract: Contract) -> Self {
+    fn new(contract: &Contract) -> Self {
         let meter = contract.meter.map_or(MeterState::zeroed(), |m| MeterState::new(&m.params, 0));
-        Stage { contract, meter, shaper: ShaperState::default() }
+        Stage { meter, shaper: ShaperState::default(), profile: NO_CONTRACT }
     }
 }
 
-/// What the data path reads of a tenant (its contract's spec stays apart, for updates).
-#[derive(Debug, Clone)]
+/// The profile of a tenant with no contract in the spec: its packets pass, green.
+const NO_CONTRACT: u32 = u32::MAX;
+
+/// What the data path reads of a tenant, in one cache line (its contract's spec stays apart,
+/// for updates).
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy)]
 struct TenantState {
     stage: Stage,
     /// Row of class 0 in `class_stages`, the statistics rows and the port queues.
     first_row: u32,
     classes: u32,
+}
+
+impl TenantState {
+    fn without_contract() -> Self {
+        TenantState { stage: Stage::new(&Contract::default()), first_row: 0, classes: 0 }
+    }
+
+    fn has_contract(&self) -> bool {
+        self.stage.profile != NO_CONTRACT
+    }
 }
 
 /// A packet on its way from the shapers to the port. Ordered by release, then arrival.
@@ -296,15 +342,16 @@ pub struct Enforcer {
     spec: QosSpec,
     /// A spec waiting for the next tables (see [`Enforcer::stage`]).
     staged: Option<QosSpec>,
-    /// By the engine's tenant index; `None`: the tenant has no contract.
-    tenants: Vec<Option<TenantState>>,
+    /// By the engine's tenant index (a tenant without a contract has profile [`NO_CONTRACT`]).
+    tenants: Vec<TenantState>,
+    profiles: Vec<Profile>,
     /// The contract each tenant's state enforces, by the same index.
     contracts: Vec<Option<TenantQos>>,
     /// Every class's stage, by class row (tenant by tenant, as the port queues).
     class_stages: Vec<Stage>,
     /// Statistics rows: every class row, then one per tenant (packets in no class), then
     /// packets of no tenant; `row_keys` names them.
-    rows: Vec<QosCounters>,
+    rows: Vec<RowCounters>,
     row_keys: Vec<StatsKey>,
     /// Rows before the per-tenant ones.
     class_rows: usize,
@@ -335,17 +382,23 @@ impl Enforcer {
         let mut old = self.take_states();
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
         let (mut tenants, mut contracts, mut class_stages, mut queues) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut profiles = Profiles::default();
         for name in names {
             let Some(&qos) = by_name.get(name.as_str()) else {
-                tenants.push(None);
+                tenants.push(TenantState::without_contract());
                 contracts.push(None);
                 continue;
             };
             let kept = old.remove(name).filter(|(old_qos, ..)| same_globals && old_qos == qos);
-            let (stage, classes) = kept.map(|(_, stage, classes)| (stage, classes)).unwrap_or_else(|| {
-                (Stage::new(qos.contract), qos.classes.iter().map(|c| Stage::new(c.contract)).collect())
+            let (mut stage, mut classes) = kept.map(|(_, stage, classes)| (stage, classes)).unwrap_or_else(|| {
+                (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect())
             });
-            tenants.push(Some(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 }));
+            let classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default());
+            stage.profile = profiles.of(&qos.contract, classes_enforced);
+            for (class_stage, class) in classes.iter_mut().zip(&qos.classes) {
+                class_stage.profile = profiles.of(&class.contract, false);
+            }
+            tenants.push(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 });
             class_stages.extend(classes);
             queues.extend(qos.classes.iter().enumerate().map(|(c, class)| (name.clone(), c as u16, class.queue)));
             contracts.push(Some(qos.clone()));
@@ -354,8 +407,8 @@ impl Enforcer {
         self.archive_rows();
         self.row_keys = row_keys(&contracts, names);
         self.class_rows = class_stages.len();
-        self.rows = vec![QosCounters::default(); self.row_keys.len()];
-        (self.tenants, self.contracts, self.class_stages) = (tenants, contracts, class_stages);
+        self.rows = crate::memory::zeroed_vec(self.row_keys.len());
+        (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles.list);
         self.spec = spec;
     }
 
@@ -365,7 +418,7 @@ impl Enforcer {
         let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));
         tenants
             .filter_map(|(state, qos)| {
-                let (state, qos) = (state?, qos?);
+                let qos = qos?;
                 let first = state.first_row as usize;
                 let classes = class_stages[first..first + state.classes as usize].to_vec();
                 Some((qos.name.clone(), (qos, state.stage, classes)))
@@ -396,9 +449,10 @@ impl Enforcer {
     }
 
     fn archive_rows(&mut self) {
-        for (key, counters) in self.row_keys.iter().zip(&self.rows) {
+        for (key, row) in self.row_keys.iter().zip(&self.rows) {
+            let counters = row.counters();
             if counters.packets > 0 {
-                self.archive.entry(key.clone()).or_default().counters.add(counters);
+                self.archive.entry(key.clone()).or_default().counters.add(&counters);
             }
         }
     }
@@ -408,6 +462,7 @@ impl Enforcer {
         self.batch += 1;
         let mut port = self.port.take();
         for (index, (info, verdict)) in records.iter().zip(verdicts).enumerate().take(out.len()) {
+            self.prefetch_ahead(verdicts, index);
             self.clock_ns = self.clock_ns.max(u64::try_from(info.timestamp_ns).unwrap_or(0));
             if let Some(state) = &mut port {
                 self.arrive_at_port(&mut state.port, self.clock_ns, out);
@@ -421,6 +476,48 @@ impl Enforcer {
             self.departures.clear(); // the port's own statistics keep the delays
         }
         self.port = port;
+    }
+
+    /// Asks the cache for the state of packets ahead, so that the misses of several packets
+    /// overlap (with a million tenants each packet's lines are far apart): the tenant's line
+    /// two steps ahead, then, from it, the class's stage and the statistics row one step ahead.
+    #[inline]
+    fn prefetch_ahead(&self, verdicts: &[Verdict], index: usize) {
+        const AHEAD: usize = 8;
+        if let Some(tenant) = verdicts.get(index + 2 * AHEAD).and_then(|v| self.tenant_of(v)) {
+            prefetch(tenant);
+        }
+        if let Some(verdict) = verdicts.get(index + AHEAD) {
+            let (row, class_row) = self.rows_of(verdict);
+            prefetch(&self.rows[row]);
+            if let Some(row) = class_row.filter(|_| self.classes_enforced(verdict)) {
+                prefetch(&self.class_stages[row]);
+            }
+        }
+    }
+
+    #[inline]
+    fn tenant_of(&self, verdict: &Verdict) -> Option<&TenantState> {
+        usize::try_from(verdict.tenant).ok().and_then(|t| self.tenants.get(t))
+    }
+
+    /// Whether the packet's tenant has a class with a meter or a shaper.
+    #[inline]
+    fn classes_enforced(&self, verdict: &Verdict) -> bool {
+        self.tenant_of(verdict).is_some_and(|t| t.has_contract() && self.profiles[t.stage.profile as usize].classes_enforced)
+    }
+
+    /// The packet's statistics row, and its class row if its tenant has a contract and the
+    /// class exists.
+    #[inline]
+    fn rows_of(&self, verdict: &Verdict) -> (usize, Option<usize>) {
+        let tenant_count = self.tenants.len();
+        let Some(tenant) = self.tenant_of(verdict) else {
+            return (self.class_rows + tenant_count, None);
+        };
+        let class_row = u32::try_from(verdict.cls).ok().filter(|&c| c < tenant.classes && tenant.has_contract()).map(|c| (tenant.first_row + c) as usize);
+        let tenant_row = self.class_rows + verdict.tenant as usize;
+        (class_row.unwrap_or(tenant_row), class_row)
     }
 
     /// Hands the port every packet released by `until_ns`, in release order.
@@ -443,36 +540,30 @@ impl Enforcer {
 
     fn enforce_one(&mut self, info: &PacketInfo, verdict: Verdict, index: usize, has_port: bool) -> Processed {
         let now = self.clock_ns;
-        let tenant_count = self.tenants.len();
-        let Enforcer { spec, tenants, class_stages, rows, in_flight, class_rows, sequence, batch, .. } = self;
+        let (row, class_row) = self.rows_of(&verdict);
+        let classes_enforced = self.classes_enforced(&verdict);
+        let Enforcer { spec, tenants, profiles, class_stages, rows, in_flight, sequence, batch, .. } = self;
         let bytes = spec.count.bytes(info);
-        let tenant_index = usize::try_from(verdict.tenant).ok().filter(|&t| t < tenant_count);
-        let tenant = tenant_index.and_then(|t| tenants[t].as_mut());
-        let class_row = tenant.as_ref().and_then(|t| {
-            let class = u32::try_from(verdict.cls).ok().filter(|&c| c < t.classes)?;
-            Some((t.first_row + class) as usize)
-        });
-        let row = match (class_row, tenant_index) {
-            (Some(row), _) => row,
-            (None, Some(t)) => *class_rows + t,
-            (None, None) => *class_rows + tenant_count,
-        };
         let counters = &mut rows[row];
-        counters.count_in(bytes);
         let mut result = Processed { verdict, color: NO_COLOR, outcome: Outcome::DropClassifier as u8, dscp: info.dscp, release_ns: -1 };
         if verdict.action == DROP {
             counters.count_outcome(Outcome::DropClassifier, bytes);
             return result;
         }
+        let tenant = usize::try_from(verdict.tenant).ok().and_then(|t| tenants.get_mut(t)).filter(|t| t.has_contract());
         let Some(tenant) = tenant else {
             // No contract: the packet passes as it came, green.
             counters.count_color(Color::Green, bytes);
             counters.count_outcome(Outcome::Pass, bytes);
             return Processed { color: Color::Green as u8, outcome: Outcome::Pass as u8, release_ns: now as i64, ..result };
         };
-        let tenant_stage = &mut tenant.stage;
-        let mut class_stage = class_row.map(|row| &mut class_stages[row]);
-        let metered = meter(&spec.color_map, info, now, [Some(&mut *tenant_stage), class_stage.as_deref_mut()]);
+        let tenant_stage = (&profiles[tenant.stage.profile as usize], &mut tenant.stage);
+        let class_stage = class_row.filter(|_| classes_enforced).map(|row| {
+            let stage = &mut class_stages[row];
+            (&profiles[stage.profile as usize], stage)
+        });
+        let mut stages = [Some(tenant_stage), class_stage];
+        let metered = meter(&spec.color_map, info, now, &mut stages);
         counters.count_color(metered.color, bytes);
         result.color = metered.color as u8;
         result.dscp = metered.dscp.unwrap_or(info.dscp);
@@ -481,7 +572,7 @@ impl Enforcer {
             result.outcome = Outcome::DropMeter as u8;
             return result;
         }
-        let outcome = match shape(now, bytes, [Some(tenant_stage), class_stage]) {
+        let outcome = match shape(now, bytes, &mut stages) {
             Err(drop) => Outcome::of_shaping(drop),
             Ok(release_ns) => {
                 result.release_ns = i64::try_from(release_ns).unwrap_or(i64::MAX);
@@ -508,9 +599,10 @@ impl Enforcer {
     /// still on their way to the port and its queueing delays there.
     pub fn stats(&self) -> Vec<(StatsKey, QosStats)> {
         let mut all = self.archive.clone();
-        for (key, counters) in self.row_keys.iter().zip(&self.rows) {
+        for (key, row) in self.row_keys.iter().zip(&self.rows) {
+            let counters = row.counters();
             if counters.packets > 0 {
-                all.entry(key.clone()).or_default().counters.add(counters);
+                all.entry(key.clone()).or_default().counters.add(&counters);
             }
         }
         if let Some(state) = &self.port {
@@ -545,13 +637,17 @@ struct Metered {
     dropped: bool,
 }
 
+/// A stage with the profile it enforces.
+type Staged<'a> = Option<(&'a Profile, &'a mut Stage)>;
+
 /// The tenant's meter, then the class's: a colour-aware meter takes the colour the one before
 /// it gave (the first one, the colour of the packet's DSCP); a drop stops the packet there.
-fn meter(color_map: &[Color; 64], info: &PacketInfo, now: u64, stages: [Option<&mut Stage>; 2]) -> Metered {
+#[inline]
+fn meter(color_map: &[Color; 64], info: &PacketInfo, now: u64, stages: &mut [Staged; 2]) -> Metered {
     let mut incoming = color_map[usize::from(info.dscp & 63)];
     let mut metered = Metered { color: Color::Green, dscp: None, dropped: false };
-    for stage in stages.into_iter().flatten() {
-        let Some(spec) = stage.contract.meter else { continue };
+    for (profile, stage) in stages.iter_mut().flatten() {
+        let Some(spec) = &profile.meter else { continue };
         let color = stage.meter.mark(&spec.params, now, spec.count.bytes(info), incoming);
         metered.color = metered.color.max(color);
         incoming = color;
@@ -569,20 +665,19 @@ fn meter(color_map: &[Color; 64], info: &PacketInfo, now: u64, stages: [Option<&
 
 /// The release time under both shapers (the later of the two, as EDT composes), or the first
 /// one's reason to drop; a dropped packet changes neither shaper.
-fn shape(now: u64, bytes: u32, stages: [Option<&mut Stage>; 2]) -> Result<u64, ShapeDrop> {
+#[inline]
+fn shape(now: u64, bytes: u32, stages: &mut [Staged; 2]) -> Result<u64, ShapeDrop> {
     let mut release = now;
     let mut shaped = [None, None];
-    for (next, stage) in shaped.iter_mut().zip(&stages) {
-        if let Some(stage) = stage {
-            if let Some(params) = stage.contract.shaper {
-                let mut state = stage.shaper;
-                release = release.max(state.shape(&params, now, bytes)?);
-                *next = Some(state);
-            }
+    for (next, (profile, stage)) in shaped.iter_mut().zip(stages.iter()).filter_map(|(next, s)| Some((next, s.as_ref()?))) {
+        if let Some(consts) = &profile.shaper {
+            let mut state = stage.shaper;
+            release = release.max(state.shape_with(consts, now, bytes)?);
+            *next = Some(state);
         }
     }
-    for (stage, state) in stages.into_iter().zip(shaped) {
-        if let (Some(stage), Some(state)) = (stage, state) {
+    for (staged, state) in stages.iter_mut().zip(shaped) {
+        if let (Some((_, stage)), Some(state)) = (staged, state) {
             stage.shaper = state;
         }
     }

@@ -44,7 +44,7 @@ impl TryFrom<u8> for Color {
 }
 
 /// Which RFC a meter follows, with its rates (bytes/s) and burst sizes (bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MeterKind {
     /// RFC 2697: one rate; tokens fill C up to CBS, and what C cannot hold fills E up to EBS.
     SrTcm { cir: u64, cbs: u64, ebs: u64 },
@@ -57,7 +57,7 @@ pub enum MeterKind {
 }
 
 /// A meter profile: shared by every [`MeterState`] metered with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MeterParams {
     pub kind: MeterKind,
     /// Colour-aware meters take the packet's colour into account and never improve it.

@@ -13,7 +13,7 @@ use super::{MAX_RATE, NS_PER_S};
 pub const MIN_BURST: u64 = 64;
 
 /// A flow's shaping policy. Rates are bytes per second, sizes bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ShaperParams {
     pub rate: u64,
     /// Bytes that may leave at once after a quiet spell; guidance: about 1 ms at `rate`, and at
