@@ -252,23 +252,20 @@ pub fn processed_fields() -> Vec<(&'static str, &'static str, usize)> {
 struct Profile {
     meter: Option<MeterSpec>,
     shaper: Option<ShaperConsts>,
-    /// Of a tenant's profile: some class of the tenant has a meter or a shaper (without one,
-    /// the class stages are never read).
-    classes_enforced: bool,
 }
 
 /// Profiles by contract, numbered as they are first asked for.
 #[derive(Default)]
 struct Profiles {
     list: Vec<Profile>,
-    index: FxHashMap<(Contract, bool), u32>,
+    index: FxHashMap<Contract, u32>,
 }
 
 impl Profiles {
-    fn of(&mut self, contract: &Contract, classes_enforced: bool) -> u32 {
+    fn of(&mut self, contract: &Contract) -> u32 {
         let list = &mut self.list;
-        *self.index.entry((*contract, classes_enforced)).or_insert_with(|| {
-            list.push(Profile { meter: contract.meter, shaper: contract.shaper.as_ref().map(ShaperConsts::new), classes_enforced });
+        *self.index.entry(*contract).or_insert_with(|| {
+            list.push(Profile { meter: contract.meter, shaper: contract.shaper.as_ref().map(ShaperConsts::new) });
             (list.len() - 1) as u32
         })
     }
@@ -281,13 +278,16 @@ struct Stage {
     meter: MeterState,
     shaper: ShaperState,
     profile: u32,
+    /// Of a tenant's stage: some class of the tenant has a meter or a shaper (without one, the
+    /// class stages are never read).
+    classes_enforced: bool,
 }
 
 impl Stage {
     /// Full buckets (meters fill up to their burst on the first packet).
     fn new(contract: &Contract) -> Self {
         let meter = contract.meter.map_or(MeterState::zeroed(), |m| MeterState::new(&m.params, 0));
-        Stage { meter, shaper: ShaperState::default(), profile: NO_CONTRACT }
+        Stage { meter, shaper: ShaperState::default(), profile: NO_CONTRACT, classes_enforced: false }
     }
 }
 
@@ -393,10 +393,10 @@ impl Enforcer {
             let (mut stage, mut classes) = kept.map(|(_, stage, classes)| (stage, classes)).unwrap_or_else(|| {
                 (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect())
             });
-            let classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default());
-            stage.profile = profiles.of(&qos.contract, classes_enforced);
+            stage.profile = profiles.of(&qos.contract);
+            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default());
             for (class_stage, class) in classes.iter_mut().zip(&qos.classes) {
-                class_stage.profile = profiles.of(&class.contract, false);
+                class_stage.profile = profiles.of(&class.contract);
             }
             tenants.push(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 });
             class_stages.extend(classes);
@@ -480,44 +480,33 @@ impl Enforcer {
 
     /// Asks the cache for the state of packets ahead, so that the misses of several packets
     /// overlap (with a million tenants each packet's lines are far apart): the tenant's line
-    /// two steps ahead, then, from it, the class's stage and the statistics row one step ahead.
+    /// two steps ahead, then, from it, the statistics row and the class's stage one step ahead.
     #[inline]
     fn prefetch_ahead(&self, verdicts: &[Verdict], index: usize) {
         const AHEAD: usize = 8;
-        if let Some(tenant) = verdicts.get(index + 2 * AHEAD).and_then(|v| self.tenant_of(v)) {
+        if let Some(tenant) = verdicts.get(index + 2 * AHEAD).and_then(|v| self.tenants.get(v.tenant as usize)) {
             prefetch(tenant);
         }
         if let Some(verdict) = verdicts.get(index + AHEAD) {
-            let (row, class_row) = self.rows_of(verdict);
+            let tenant = self.tenants.get(verdict.tenant as usize);
+            let row = self.row_of(verdict, tenant);
             prefetch(&self.rows[row]);
-            if let Some(row) = class_row.filter(|_| self.classes_enforced(verdict)) {
+            if tenant.is_some_and(|t| t.stage.classes_enforced) && row < self.class_rows {
                 prefetch(&self.class_stages[row]);
             }
         }
     }
 
+    /// The packet's statistics row: its class's (class rows are the class stages' rows), else
+    /// its tenant's, else the row of packets of no tenant. A tenant without a contract has no
+    /// classes here.
     #[inline]
-    fn tenant_of(&self, verdict: &Verdict) -> Option<&TenantState> {
-        usize::try_from(verdict.tenant).ok().and_then(|t| self.tenants.get(t))
-    }
-
-    /// Whether the packet's tenant has a class with a meter or a shaper.
-    #[inline]
-    fn classes_enforced(&self, verdict: &Verdict) -> bool {
-        self.tenant_of(verdict).is_some_and(|t| t.has_contract() && self.profiles[t.stage.profile as usize].classes_enforced)
-    }
-
-    /// The packet's statistics row, and its class row if its tenant has a contract and the
-    /// class exists.
-    #[inline]
-    fn rows_of(&self, verdict: &Verdict) -> (usize, Option<usize>) {
-        let tenant_count = self.tenants.len();
-        let Some(tenant) = self.tenant_of(verdict) else {
-            return (self.class_rows + tenant_count, None);
-        };
-        let class_row = u32::try_from(verdict.cls).ok().filter(|&c| c < tenant.classes && tenant.has_contract()).map(|c| (tenant.first_row + c) as usize);
-        let tenant_row = self.class_rows + verdict.tenant as usize;
-        (class_row.unwrap_or(tenant_row), class_row)
+    fn row_of(&self, verdict: &Verdict, tenant: Option<&TenantState>) -> usize {
+        match tenant {
+            None => self.class_rows + self.tenants.len(),
+            Some(t) if (verdict.cls as u32) < t.classes => (t.first_row + verdict.cls as u32) as usize,
+            Some(_) => self.class_rows + verdict.tenant as usize,
+        }
     }
 
     /// Hands the port every packet released by `until_ns`, in release order.
@@ -540,9 +529,9 @@ impl Enforcer {
 
     fn enforce_one(&mut self, info: &PacketInfo, verdict: Verdict, index: usize, has_port: bool) -> Processed {
         let now = self.clock_ns;
-        let (row, class_row) = self.rows_of(&verdict);
-        let classes_enforced = self.classes_enforced(&verdict);
-        let Enforcer { spec, tenants, profiles, class_stages, rows, in_flight, sequence, batch, .. } = self;
+        // A negative tenant or class is out of range as a u32 or usize.
+        let row = self.row_of(&verdict, self.tenants.get(verdict.tenant as usize));
+        let Enforcer { spec, tenants, profiles, class_stages, rows, class_rows, in_flight, sequence, batch, .. } = self;
         let bytes = spec.count.bytes(info);
         let counters = &mut rows[row];
         let mut result = Processed { verdict, color: NO_COLOR, outcome: Outcome::DropClassifier as u8, dscp: info.dscp, release_ns: -1 };
@@ -550,20 +539,23 @@ impl Enforcer {
             counters.count_outcome(Outcome::DropClassifier, bytes);
             return result;
         }
-        let tenant = usize::try_from(verdict.tenant).ok().and_then(|t| tenants.get_mut(t)).filter(|t| t.has_contract());
-        let Some(tenant) = tenant else {
+        let Some(tenant) = tenants.get_mut(verdict.tenant as usize).filter(|t| t.has_contract()) else {
             // No contract: the packet passes as it came, green.
             counters.count_color(Color::Green, bytes);
             counters.count_outcome(Outcome::Pass, bytes);
             return Processed { color: Color::Green as u8, outcome: Outcome::Pass as u8, release_ns: now as i64, ..result };
         };
-        let tenant_stage = (&profiles[tenant.stage.profile as usize], &mut tenant.stage);
-        let class_stage = class_row.filter(|_| classes_enforced).map(|row| {
-            let stage = &mut class_stages[row];
-            (&profiles[stage.profile as usize], stage)
-        });
-        let mut stages = [Some(tenant_stage), class_stage];
-        let metered = meter(&spec.color_map, info, now, &mut stages);
+        let in_class = row < *class_rows;
+        let mut class = (in_class && tenant.stage.classes_enforced).then(|| &mut class_stages[row]);
+        let tenant = &mut tenant.stage;
+        let (tenant_profile, class_profile) = (&profiles[tenant.profile as usize], class.as_ref().map(|c| &profiles[c.profile as usize]));
+        let mut metered = Metered::new(spec.color_map[usize::from(info.dscp & 63)]);
+        if let Some(spec) = &tenant_profile.meter {
+            metered.meter(spec, &mut tenant.meter, info, now);
+        }
+        if let (Some(spec), Some(stage), false) = (class_profile.and_then(|p| p.meter.as_ref()), class.as_deref_mut(), metered.dropped) {
+            metered.meter(spec, &mut stage.meter, info, now);
+        }
         counters.count_color(metered.color, bytes);
         result.color = metered.color as u8;
         result.dscp = metered.dscp.unwrap_or(info.dscp);
@@ -572,11 +564,12 @@ impl Enforcer {
             result.outcome = Outcome::DropMeter as u8;
             return result;
         }
-        let outcome = match shape(now, bytes, &mut stages) {
+        let class_shaper = class_profile.and_then(|p| p.shaper.as_ref()).zip(class);
+        let outcome = match shape(now, bytes, tenant_profile.shaper.as_ref().map(|c| (c, tenant)), class_shaper) {
             Err(drop) => Outcome::of_shaping(drop),
             Ok(release_ns) => {
                 result.release_ns = i64::try_from(release_ns).unwrap_or(i64::MAX);
-                if has_port && class_row.is_some() {
+                if has_port && in_class {
                     *sequence += 1;
                     let remarked = metered.dscp.is_some();
                     in_flight.push(Reverse(InFlight { release_ns, sequence: *sequence, row: row as u32, bytes, batch: *batch, index, remarked }));
@@ -629,56 +622,53 @@ fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> Vec<StatsKey> 
     classes.chain(tenants).chain([(None, None)]).collect()
 }
 
+/// What the meters did to a packet so far.
 struct Metered {
     /// The worst colour any meter gave (green if none).
     color: Color,
+    /// What the next colour-aware meter takes: the packet's DSCP colour, then the colour the
+    /// meter before it gave.
+    incoming: Color,
     /// The DSCP a remark wrote (the last one, if both meters remark).
     dscp: Option<u8>,
     dropped: bool,
 }
 
-/// A stage with the profile it enforces.
-type Staged<'a> = Option<(&'a Profile, &'a mut Stage)>;
+impl Metered {
+    fn new(incoming: Color) -> Self {
+        Metered { color: Color::Green, incoming, dscp: None, dropped: false }
+    }
 
-/// The tenant's meter, then the class's: a colour-aware meter takes the colour the one before
-/// it gave (the first one, the colour of the packet's DSCP); a drop stops the packet there.
-#[inline]
-fn meter(color_map: &[Color; 64], info: &PacketInfo, now: u64, stages: &mut [Staged; 2]) -> Metered {
-    let mut incoming = color_map[usize::from(info.dscp & 63)];
-    let mut metered = Metered { color: Color::Green, dscp: None, dropped: false };
-    for (profile, stage) in stages.iter_mut().flatten() {
-        let Some(spec) = &profile.meter else { continue };
-        let color = stage.meter.mark(&spec.params, now, spec.count.bytes(info), incoming);
-        metered.color = metered.color.max(color);
-        incoming = color;
+    /// One meter (the tenant's, then the class's) and its action for the colour it gives.
+    #[inline]
+    fn meter(&mut self, spec: &MeterSpec, state: &mut MeterState, info: &PacketInfo, now: u64) {
+        let color = state.mark(&spec.params, now, spec.count.bytes(info), self.incoming);
+        self.color = self.color.max(color);
+        self.incoming = color;
         match spec.actions[color as usize] {
             ColorAction::Pass => {}
-            ColorAction::Remark(dscp) => metered.dscp = Some(dscp),
-            ColorAction::Drop => {
-                metered.dropped = true;
-                return metered;
-            }
+            ColorAction::Remark(dscp) => self.dscp = Some(dscp),
+            ColorAction::Drop => self.dropped = true,
         }
     }
-    metered
 }
 
-/// The release time under both shapers (the later of the two, as EDT composes), or the first
-/// one's reason to drop; a dropped packet changes neither shaper.
+/// The release time under the tenant's shaper and the class's (the later of the two, as EDT
+/// composes), or the first one's reason to drop; a dropped packet changes neither shaper.
 #[inline]
-fn shape(now: u64, bytes: u32, stages: &mut [Staged; 2]) -> Result<u64, ShapeDrop> {
+fn shape(now: u64, bytes: u32, tenant: Option<(&ShaperConsts, &mut Stage)>, class: Option<(&ShaperConsts, &mut Stage)>) -> Result<u64, ShapeDrop> {
+    let tentative = |shaper: &Option<(&ShaperConsts, &mut Stage)>| -> Result<Option<(ShaperState, u64)>, ShapeDrop> {
+        let Some((consts, stage)) = shaper else { return Ok(None) };
+        let mut state = stage.shaper;
+        let release = state.shape_with(consts, now, bytes)?;
+        Ok(Some((state, release)))
+    };
+    let (tenant_shaped, class_shaped) = (tentative(&tenant)?, tentative(&class)?);
     let mut release = now;
-    let mut shaped = [None, None];
-    for (next, (profile, stage)) in shaped.iter_mut().zip(stages.iter()).filter_map(|(next, s)| Some((next, s.as_ref()?))) {
-        if let Some(consts) = &profile.shaper {
-            let mut state = stage.shaper;
-            release = release.max(state.shape_with(consts, now, bytes)?);
-            *next = Some(state);
-        }
-    }
-    for (staged, state) in stages.iter_mut().zip(shaped) {
-        if let (Some((_, stage)), Some(state)) = (staged, state) {
+    for (shaper, shaped) in [(tenant, tenant_shaped), (class, class_shaped)] {
+        if let (Some((_, stage)), Some((state, at))) = (shaper, shaped) {
             stage.shaper = state;
+            release = release.max(at);
         }
     }
     Ok(release)
