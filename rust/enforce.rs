@@ -291,6 +291,9 @@ impl Stage {
     }
 }
 
+/// Packets classified, then enforced, at a time: their records (100 B each) stay in L2.
+const CHUNK: usize = 2048;
+
 /// The profile of a tenant with no contract in the spec: its packets pass, green.
 const NO_CONTRACT: u32 = u32::MAX;
 
@@ -360,6 +363,8 @@ pub struct Enforcer {
     port: Option<PortState>,
     in_flight: BinaryHeap<Reverse<InFlight>>,
     departures: Vec<Departure>,
+    /// A chunk's verdicts (kept, so that a batch allocates nothing).
+    verdicts: Vec<Verdict>,
     /// The latest packet time seen: an earlier timestamp is read as this.
     clock_ns: u64,
     sequence: u64,
@@ -459,15 +464,34 @@ impl Enforcer {
 
     /// Enforces one classified batch in packet order; `out[i]` is packet `i`'s result.
     pub fn enforce(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed]) {
+        let records = &records[..records.len().min(verdicts.len())];
+        let mut done = 0;
+        self.classify_and_enforce(records, out, |_, chunk| {
+            chunk.copy_from_slice(&verdicts[done..done + chunk.len()]);
+            done += chunk.len();
+        });
+    }
+
+    /// Classifies a batch with `classify` and enforces it in packet order, a chunk at a time so
+    /// that a chunk's records are still in cache when it is enforced; `out[i]` is packet `i`'s
+    /// result.
+    pub fn classify_and_enforce(&mut self, records: &[PacketInfo], out: &mut [Processed], mut classify: impl FnMut(&[PacketInfo], &mut [Verdict])) {
         self.batch += 1;
         let mut port = self.port.take();
-        for (index, (info, verdict)) in records.iter().zip(verdicts).enumerate().take(out.len()) {
-            self.prefetch_ahead(verdicts, index);
-            self.clock_ns = self.clock_ns.max(u64::try_from(info.timestamp_ns).unwrap_or(0));
-            if let Some(state) = &mut port {
-                self.arrive_at_port(&mut state.port, self.clock_ns, out);
+        let mut verdicts = std::mem::take(&mut self.verdicts);
+        verdicts.resize(CHUNK, Verdict::zeroed());
+        let records = &records[..records.len().min(out.len())];
+        for (first, chunk) in (0..).step_by(CHUNK).zip(records.chunks(CHUNK)) {
+            let verdicts = &mut verdicts[..chunk.len()];
+            classify(chunk, verdicts);
+            for (i, (info, verdict)) in chunk.iter().zip(verdicts.iter()).enumerate() {
+                self.prefetch_ahead(verdicts, i);
+                self.clock_ns = self.clock_ns.max(u64::try_from(info.timestamp_ns).unwrap_or(0));
+                if let Some(state) = &mut port {
+                    self.arrive_at_port(&mut state.port, self.clock_ns, out);
+                }
+                out[first + i] = self.enforce_one(info, *verdict, first + i, port.is_some());
             }
-            out[index] = self.enforce_one(info, *verdict, index, port.is_some());
         }
         if let Some(state) = &mut port {
             self.arrive_at_port(&mut state.port, self.clock_ns, out);
@@ -476,6 +500,7 @@ impl Enforcer {
             self.departures.clear(); // the port's own statistics keep the delays
         }
         self.port = port;
+        self.verdicts = verdicts;
     }
 
     /// Asks the cache for the state of packets ahead, so that the misses of several packets
