@@ -21,7 +21,7 @@ use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
 
 use crate::engine::{Verdict, DROP};
-use crate::meter::{Color, MeterParams, MeterState};
+use crate::meter::{Color, MeterConsts, MeterParams, MeterState};
 use crate::parse::PacketInfo;
 use crate::memory::prefetch;
 use crate::shaping::{Departure, Port, PortConfig, PortDrop, QueueConfig, ShapeDrop, ShaperConsts, ShaperParams, ShaperState};
@@ -250,7 +250,7 @@ pub fn processed_fields() -> Vec<(&'static str, &'static str, usize)> {
 /// enforces an equal one (a million tenants on a few contracts read a few profiles).
 #[derive(Debug, Clone)]
 struct Profile {
-    meter: Option<MeterSpec>,
+    meter: Option<(MeterConsts, MeterSpec)>,
     shaper: Option<ShaperConsts>,
 }
 
@@ -265,7 +265,7 @@ impl Profiles {
     fn of(&mut self, contract: &Contract) -> u32 {
         let list = &mut self.list;
         *self.index.entry(*contract).or_insert_with(|| {
-            list.push(Profile { meter: contract.meter, shaper: contract.shaper.as_ref().map(ShaperConsts::new) });
+            list.push(Profile { meter: contract.meter.map(|m| (MeterConsts::new(&m.params), m)), shaper: contract.shaper.as_ref().map(ShaperConsts::new) });
             (list.len() - 1) as u32
         })
     }
@@ -666,8 +666,8 @@ impl Metered {
 
     /// One meter (the tenant's, then the class's) and its action for the colour it gives.
     #[inline]
-    fn meter(&mut self, spec: &MeterSpec, state: &mut MeterState, info: &PacketInfo, now: u64) {
-        let color = state.mark(&spec.params, now, spec.count.bytes(info), self.incoming);
+    fn meter(&mut self, (consts, spec): &(MeterConsts, MeterSpec), state: &mut MeterState, info: &PacketInfo, now: u64) {
+        let color = state.mark_with(consts, now, spec.count.bytes(info), self.incoming);
         self.color = self.color.max(color);
         self.incoming = color;
         match spec.actions[color as usize] {
