@@ -1,5 +1,6 @@
 """What QoS enforcement costs over classification: Engine.process against Engine.classify on
-the same records, in the same run, with 1,000 tenants each metered (srTCM) and shaped.
+the same records, in the same run, with 1,000 tenants each metered (srTCM) and shaped; and the
+whole pipeline on one core (parse, classify, meter, shape) on VXLAN packets in memory.
 
     python -m pytest bench/test_qos_bench.py -s
 
@@ -15,6 +16,7 @@ import time
 import numpy as np
 
 import isolane
+import traffic
 
 TENANTS = 1000
 RULES = 10
@@ -94,3 +96,42 @@ def test_process_against_classify_with_1000_metered_and_shaped_tenants(bench_rep
     }
     bench_report[f"qos: process over classify, {TENANTS:,} tenants"] = info
     assert info["process ns/packet (best)"] < 10_000  # a floor against hangs; the target is in RESULTS.md
+
+
+def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_report) -> None:
+    """isolane.parse (one thread) then Engine.process, on 1,000,000 VXLAN packets of 1,000
+    tenants (bench/traffic.py), each tenant allowed, metered and shaped at 2/3 of what it
+    offers; a fresh engine each round, so every round starts with full buckets."""
+    flows = traffic.make_vxlan_traffic(PACKETS, seed=5, n_vnis=TENANTS)
+    batch = isolane.PacketBatch.from_arrays(*flows.arrays())
+    vnis = np.unique(flows.truth["vni"])
+    seconds = (flows.timestamps_ns[-1] - flows.timestamps_ns[0]) / SECOND_NS
+    rate = int(PACKETS / len(vnis) * traffic.PACKET_LEN / seconds * 2 / 3)
+    tenants = [
+        {
+            "name": f"v{vni}",
+            "vnis": [int(vni)],
+            "default": "allow",
+            "meter": {"kind": "srtcm", "cir": f"{rate}B/s"},
+            "shaper": {"rate": f"{rate * 5 // 4}B/s", "queue": "16KiB", "max_delay": "100ms"},
+        }
+        for vni in vnis
+    ]
+    policy = isolane.Policy.from_dict({"largest_frame": "1500B", "count": "outer", "tenants": tenants})
+    best, outcomes = float("inf"), None
+    for _ in range(ROUNDS):
+        engine = isolane.Engine(policy)
+        start = time.perf_counter()
+        processed = engine.process(isolane.parse(batch, threads=1))
+        best = min(best, time.perf_counter() - start)
+        outcomes = np.bincount(processed["outcome"], minlength=len(isolane.Outcome))
+    assert outcomes[isolane.Outcome.PASS] > 0 and outcomes[isolane.Outcome.DROP_CLASSIFIER] == 0
+    info = {
+        "tenants": len(vnis),
+        "packets": PACKETS,
+        "ns/packet (best)": best * 1e9 / PACKETS,
+        "Mpps (best)": PACKETS / best / 1e6,
+        **{f"share {o.name.lower()}": float(outcomes[o] / PACKETS) for o in isolane.Outcome if outcomes[o]},
+    }
+    bench_report[f"qos: parse + process on one core, {len(vnis):,} tenants"] = info
+    assert best < 60  # a floor against hangs; the target is in RESULTS.md

@@ -1,7 +1,7 @@
 //! Nanoseconds per packet of QoS enforcement alone (no classification): `Enforcer::enforce` on
 //! already classified packets, for 1,000 and 1,000,000 tenants, each with an srTCM meter and an
-//! EDT shaper: `cargo run --release --example enforce_speed [PACKETS]` (default 10 million; best
-//! of 5 runs).
+//! EDT shaper: `cargo run --release --example enforce_speed [PACKETS [TENANTS...]]` (default 10
+//! million packets, 1,000 and 1,000,000 tenants; best of 5 runs).
 //!
 //! Packets go to tenants at random, 114 bytes each, over one second of packet time, so that
 //! each tenant offers 1.5x its CIR (the shaper runs at 1.25x CIR).
@@ -35,7 +35,11 @@ fn spec(tenants: usize, cir: u64) -> QosSpec {
 
 fn main() {
     let packets: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10_000_000);
-    for tenants in [1_000usize, 1_000_000] {
+    let mut tenant_counts: Vec<usize> = std::env::args().skip(2).filter_map(|a| a.parse().ok()).collect();
+    if tenant_counts.is_empty() {
+        tenant_counts = vec![1_000, 1_000_000];
+    }
+    for tenants in tenant_counts {
         let records: Vec<PacketInfo> = (0..packets)
             .map(|i| PacketInfo { wire_len: SIZE, inner_len: SIZE - 50, timestamp_ns: (i as u64 * SECOND_NS / packets as u64) as i64, ..PacketInfo::zeroed() })
             .collect();

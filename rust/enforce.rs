@@ -21,16 +21,18 @@ use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
 
 use crate::engine::{Verdict, DROP};
-use crate::meter::{Color, MeterParams, MeterState};
+use crate::meter::{Color, MeterConsts, MeterParams, MeterState};
 use crate::parse::PacketInfo;
-use crate::shaping::{Departure, Port, PortConfig, PortDrop, QueueConfig, ShapeDrop, ShaperParams, ShaperState};
+use crate::memory::prefetch;
+use crate::shaping::{Departure, Port, PortConfig, PortDrop, QueueConfig, ShapeDrop, ShaperConsts, ShaperParams, ShaperState};
 
 pub use columns::{ContractColumns, MeterColumns, QosColumns, ShaperColumns};
 pub use stats::{QosCounters, QosStats, StatsKey};
+use stats::RowCounters;
 
 /// Which bytes of a packet meters, shapers and the port count (`COUNT_MODES` in Python).
 #[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Count {
     /// The tenant's frame inside the tunnel.
     Inner = 0,
@@ -69,7 +71,7 @@ impl TryFrom<u8> for Count {
 }
 
 /// What a meter does with a packet of one colour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ColorAction {
     Pass,
     /// Pass with the DSCP rewritten (0-63).
@@ -77,7 +79,7 @@ pub enum ColorAction {
     Drop,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MeterSpec {
     pub params: MeterParams,
     pub count: Count,
@@ -86,7 +88,7 @@ pub struct MeterSpec {
 }
 
 /// A tenant's or a class's meter and shaper; either may be absent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Contract {
     pub meter: Option<MeterSpec>,
     pub shaper: Option<ShaperParams>,
@@ -244,29 +246,76 @@ pub fn processed_fields() -> Vec<(&'static str, &'static str, usize)> {
     fields
 }
 
-/// A meter's or a shaper's state with the contract it enforces.
+/// What the data path needs of a contract, computed once and shared by every stage that
+/// enforces an equal one (a million tenants on a few contracts read a few profiles).
 #[derive(Debug, Clone)]
+struct Profile {
+    meter: Option<(MeterConsts, MeterSpec)>,
+    shaper: Option<ShaperConsts>,
+}
+
+/// Profiles by contract, numbered as they are first asked for.
+#[derive(Default)]
+struct Profiles {
+    list: Vec<Profile>,
+    index: FxHashMap<Contract, u32>,
+}
+
+impl Profiles {
+    fn of(&mut self, contract: &Contract) -> u32 {
+        let list = &mut self.list;
+        *self.index.entry(*contract).or_insert_with(|| {
+            list.push(Profile { meter: contract.meter.map(|m| (MeterConsts::new(&m.params), m)), shaper: contract.shaper.as_ref().map(ShaperConsts::new) });
+            (list.len() - 1) as u32
+        })
+    }
+}
+
+/// A tenant's or a class's meter and shaper state, and the profile they enforce.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
 struct Stage {
-    contract: Contract,
     meter: MeterState,
     shaper: ShaperState,
+    profile: u32,
+    /// Of a tenant's stage: some class of the tenant has a meter or a shaper (without one, the
+    /// class stages are never read).
+    classes_enforced: bool,
 }
 
 impl Stage {
     /// Full buckets (meters fill up to their burst on the first packet).
-    fn new(contract: Contract) -> Self {
+    fn new(contract: &Contract) -> Self {
         let meter = contract.meter.map_or(MeterState::zeroed(), |m| MeterState::new(&m.params, 0));
-        Stage { contract, meter, shaper: ShaperState::default() }
+        Stage { meter, shaper: ShaperState::default(), profile: NO_CONTRACT, classes_enforced: false }
     }
 }
 
-/// What the data path reads of a tenant (its contract's spec stays apart, for updates).
-#[derive(Debug, Clone)]
+/// Packets classified, then enforced, at a time: their records (100 B each) stay in L2.
+const CHUNK: usize = 2048;
+
+/// The profile of a tenant with no contract in the spec: its packets pass, green.
+const NO_CONTRACT: u32 = u32::MAX;
+
+/// What the data path reads of a tenant, in one cache line (its contract's spec stays apart,
+/// for updates).
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy)]
 struct TenantState {
     stage: Stage,
     /// Row of class 0 in `class_stages`, the statistics rows and the port queues.
     first_row: u32,
     classes: u32,
+}
+
+impl TenantState {
+    fn without_contract() -> Self {
+        TenantState { stage: Stage::new(&Contract::default()), first_row: 0, classes: 0 }
+    }
+
+    fn has_contract(&self) -> bool {
+        self.stage.profile != NO_CONTRACT
+    }
 }
 
 /// A packet on its way from the shapers to the port. Ordered by release, then arrival.
@@ -296,15 +345,16 @@ pub struct Enforcer {
     spec: QosSpec,
     /// A spec waiting for the next tables (see [`Enforcer::stage`]).
     staged: Option<QosSpec>,
-    /// By the engine's tenant index; `None`: the tenant has no contract.
-    tenants: Vec<Option<TenantState>>,
+    /// By the engine's tenant index (a tenant without a contract has profile [`NO_CONTRACT`]).
+    tenants: Vec<TenantState>,
+    profiles: Vec<Profile>,
     /// The contract each tenant's state enforces, by the same index.
     contracts: Vec<Option<TenantQos>>,
     /// Every class's stage, by class row (tenant by tenant, as the port queues).
     class_stages: Vec<Stage>,
     /// Statistics rows: every class row, then one per tenant (packets in no class), then
     /// packets of no tenant; `row_keys` names them.
-    rows: Vec<QosCounters>,
+    rows: Vec<RowCounters>,
     row_keys: Vec<StatsKey>,
     /// Rows before the per-tenant ones.
     class_rows: usize,
@@ -313,6 +363,8 @@ pub struct Enforcer {
     port: Option<PortState>,
     in_flight: BinaryHeap<Reverse<InFlight>>,
     departures: Vec<Departure>,
+    /// A chunk's verdicts (kept, so that a batch allocates nothing).
+    verdicts: Vec<Verdict>,
     /// The latest packet time seen: an earlier timestamp is read as this.
     clock_ns: u64,
     sequence: u64,
@@ -335,17 +387,23 @@ impl Enforcer {
         let mut old = self.take_states();
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
         let (mut tenants, mut contracts, mut class_stages, mut queues) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut profiles = Profiles::default();
         for name in names {
             let Some(&qos) = by_name.get(name.as_str()) else {
-                tenants.push(None);
+                tenants.push(TenantState::without_contract());
                 contracts.push(None);
                 continue;
             };
             let kept = old.remove(name).filter(|(old_qos, ..)| same_globals && old_qos == qos);
-            let (stage, classes) = kept.map(|(_, stage, classes)| (stage, classes)).unwrap_or_else(|| {
-                (Stage::new(qos.contract), qos.classes.iter().map(|c| Stage::new(c.contract)).collect())
+            let (mut stage, mut classes) = kept.map(|(_, stage, classes)| (stage, classes)).unwrap_or_else(|| {
+                (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect())
             });
-            tenants.push(Some(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 }));
+            stage.profile = profiles.of(&qos.contract);
+            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default());
+            for (class_stage, class) in classes.iter_mut().zip(&qos.classes) {
+                class_stage.profile = profiles.of(&class.contract);
+            }
+            tenants.push(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 });
             class_stages.extend(classes);
             queues.extend(qos.classes.iter().enumerate().map(|(c, class)| (name.clone(), c as u16, class.queue)));
             contracts.push(Some(qos.clone()));
@@ -354,8 +412,8 @@ impl Enforcer {
         self.archive_rows();
         self.row_keys = row_keys(&contracts, names);
         self.class_rows = class_stages.len();
-        self.rows = vec![QosCounters::default(); self.row_keys.len()];
-        (self.tenants, self.contracts, self.class_stages) = (tenants, contracts, class_stages);
+        self.rows = crate::memory::zeroed_vec(self.row_keys.len());
+        (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles.list);
         self.spec = spec;
     }
 
@@ -365,7 +423,7 @@ impl Enforcer {
         let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));
         tenants
             .filter_map(|(state, qos)| {
-                let (state, qos) = (state?, qos?);
+                let qos = qos?;
                 let first = state.first_row as usize;
                 let classes = class_stages[first..first + state.classes as usize].to_vec();
                 Some((qos.name.clone(), (qos, state.stage, classes)))
@@ -396,23 +454,44 @@ impl Enforcer {
     }
 
     fn archive_rows(&mut self) {
-        for (key, counters) in self.row_keys.iter().zip(&self.rows) {
+        for (key, row) in self.row_keys.iter().zip(&self.rows) {
+            let counters = row.counters();
             if counters.packets > 0 {
-                self.archive.entry(key.clone()).or_default().counters.add(counters);
+                self.archive.entry(key.clone()).or_default().counters.add(&counters);
             }
         }
     }
 
     /// Enforces one classified batch in packet order; `out[i]` is packet `i`'s result.
     pub fn enforce(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed]) {
+        let records = &records[..records.len().min(verdicts.len())];
+        let mut done = 0;
+        self.classify_and_enforce(records, out, |_, chunk| {
+            chunk.copy_from_slice(&verdicts[done..done + chunk.len()]);
+            done += chunk.len();
+        });
+    }
+
+    /// Classifies a batch with `classify` and enforces it in packet order, a chunk at a time so
+    /// that a chunk's records are still in cache when it is enforced; `out[i]` is packet `i`'s
+    /// result.
+    pub fn classify_and_enforce(&mut self, records: &[PacketInfo], out: &mut [Processed], mut classify: impl FnMut(&[PacketInfo], &mut [Verdict])) {
         self.batch += 1;
         let mut port = self.port.take();
-        for (index, (info, verdict)) in records.iter().zip(verdicts).enumerate().take(out.len()) {
-            self.clock_ns = self.clock_ns.max(u64::try_from(info.timestamp_ns).unwrap_or(0));
-            if let Some(state) = &mut port {
-                self.arrive_at_port(&mut state.port, self.clock_ns, out);
+        let mut verdicts = std::mem::take(&mut self.verdicts);
+        verdicts.resize(CHUNK, Verdict::zeroed());
+        let records = &records[..records.len().min(out.len())];
+        for (first, chunk) in (0..).step_by(CHUNK).zip(records.chunks(CHUNK)) {
+            let verdicts = &mut verdicts[..chunk.len()];
+            classify(chunk, verdicts);
+            for (i, (info, verdict)) in chunk.iter().zip(verdicts.iter()).enumerate() {
+                self.prefetch_ahead(verdicts, i);
+                self.clock_ns = self.clock_ns.max(u64::try_from(info.timestamp_ns).unwrap_or(0));
+                if let Some(state) = &mut port {
+                    self.arrive_at_port(&mut state.port, self.clock_ns, out);
+                }
+                out[first + i] = self.enforce_one(info, *verdict, first + i, port.is_some());
             }
-            out[index] = self.enforce_one(info, *verdict, index, port.is_some());
         }
         if let Some(state) = &mut port {
             self.arrive_at_port(&mut state.port, self.clock_ns, out);
@@ -421,6 +500,38 @@ impl Enforcer {
             self.departures.clear(); // the port's own statistics keep the delays
         }
         self.port = port;
+        self.verdicts = verdicts;
+    }
+
+    /// Asks the cache for the state of packets ahead, so that the misses of several packets
+    /// overlap (with a million tenants each packet's lines are far apart): the tenant's line
+    /// two steps ahead, then, from it, the statistics row and the class's stage one step ahead.
+    #[inline]
+    fn prefetch_ahead(&self, verdicts: &[Verdict], index: usize) {
+        const AHEAD: usize = 8;
+        if let Some(tenant) = verdicts.get(index + 2 * AHEAD).and_then(|v| self.tenants.get(v.tenant as usize)) {
+            prefetch(tenant);
+        }
+        if let Some(verdict) = verdicts.get(index + AHEAD) {
+            let tenant = self.tenants.get(verdict.tenant as usize);
+            let row = self.row_of(verdict, tenant);
+            prefetch(&self.rows[row]);
+            if tenant.is_some_and(|t| t.stage.classes_enforced) && row < self.class_rows {
+                prefetch(&self.class_stages[row]);
+            }
+        }
+    }
+
+    /// The packet's statistics row: its class's (class rows are the class stages' rows), else
+    /// its tenant's, else the row of packets of no tenant. A tenant without a contract has no
+    /// classes here.
+    #[inline]
+    fn row_of(&self, verdict: &Verdict, tenant: Option<&TenantState>) -> usize {
+        match tenant {
+            None => self.class_rows + self.tenants.len(),
+            Some(t) if (verdict.cls as u32) < t.classes => (t.first_row + verdict.cls as u32) as usize,
+            Some(_) => self.class_rows + verdict.tenant as usize,
+        }
     }
 
     /// Hands the port every packet released by `until_ns`, in release order.
@@ -443,36 +554,33 @@ impl Enforcer {
 
     fn enforce_one(&mut self, info: &PacketInfo, verdict: Verdict, index: usize, has_port: bool) -> Processed {
         let now = self.clock_ns;
-        let tenant_count = self.tenants.len();
-        let Enforcer { spec, tenants, class_stages, rows, in_flight, class_rows, sequence, batch, .. } = self;
+        // A negative tenant or class is out of range as a u32 or usize.
+        let row = self.row_of(&verdict, self.tenants.get(verdict.tenant as usize));
+        let Enforcer { spec, tenants, profiles, class_stages, rows, class_rows, in_flight, sequence, batch, .. } = self;
         let bytes = spec.count.bytes(info);
-        let tenant_index = usize::try_from(verdict.tenant).ok().filter(|&t| t < tenant_count);
-        let tenant = tenant_index.and_then(|t| tenants[t].as_mut());
-        let class_row = tenant.as_ref().and_then(|t| {
-            let class = u32::try_from(verdict.cls).ok().filter(|&c| c < t.classes)?;
-            Some((t.first_row + class) as usize)
-        });
-        let row = match (class_row, tenant_index) {
-            (Some(row), _) => row,
-            (None, Some(t)) => *class_rows + t,
-            (None, None) => *class_rows + tenant_count,
-        };
         let counters = &mut rows[row];
-        counters.count_in(bytes);
         let mut result = Processed { verdict, color: NO_COLOR, outcome: Outcome::DropClassifier as u8, dscp: info.dscp, release_ns: -1 };
         if verdict.action == DROP {
             counters.count_outcome(Outcome::DropClassifier, bytes);
             return result;
         }
-        let Some(tenant) = tenant else {
+        let Some(tenant) = tenants.get_mut(verdict.tenant as usize).filter(|t| t.has_contract()) else {
             // No contract: the packet passes as it came, green.
             counters.count_color(Color::Green, bytes);
             counters.count_outcome(Outcome::Pass, bytes);
             return Processed { color: Color::Green as u8, outcome: Outcome::Pass as u8, release_ns: now as i64, ..result };
         };
-        let tenant_stage = &mut tenant.stage;
-        let mut class_stage = class_row.map(|row| &mut class_stages[row]);
-        let metered = meter(&spec.color_map, info, now, [Some(&mut *tenant_stage), class_stage.as_deref_mut()]);
+        let in_class = row < *class_rows;
+        let mut class = (in_class && tenant.stage.classes_enforced).then(|| &mut class_stages[row]);
+        let tenant = &mut tenant.stage;
+        let (tenant_profile, class_profile) = (&profiles[tenant.profile as usize], class.as_ref().map(|c| &profiles[c.profile as usize]));
+        let mut metered = Metered::new(spec.color_map[usize::from(info.dscp & 63)]);
+        if let Some(spec) = &tenant_profile.meter {
+            metered.meter(spec, &mut tenant.meter, info, now);
+        }
+        if let (Some(spec), Some(stage), false) = (class_profile.and_then(|p| p.meter.as_ref()), class.as_deref_mut(), metered.dropped) {
+            metered.meter(spec, &mut stage.meter, info, now);
+        }
         counters.count_color(metered.color, bytes);
         result.color = metered.color as u8;
         result.dscp = metered.dscp.unwrap_or(info.dscp);
@@ -481,11 +589,12 @@ impl Enforcer {
             result.outcome = Outcome::DropMeter as u8;
             return result;
         }
-        let outcome = match shape(now, bytes, [Some(tenant_stage), class_stage]) {
+        let class_shaper = class_profile.and_then(|p| p.shaper.as_ref()).zip(class);
+        let outcome = match shape(now, bytes, tenant_profile.shaper.as_ref().map(|c| (c, tenant)), class_shaper) {
             Err(drop) => Outcome::of_shaping(drop),
             Ok(release_ns) => {
                 result.release_ns = i64::try_from(release_ns).unwrap_or(i64::MAX);
-                if has_port && class_row.is_some() {
+                if has_port && in_class {
                     *sequence += 1;
                     let remarked = metered.dscp.is_some();
                     in_flight.push(Reverse(InFlight { release_ns, sequence: *sequence, row: row as u32, bytes, batch: *batch, index, remarked }));
@@ -508,9 +617,10 @@ impl Enforcer {
     /// still on their way to the port and its queueing delays there.
     pub fn stats(&self) -> Vec<(StatsKey, QosStats)> {
         let mut all = self.archive.clone();
-        for (key, counters) in self.row_keys.iter().zip(&self.rows) {
+        for (key, row) in self.row_keys.iter().zip(&self.rows) {
+            let counters = row.counters();
             if counters.packets > 0 {
-                all.entry(key.clone()).or_default().counters.add(counters);
+                all.entry(key.clone()).or_default().counters.add(&counters);
             }
         }
         if let Some(state) = &self.port {
@@ -537,53 +647,53 @@ fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> Vec<StatsKey> 
     classes.chain(tenants).chain([(None, None)]).collect()
 }
 
+/// What the meters did to a packet so far.
 struct Metered {
     /// The worst colour any meter gave (green if none).
     color: Color,
+    /// What the next colour-aware meter takes: the packet's DSCP colour, then the colour the
+    /// meter before it gave.
+    incoming: Color,
     /// The DSCP a remark wrote (the last one, if both meters remark).
     dscp: Option<u8>,
     dropped: bool,
 }
 
-/// The tenant's meter, then the class's: a colour-aware meter takes the colour the one before
-/// it gave (the first one, the colour of the packet's DSCP); a drop stops the packet there.
-fn meter(color_map: &[Color; 64], info: &PacketInfo, now: u64, stages: [Option<&mut Stage>; 2]) -> Metered {
-    let mut incoming = color_map[usize::from(info.dscp & 63)];
-    let mut metered = Metered { color: Color::Green, dscp: None, dropped: false };
-    for stage in stages.into_iter().flatten() {
-        let Some(spec) = stage.contract.meter else { continue };
-        let color = stage.meter.mark(&spec.params, now, spec.count.bytes(info), incoming);
-        metered.color = metered.color.max(color);
-        incoming = color;
+impl Metered {
+    fn new(incoming: Color) -> Self {
+        Metered { color: Color::Green, incoming, dscp: None, dropped: false }
+    }
+
+    /// One meter (the tenant's, then the class's) and its action for the colour it gives.
+    #[inline]
+    fn meter(&mut self, (consts, spec): &(MeterConsts, MeterSpec), state: &mut MeterState, info: &PacketInfo, now: u64) {
+        let color = state.mark_with(consts, now, spec.count.bytes(info), self.incoming);
+        self.color = self.color.max(color);
+        self.incoming = color;
         match spec.actions[color as usize] {
             ColorAction::Pass => {}
-            ColorAction::Remark(dscp) => metered.dscp = Some(dscp),
-            ColorAction::Drop => {
-                metered.dropped = true;
-                return metered;
-            }
+            ColorAction::Remark(dscp) => self.dscp = Some(dscp),
+            ColorAction::Drop => self.dropped = true,
         }
     }
-    metered
 }
 
-/// The release time under both shapers (the later of the two, as EDT composes), or the first
-/// one's reason to drop; a dropped packet changes neither shaper.
-fn shape(now: u64, bytes: u32, stages: [Option<&mut Stage>; 2]) -> Result<u64, ShapeDrop> {
+/// The release time under the tenant's shaper and the class's (the later of the two, as EDT
+/// composes), or the first one's reason to drop; a dropped packet changes neither shaper.
+#[inline]
+fn shape(now: u64, bytes: u32, tenant: Option<(&ShaperConsts, &mut Stage)>, class: Option<(&ShaperConsts, &mut Stage)>) -> Result<u64, ShapeDrop> {
+    let tentative = |shaper: &Option<(&ShaperConsts, &mut Stage)>| -> Result<Option<(ShaperState, u64)>, ShapeDrop> {
+        let Some((consts, stage)) = shaper else { return Ok(None) };
+        let mut state = stage.shaper;
+        let release = state.shape_with(consts, now, bytes)?;
+        Ok(Some((state, release)))
+    };
+    let (tenant_shaped, class_shaped) = (tentative(&tenant)?, tentative(&class)?);
     let mut release = now;
-    let mut shaped = [None, None];
-    for (next, stage) in shaped.iter_mut().zip(&stages) {
-        if let Some(stage) = stage {
-            if let Some(params) = stage.contract.shaper {
-                let mut state = stage.shaper;
-                release = release.max(state.shape(&params, now, bytes)?);
-                *next = Some(state);
-            }
-        }
-    }
-    for (stage, state) in stages.into_iter().zip(shaped) {
-        if let (Some(stage), Some(state)) = (stage, state) {
+    for (shaper, shaped) in [(tenant, tenant_shaped), (class, class_shaped)] {
+        if let (Some((_, stage)), Some((state, at))) = (shaper, shaped) {
             stage.shaper = state;
+            release = release.max(at);
         }
     }
     Ok(release)

@@ -693,9 +693,7 @@ impl Engine {
     /// contracts; counts the verdicts as `classify` does.
     pub fn process(&self, records: &[PacketInfo], out: &mut [Processed]) {
         let mut qos = self.lock_qos();
-        let mut verdicts: Vec<Verdict> = crate::memory::zeroed_vec(records.len());
-        self.classify(records, &mut verdicts);
-        qos.enforce(records, &verdicts, out);
+        qos.classify_and_enforce(records, out, |records, verdicts| self.classify(records, verdicts));
     }
 
     /// QoS statistics per (tenant, class) since the engine was made.

@@ -44,7 +44,7 @@ impl TryFrom<u8> for Color {
 }
 
 /// Which RFC a meter follows, with its rates (bytes/s) and burst sizes (bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MeterKind {
     /// RFC 2697: one rate; tokens fill C up to CBS, and what C cannot hold fills E up to EBS.
     SrTcm { cir: u64, cbs: u64, ebs: u64 },
@@ -57,7 +57,7 @@ pub enum MeterKind {
 }
 
 /// A meter profile: shared by every [`MeterState`] metered with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MeterParams {
     pub kind: MeterKind,
     /// Colour-aware meters take the packet's colour into account and never improve it.
@@ -131,6 +131,32 @@ fn check_bucket(bucket: &str, rate_name: &str, rate: u64, size_name: &str, size:
     }
 }
 
+/// A meter profile with its bucket sizes in nano-bytes, computed once rather than per packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeterConsts {
+    pub params: MeterParams,
+    /// CBS, and EBS or PBS, in nano-bytes.
+    committed_cap: u64,
+    excess_or_peak_cap: u64,
+}
+
+impl MeterConsts {
+    pub fn new(params: &MeterParams) -> Self {
+        let (committed, excess_or_peak) = params.burst_sizes();
+        MeterConsts { params: *params, committed_cap: nano(committed), excess_or_peak_cap: nano(excess_or_peak) }
+    }
+}
+
+impl MeterParams {
+    /// (CBS, EBS or PBS) in bytes.
+    fn burst_sizes(&self) -> (u64, u64) {
+        match self.kind {
+            MeterKind::SrTcm { cbs, ebs, .. } | MeterKind::Rfc4115 { cbs, ebs, .. } => (cbs, ebs),
+            MeterKind::TrTcm { pbs, cbs, .. } => (cbs, pbs),
+        }
+    }
+}
+
 /// One meter's state: 24 bytes, buckets in nano-bytes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -146,36 +172,39 @@ pub struct MeterState {
 impl MeterState {
     /// A meter whose buckets are full at `now_ns`, as every RFC starts them.
     pub fn new(params: &MeterParams, now_ns: u64) -> Self {
-        let (committed, excess_or_peak) = match params.kind {
-            MeterKind::SrTcm { cbs, ebs, .. } | MeterKind::Rfc4115 { cbs, ebs, .. } => (cbs, ebs),
-            MeterKind::TrTcm { pbs, cbs, .. } => (cbs, pbs),
-        };
+        let (committed, excess_or_peak) = params.burst_sizes();
         MeterState { last_ns: now_ns, committed: nano(committed), excess_or_peak: nano(excess_or_peak) }
     }
 
     /// Meters one packet of `bytes` arriving at `now_ns`, precoloured `color_in` (ignored when
     /// colour-blind), and returns its colour. `params` must have passed [`MeterParams::check`];
     /// it may change between packets (tokens above a smaller burst are then dropped).
-    #[inline]
     pub fn mark(&mut self, params: &MeterParams, now_ns: u64, bytes: u32, color_in: Color) -> Color {
+        self.mark_with(&MeterConsts::new(params), now_ns, bytes, color_in)
+    }
+
+    /// [`mark`](MeterState::mark) with the bucket sizes computed beforehand.
+    #[inline]
+    pub fn mark_with(&mut self, consts: &MeterConsts, now_ns: u64, bytes: u32, color_in: Color) -> Color {
         let elapsed_ns = self.advance_clock(now_ns);
         // The RFCs' colour-blind rules are their colour-aware rules for a packet that came in green.
-        let color_in = if params.color_aware { color_in } else { Color::Green };
+        let color_in = if consts.params.color_aware { color_in } else { Color::Green };
         let cost = u64::from(bytes) * NANO;
-        match params.kind {
-            MeterKind::SrTcm { cir, cbs, ebs } => {
-                let spill = fill(&mut self.committed, nano(cbs), arrivals(cir, elapsed_ns));
-                fill(&mut self.excess_or_peak, nano(ebs), spill);
+        let (committed_cap, excess_or_peak_cap) = (consts.committed_cap, consts.excess_or_peak_cap);
+        match consts.params.kind {
+            MeterKind::SrTcm { cir, .. } => {
+                let spill = fill(&mut self.committed, committed_cap, arrivals(cir, elapsed_ns));
+                fill(&mut self.excess_or_peak, excess_or_peak_cap, spill);
                 self.committed_then_excess(cost, color_in)
             }
-            MeterKind::Rfc4115 { cir, cbs, eir, ebs } => {
-                fill(&mut self.committed, nano(cbs), arrivals(cir, elapsed_ns));
-                fill(&mut self.excess_or_peak, nano(ebs), arrivals(eir, elapsed_ns));
+            MeterKind::Rfc4115 { cir, eir, .. } => {
+                fill(&mut self.committed, committed_cap, arrivals(cir, elapsed_ns));
+                fill(&mut self.excess_or_peak, excess_or_peak_cap, arrivals(eir, elapsed_ns));
                 self.committed_then_excess(cost, color_in)
             }
-            MeterKind::TrTcm { pir, pbs, cir, cbs } => {
-                fill(&mut self.committed, nano(cbs), arrivals(cir, elapsed_ns));
-                fill(&mut self.excess_or_peak, nano(pbs), arrivals(pir, elapsed_ns));
+            MeterKind::TrTcm { pir, cir, .. } => {
+                fill(&mut self.committed, committed_cap, arrivals(cir, elapsed_ns));
+                fill(&mut self.excess_or_peak, excess_or_peak_cap, arrivals(pir, elapsed_ns));
                 self.peak_then_committed(cost, color_in)
             }
         }

@@ -135,7 +135,7 @@ fn the_release_is_the_later_shaper_and_a_drop_leaves_both_shapers_untouched() {
     // would leave the class owing 200 B (> 150): dropped, and the tenant did not charge it.
     assert_eq!(releases, [0, 200 * MS as i64, -1, -1]);
     assert_eq!(out[2].outcome, Outcome::DropShaperBytes as u8);
-    let tenant_shaper = e.tenants[0].as_ref().unwrap().stage.shaper;
+    let tenant_shaper = e.tenants[0].stage.shaper;
     assert_eq!(tenant_shaper.backlog_bytes(&shaper(1000, 10_000), 0), 100, "the tenant shaper charged only the two passed");
 }
 

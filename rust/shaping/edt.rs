@@ -13,7 +13,7 @@ use super::{MAX_RATE, NS_PER_S};
 pub const MIN_BURST: u64 = 64;
 
 /// A flow's shaping policy. Rates are bytes per second, sizes bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ShaperParams {
     pub rate: u64,
     /// Bytes that may leave at once after a quiet spell; guidance: about 1 ms at `rate`, and at
@@ -63,27 +63,70 @@ pub struct ShaperState {
     last_ns: u64,
 }
 
+/// A shaper's parameters with what each packet would otherwise divide for, computed once: the
+/// per-packet path multiplies and compares, and stays exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShaperConsts {
+    pub params: ShaperParams,
+    rate: Divisor,
+    /// `burst` in 1/rate ns, and as whole ns plus a remainder in 1/rate ns.
+    burst_scaled: u128,
+    burst_ns: u128,
+    burst_rem: u64,
+    /// `max_queue_bytes` in 1/rate ns.
+    queue_scaled: u128,
+}
+
+impl ShaperConsts {
+    /// `params` must have passed [`ShaperParams::check`].
+    pub fn new(params: &ShaperParams) -> Self {
+        let rate = u128::from(params.rate);
+        let burst_scaled = u128::from(params.burst) * NS_PER_S;
+        ShaperConsts {
+            params: *params,
+            rate: Divisor::new(params.rate),
+            burst_scaled,
+            burst_ns: burst_scaled / rate,
+            burst_rem: (burst_scaled % rate) as u64,
+            queue_scaled: u128::from(params.max_queue_bytes) * NS_PER_S,
+        }
+    }
+}
+
 impl ShaperState {
     /// The release time of a packet of `bytes` arriving at `now_ns` (>= the effective arrival
     /// time), or why it is dropped; a dropped packet changes no state. A timestamp earlier
     /// than the last accepted packet's is treated as that time.
-    #[inline]
     pub fn shape(&mut self, params: &ShaperParams, now_ns: u64, bytes: u32) -> Result<u64, ShapeDrop> {
-        let rate = u128::from(params.rate);
+        self.shape_with(&ShaperConsts::new(params), now_ns, bytes)
+    }
+
+    /// [`shape`](ShaperState::shape) with the constants computed beforehand. In 1/rate ns the
+    /// TAT moves to `max(TAT, now) + bytes x 1e9` and the packet waits `ceil(owed / rate)` for
+    /// what it owes beyond the burst; both divisions by the rate are done on (ns, remainder)
+    /// pairs, so that only one 64-bit division is left, by a precomputed reciprocal.
+    #[inline]
+    pub fn shape_with(&mut self, consts: &ShaperConsts, now_ns: u64, bytes: u32) -> Result<u64, ShapeDrop> {
+        let rate = consts.rate.divisor;
         let now = now_ns.max(self.last_ns);
-        let now_scaled = u128::from(now) * rate;
-        let tat = self.tat_scaled(rate).max(now_scaled) + u128::from(bytes) * NS_PER_S;
-        let burst = u128::from(params.burst) * NS_PER_S;
-        let owed = tat.saturating_sub(now_scaled + burst);
-        if owed > u128::from(params.max_queue_bytes) * NS_PER_S {
+        // max(TAT, now): the remainder is below the rate, so whole ns decide.
+        let (base_ns, base_rem) = if self.tat_ns >= now { (self.tat_ns, self.tat_rem.min(rate - 1)) } else { (now, 0) };
+        // Below 2^42 + 2^32 x 1e9 < 2^64.
+        let (add_ns, tat_rem) = consts.rate.div_rem(base_rem + u64::from(bytes) * NS_PER_S as u64);
+        let tat_ns = u128::from(base_ns) + u128::from(add_ns);
+        let tat = tat_ns * u128::from(rate) + u128::from(tat_rem);
+        let owed = tat.saturating_sub(u128::from(now) * u128::from(rate) + consts.burst_scaled);
+        if owed > consts.queue_scaled {
             return Err(ShapeDrop::QueueBytes);
         }
-        let wait = ceil_div(owed, rate);
-        if wait > u128::from(params.max_delay_ns) {
+        // owed = (tat_ns - now - burst_ns) x rate + (tat_rem - burst_rem), the second term
+        // within one rate of 0: its ceiling is 1 exactly when it is positive.
+        let wait = if owed == 0 { 0 } else { tat_ns - u128::from(now) - consts.burst_ns + u128::from(tat_rem > consts.burst_rem) };
+        if wait > u128::from(consts.params.max_delay_ns) {
             return Err(ShapeDrop::QueueTime);
         }
-        self.tat_ns = saturate(tat / rate);
-        self.tat_rem = (tat % rate) as u64;
+        self.tat_ns = saturate(tat_ns);
+        self.tat_rem = tat_rem;
         self.last_ns = now;
         Ok(now.saturating_add(wait as u64))
     }
@@ -102,6 +145,34 @@ impl ShaperState {
     #[inline]
     fn tat_scaled(&self, rate: u128) -> u128 {
         u128::from(self.tat_ns) * rate + u128::from(self.tat_rem).min(rate - 1)
+    }
+}
+
+/// Exact division of 64-bit numbers by a fixed divisor: a multiply by its reciprocal, which
+/// is at most one short, then one correction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Divisor {
+    divisor: u64,
+    /// floor(2^64 / divisor), or 2^64 - 1 for 1 (it is never more than one short either way).
+    reciprocal: u64,
+}
+
+impl Divisor {
+    fn new(divisor: u64) -> Self {
+        let reciprocal = u64::try_from((1u128 << 64) / u128::from(divisor)).unwrap_or(u64::MAX);
+        Divisor { divisor, reciprocal }
+    }
+
+    /// (n / divisor, n % divisor).
+    #[inline]
+    fn div_rem(&self, n: u64) -> (u64, u64) {
+        let quotient = ((u128::from(n) * u128::from(self.reciprocal)) >> 64) as u64;
+        let rem = n - quotient * self.divisor;
+        if rem >= self.divisor {
+            (quotient + 1, rem - self.divisor)
+        } else {
+            (quotient, rem)
+        }
     }
 }
 

@@ -171,6 +171,49 @@ fn extreme_times_and_rates_do_not_overflow() {
     assert_eq!(state.shape(&slow, late, 1), Ok(late + SECOND));
 }
 
+/// GCRA as plainly as it reads: the TAT in 1/rate ns as one number, every step a division.
+struct RefShaper {
+    tat: u128,
+    last_ns: u64,
+}
+
+impl RefShaper {
+    fn shape(&mut self, p: &ShaperParams, now_ns: u64, bytes: u32) -> Result<u64, ShapeDrop> {
+        let (rate, ns) = (u128::from(p.rate), 1_000_000_000u128);
+        let now = now_ns.max(self.last_ns);
+        let tat = self.tat.max(u128::from(now) * rate) + u128::from(bytes) * ns;
+        let owed = tat.saturating_sub(u128::from(now) * rate + u128::from(p.burst) * ns);
+        if owed > u128::from(p.max_queue_bytes) * ns {
+            return Err(ShapeDrop::QueueBytes);
+        }
+        let wait = up(owed, rate);
+        if wait > u128::from(p.max_delay_ns) {
+            return Err(ShapeDrop::QueueTime);
+        }
+        (self.tat, self.last_ns) = (tat, now);
+        Ok(now + wait as u64)
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_shaper_agrees_with_plain_division_packet_by_packet(
+        rate in prop_oneof![1u64..2000, 1u64..=MAX_RATE],
+        burst in MIN_BURST..2_000_000,
+        queue in prop_oneof![Just(0u64), 0u64..4_000_000, Just(u64::MAX / 4)],
+        max_delay_ns in prop_oneof![Just(u64::MAX), 0u64..10 * SECOND],
+        steps in proptest::collection::vec((0u64..5 * MS, prop_oneof![64u32..9216, Just(u32::MAX)]), 1..200),
+    ) {
+        let params = ShaperParams { rate, burst, max_queue_bytes: queue, max_delay_ns };
+        let (mut fast, mut plain) = (ShaperState::default(), RefShaper { tat: 0, last_ns: 0 });
+        let mut now = 1 << 40;
+        for (gap, bytes) in steps {
+            now += gap;
+            prop_assert_eq!(fast.shape(&params, now, bytes), plain.shape(&params, now, bytes));
+        }
+    }
+}
+
 /// A billion packets: `cargo test --release --lib shaping -- --ignored`.
 #[test]
 #[ignore]
