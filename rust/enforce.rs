@@ -679,24 +679,21 @@ impl Metered {
 }
 
 /// The release time under the tenant's shaper and the class's (the later of the two, as EDT
-/// composes), or the first one's reason to drop; a dropped packet changes neither shaper.
+/// composes), or the first one's reason to drop; a dropped packet changes neither shaper (a
+/// shaper that drops changes nothing itself, so only the tenant's waits for the class's).
 #[inline]
 fn shape(now: u64, bytes: u32, tenant: Option<(&ShaperConsts, &mut Stage)>, class: Option<(&ShaperConsts, &mut Stage)>) -> Result<u64, ShapeDrop> {
-    let tentative = |shaper: &Option<(&ShaperConsts, &mut Stage)>| -> Result<Option<(ShaperState, u64)>, ShapeDrop> {
-        let Some((consts, stage)) = shaper else { return Ok(None) };
-        let mut state = stage.shaper;
-        let release = state.shape_with(consts, now, bytes)?;
-        Ok(Some((state, release)))
-    };
-    let (tenant_shaped, class_shaped) = (tentative(&tenant)?, tentative(&class)?);
-    let mut release = now;
-    for (shaper, shaped) in [(tenant, tenant_shaped), (class, class_shaped)] {
-        if let (Some((_, stage)), Some((state, at))) = (shaper, shaped) {
-            stage.shaper = state;
-            release = release.max(at);
+    match (tenant, class) {
+        (None, None) => Ok(now),
+        (Some((consts, stage)), None) | (None, Some((consts, stage))) => stage.shaper.shape_with(consts, now, bytes),
+        (Some((tenant_consts, tenant)), Some((class_consts, class))) => {
+            let mut tenant_state = tenant.shaper;
+            let tenant_release = tenant_state.shape_with(tenant_consts, now, bytes)?;
+            let class_release = class.shaper.shape_with(class_consts, now, bytes)?;
+            tenant.shaper = tenant_state;
+            Ok(tenant_release.max(class_release))
         }
     }
-    Ok(release)
 }
 
 #[cfg(test)]
