@@ -10,17 +10,9 @@ use std::time::Instant;
 const RULES: usize = 100;
 const PACKETS: usize = 1_000_000;
 
-/// A small deterministic generator (xorshift), so that runs compare.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 fn rule(tenant: usize, r: usize, port: u16) -> Rule {
     let dst = ipv4_mapped(u32::from_be_bytes([10, (tenant % 250) as u8, r as u8, 0]));
@@ -31,8 +23,8 @@ fn rule(tenant: usize, r: usize, port: u16) -> Rule {
 fn main() {
     let tenants: usize = std::env::args().nth(1).map_or(1000, |t| t.parse().unwrap());
     let batch: usize = std::env::args().nth(2).map_or(PACKETS, |b| b.parse().unwrap());
-    let mut random = Random(0x9e37_79b9_7f4a_7c15);
-    let ports: Vec<Vec<u16>> = (0..tenants).map(|_| (0..RULES).map(|_| 1000 + random.below(50_000) as u16).collect()).collect();
+    let mut random = Rng(0x9e37_79b9_7f4a_7c15);
+    let ports: Vec<Vec<u16>> = (0..tenants).map(|_| (0..RULES).map(|_| random.between(1000, 50_999) as u16).collect()).collect();
     let spec = TablesSpec {
         tenants: (0..tenants)
             .map(|t| TenantSpec {
@@ -54,7 +46,7 @@ fn main() {
     let build = start.elapsed();
     let records: Vec<PacketInfo> = (0..PACKETS)
         .map(|_| {
-            let (t, r) = (random.below(tenants), random.below(RULES));
+            let (t, r) = (random.below(tenants as u64) as usize, random.below(RULES as u64) as usize);
             PacketInfo {
                 dst: ipv4_mapped(u32::from_be_bytes([10, (t % 250) as u8, r as u8, 1])).to_be_bytes(),
                 src: ipv4_mapped(0x0a00_0001).to_be_bytes(),

@@ -7,6 +7,10 @@
 use isolane::meter::{default_burst, Color, MeterKind, MeterParams, MeterState};
 use std::time::Instant;
 
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
+
 /// Packet time advances this much per packet: 100 Mpps over all meters.
 const STEP_NS: u64 = 10;
 const RUNS: usize = 5;
@@ -14,15 +18,9 @@ const RUNS: usize = 5;
 fn main() {
     let packets: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10_000_000);
     for meters in [1_000usize, 1_000_000] {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
         // Drawn before timing: which meter each packet goes to, and its size (64-1518 bytes).
-        let work: Vec<(u32, u32)> = (0..packets).map(|_| ((next() % meters as u64) as u32, 64 + (next() % 1455) as u32)).collect();
+        let work: Vec<(u32, u32)> = (0..packets).map(|_| (rng.below(meters as u64) as u32, rng.between(64, 1518) as u32)).collect();
         let mean_bytes = work.iter().map(|&(_, bytes)| u64::from(bytes)).sum::<u64>() / packets as u64;
         let offered = mean_bytes * (1_000_000_000 / STEP_NS) / meters as u64; // bytes/s per meter
         for (load, cir) in [("0.5x CIR", offered * 2), ("1.5x CIR", offered * 2 / 3)] {

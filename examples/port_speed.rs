@@ -7,20 +7,9 @@ use std::time::Instant;
 
 const LINE: u64 = 12_500_000_000; // 100 Gbit/s in bytes/s
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// (time ns, bytes, queue) at 1.2x the line rate.
 fn traffic(packets: usize, queues: u64, seed: u64) -> Vec<(u64, u32, u32)> {
@@ -29,7 +18,7 @@ fn traffic(packets: usize, queues: u64, seed: u64) -> Vec<(u64, u32, u32)> {
     let mut carry = 0u64;
     (0..packets)
         .map(|_| {
-            let bytes = 64 + rng.below(1437) as u32;
+            let bytes = rng.between(64, 1500) as u32;
             let gap = u64::from(bytes) * 1_000_000_000 * 10 / 12 + carry;
             now += gap / LINE;
             carry = gap % LINE;

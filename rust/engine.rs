@@ -180,7 +180,7 @@ struct Outcome {
 /// The part of a tenant the data path reads, kept inline in the engine's tables so that a
 /// packet goes from its tenant straight to the trees: the trees, and per tree rule its outcome
 /// (in place of three lookups through the rule's current index).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct HotTenant {
     trees: Forest,
     outcomes: Arc<[Outcome]>,
@@ -205,12 +205,15 @@ impl HotTenant {
                 Outcome { policy_rule: spec.policy_rules[index], class: spec.classes[index], action: spec.actions[index], live: true }
             }
         };
-        let mut hot = HotTenant { default_action: spec.default_action, default_class: spec.default_class, counter_slot, ..HotTenant::default() };
-        hot.outcomes = indices.iter().map(|&index| outcome(index)).collect();
-        hot.trees = trees.clone();
-        hot.fresh = tenant.table.has_fresh();
-        hot.all_live = !indices.contains(&DEAD);
-        hot
+        HotTenant {
+            trees: trees.clone(),
+            outcomes: indices.iter().map(|&index| outcome(index)).collect(),
+            fresh: tenant.table.has_fresh(),
+            all_live: !indices.contains(&DEAD),
+            default_action: spec.default_action,
+            default_class: spec.default_class,
+            counter_slot,
+        }
     }
 
     /// The tree id of the first live rule matching an IPv4 packet ([`NO_RULE`]: none), if the
@@ -286,10 +289,6 @@ impl EngineTables {
         self.tenants.iter().map(|t| t.spec.name.clone()).collect()
     }
 
-    pub fn tenant(&self, index: usize) -> Option<&TenantTables> {
-        self.tenants.get(index).map(Arc::as_ref)
-    }
-
     #[inline]
     fn tenant_of(&self, info: &PacketInfo) -> i32 {
         if info.tunnel != Tunnel::None as u8 {
@@ -312,8 +311,7 @@ impl EngineTables {
     /// Classifies a batch a few packets at a time, in passes that each take one step of every
     /// packet's walk and ask the cache for the next (the first tree steps, the tree match, then
     /// its outcome), so that packets of different tenants wait for memory together rather than
-    /// in turn.
-    /// Each packet is counted in `counters` by its tenant's counter slot.
+    /// in turn. Each packet is counted in `counters` by its tenant's counter slot.
     pub fn classify_all(&self, records: &[PacketInfo], out: &mut [Verdict], counters: &mut [Counters]) {
         const GROUP: usize = 16;
         for (records, out) in records.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
@@ -337,8 +335,8 @@ impl EngineTables {
                     }
                 }
             }
-            for ((&(tenant, fields, id), info), slot) in packets.iter().zip(records).zip(out.iter_mut()) {
-                *slot = self.classify_as(tenant, &fields, id, info);
+            for ((&(tenant, _, id), info), slot) in packets.iter().zip(records).zip(out.iter_mut()) {
+                *slot = self.classify_as(tenant, id, info);
                 let counter = self.hot_of(tenant).map_or(UNKNOWN_SLOT, |hot| hot.counter_slot);
                 counters[counter as usize].add(slot, info.wire_len);
             }
@@ -350,15 +348,10 @@ impl EngineTables {
         usize::try_from(tenant).ok().and_then(|t| self.hot.get(t))
     }
 
+    /// The verdict on a packet of `tenant` (-1: no tenant claims it), given its tree match
+    /// (`None`: not an IPv4 packet, or the trees do not hold every rule of the tenant).
     #[inline]
-    pub fn classify(&self, info: &PacketInfo) -> Verdict {
-        self.classify_as(self.tenant_of(info), &fields_of(info), None, info)
-    }
-
-    /// The verdict on a packet of `tenant` (-1: no tenant claims it) with these IPv4 fields,
-    /// given its tree match if it was found already.
-    #[inline]
-    fn classify_as(&self, tenant: i32, fields: &Option<Fields>, tree_match: Option<u32>, info: &PacketInfo) -> Verdict {
+    fn classify_as(&self, tenant: i32, tree_match: Option<u32>, info: &PacketInfo) -> Verdict {
         let Some(hot) = self.hot_of(tenant) else {
             return Verdict { tenant: -1, rule: -1, cls: -1, action: self.unknown_action, reason: Reason::UnknownTenant as u8 };
         };
@@ -369,7 +362,7 @@ impl EngineTables {
             _ if info.ip_version == 0 => return fallback(Reason::NotIp, hot.default_action),
             _ => {}
         }
-        if let Some(id) = tree_match.or_else(|| fields.as_ref().and_then(|fields| hot.tree_match(fields))) {
+        if let Some(id) = tree_match {
             return hot.verdict(tenant, id);
         }
         self.classify_by_table(tenant, info)

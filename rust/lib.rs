@@ -20,4 +20,8 @@ pub mod shaping;
 #[cfg(feature = "python")]
 mod python;
 
+#[cfg(test)]
+#[path = "../examples/common/rng.rs"]
+pub(crate) mod test_rng;
+
 pub use error::CoreError;

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any
+
+from isolane.policy import Policy, PolicyError, PolicyWarning
 
 #: As the value of :func:`edited`: delete the key instead.
 DELETE = object()
@@ -20,3 +23,15 @@ def edited(policy: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any
     else:
         target[path[-1]] = value
     return data
+
+
+def assert_schema_accepts_if_isolane_does(validator: Any, data: dict[str, Any]) -> None:
+    """The JSON Schema must not be stricter than validation: a policy isolane accepts, it
+    accepts too."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PolicyWarning)
+            Policy.from_dict(data)
+    except PolicyError:
+        return
+    assert list(validator.iter_errors(data)) == []

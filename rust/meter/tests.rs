@@ -3,6 +3,7 @@
 //! and the rate a tenant gets when it sends twice its CIR.
 
 use super::*;
+use crate::test_rng::Rng;
 use proptest::prelude::*;
 use Color::{Green, Red, Yellow};
 
@@ -550,23 +551,11 @@ fn compare_with_reference(params: MeterParams, start_ns: u64, steps: &[Step]) ->
     counts
 }
 
-/// A simple xorshift generator, for reproducible long runs outside proptest.
-struct Xorshift(u64);
-
-impl Xorshift {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
-    }
-}
-
 /// The proptest below could pass by seeing one colour only; these long runs show each meter
 /// and mode giving every colour while agreeing with the reference.
 #[test]
 fn long_random_runs_agree_with_the_reference_and_see_every_colour() {
-    let mut random = Xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut random = Rng(0x9e37_79b9_7f4a_7c15);
     for kind in [sr(1_000_003, 3000, 200_000), tr(1_700_011, 4000, 1_000_003, 3000), rfc4115(1_000_003, 3000, 700_001, 5000)] {
         for params in [MeterParams::blind(kind), MeterParams::aware(kind)] {
             // Phases of 1,000 packets, alternately over and under the rates (~1 MB/s).

@@ -6,30 +6,11 @@ use super::edt::MIN_BURST;
 use super::port::QUANTUM_BYTES;
 use super::reference::{Arrival, RefPort};
 use super::*;
+use crate::test_rng::Rng;
 use proptest::prelude::*;
 
 const MS: u64 = 1_000_000;
 const SECOND: u64 = 1_000_000_000;
-
-/// xorshift64*: deterministic traffic without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.below(high - low + 1)
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // EDT shaper
