@@ -64,17 +64,17 @@ pub struct ShaperState {
 }
 
 /// A shaper's parameters with what each packet would otherwise divide for, computed once: the
-/// per-packet path multiplies and compares, and stays exact.
+/// per-packet path compares (ns, remainder) pairs, and stays exact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShaperConsts {
     pub params: ShaperParams,
     rate: Divisor,
-    /// `burst` in 1/rate ns, and as whole ns plus a remainder in 1/rate ns.
-    burst_scaled: u128,
+    /// `burst` in ns at the rate: whole ns plus a remainder in 1/rate ns.
     burst_ns: u128,
     burst_rem: u64,
-    /// `max_queue_bytes` in 1/rate ns.
-    queue_scaled: u128,
+    /// The same for `burst + max_queue_bytes`: how far ahead of now the TAT may be.
+    limit_ns: u128,
+    limit_rem: u64,
 }
 
 impl ShaperConsts {
@@ -82,13 +82,14 @@ impl ShaperConsts {
     pub fn new(params: &ShaperParams) -> Self {
         let rate = u128::from(params.rate);
         let burst_scaled = u128::from(params.burst) * NS_PER_S;
+        let limit_scaled = burst_scaled + u128::from(params.max_queue_bytes) * NS_PER_S;
         ShaperConsts {
             params: *params,
             rate: Divisor::new(params.rate),
-            burst_scaled,
             burst_ns: burst_scaled / rate,
             burst_rem: (burst_scaled % rate) as u64,
-            queue_scaled: u128::from(params.max_queue_bytes) * NS_PER_S,
+            limit_ns: limit_scaled / rate,
+            limit_rem: (limit_scaled % rate) as u64,
         }
     }
 }
@@ -102,9 +103,11 @@ impl ShaperState {
     }
 
     /// [`shape`](ShaperState::shape) with the constants computed beforehand. In 1/rate ns the
-    /// TAT moves to `max(TAT, now) + bytes x 1e9` and the packet waits `ceil(owed / rate)` for
-    /// what it owes beyond the burst; both divisions by the rate are done on (ns, remainder)
-    /// pairs, so that only one 64-bit division is left, by a precomputed reciprocal.
+    /// TAT moves to `max(TAT, now) + bytes x 1e9`; what the packet owes beyond the burst is
+    /// `TAT - now x rate - burst x 1e9`, and it waits `ceil(owed / rate)` for it. All of it is
+    /// done on (whole ns, remainder in 1/rate ns) pairs, where a remainder is below the rate, so
+    /// that comparing two amounts is comparing pairs, and the one division left (of a 64-bit
+    /// number, by the rate) is a multiply by a precomputed reciprocal.
     #[inline]
     pub fn shape_with(&mut self, consts: &ShaperConsts, now_ns: u64, bytes: u32) -> Result<u64, ShapeDrop> {
         let rate = consts.rate.divisor;
@@ -114,14 +117,15 @@ impl ShaperState {
         // Below 2^42 + 2^32 x 1e9 < 2^64.
         let (add_ns, tat_rem) = consts.rate.div_rem(base_rem + u64::from(bytes) * NS_PER_S as u64);
         let tat_ns = u128::from(base_ns) + u128::from(add_ns);
-        let tat = tat_ns * u128::from(rate) + u128::from(tat_rem);
-        let owed = tat.saturating_sub(u128::from(now) * u128::from(rate) + consts.burst_scaled);
-        if owed > consts.queue_scaled {
+        // How far the new TAT is ahead of now (never behind: base_ns >= now), in whole ns and
+        // tat_rem.
+        let ahead_ns = tat_ns - u128::from(now);
+        if exceeds(ahead_ns, tat_rem, consts.limit_ns, consts.limit_rem) {
             return Err(ShapeDrop::QueueBytes);
         }
-        // owed = (tat_ns - now - burst_ns) x rate + (tat_rem - burst_rem), the second term
-        // within one rate of 0: its ceiling is 1 exactly when it is positive.
-        let wait = if owed == 0 { 0 } else { tat_ns - u128::from(now) - consts.burst_ns + u128::from(tat_rem > consts.burst_rem) };
+        // Owing nothing beyond the burst: no wait. Otherwise ahead >= burst in whole ns, and
+        // the part of a ns left over rounds up.
+        let wait = if exceeds(ahead_ns, tat_rem, consts.burst_ns, consts.burst_rem) { ahead_ns - consts.burst_ns + u128::from(tat_rem > consts.burst_rem) } else { 0 };
         if wait > u128::from(consts.params.max_delay_ns) {
             return Err(ShapeDrop::QueueTime);
         }
@@ -146,6 +150,13 @@ impl ShaperState {
     fn tat_scaled(&self, rate: u128) -> u128 {
         u128::from(self.tat_ns) * rate + u128::from(self.tat_rem).min(rate - 1)
     }
+}
+
+/// Whether (ns, rem) is more than (limit_ns, limit_rem): remainders are below the rate, so
+/// whole ns decide unless equal.
+#[inline]
+fn exceeds(ns: u128, rem: u64, limit_ns: u128, limit_rem: u64) -> bool {
+    ns > limit_ns || (ns == limit_ns && rem > limit_rem)
 }
 
 /// Exact division of 64-bit numbers by a fixed divisor: a multiply by its reciprocal, which
