@@ -12,7 +12,6 @@
 //! the port, which sees the packet at its release time.
 
 mod columns;
-mod passes;
 mod stats;
 
 use std::cmp::Reverse;
@@ -24,6 +23,7 @@ use rustc_hash::FxHashMap;
 use crate::engine::{Verdict, DROP};
 use crate::meter::{Color, MeterConsts, MeterParams, MeterState};
 use crate::parse::PacketInfo;
+use crate::memory::prefetch;
 use crate::shaping::{Departure, Port, PortConfig, PortDrop, QueueConfig, ShapeDrop, ShaperConsts, ShaperParams, ShaperState};
 
 pub use columns::{ContractColumns, MeterColumns, QosColumns, ShaperColumns};
@@ -250,45 +250,8 @@ pub fn processed_fields() -> Vec<(&'static str, &'static str, usize)> {
 /// enforces an equal one (a million tenants on a few contracts read a few profiles).
 #[derive(Debug, Clone)]
 struct Profile {
-    meter: Option<MeterProfile>,
+    meter: Option<(MeterConsts, MeterSpec)>,
     shaper: Option<ShaperConsts>,
-}
-
-/// A meter as the data path runs it: its constants, the bytes it counts, its colour actions.
-#[derive(Debug, Clone)]
-struct MeterProfile {
-    consts: MeterConsts,
-    count: Count,
-    /// For green, yellow, red.
-    actions: [ColorAction; 3],
-}
-
-impl MeterProfile {
-    fn new(spec: &MeterSpec) -> Self {
-        MeterProfile { consts: MeterConsts::new(&spec.params), count: spec.count, actions: spec.actions }
-    }
-
-    /// Meters a packet that came in `incoming` (for a colour-aware meter) and applies the
-    /// action for its colour to its row: the row keeps the worst colour, a remark rewrites its
-    /// DSCP, a drop ends it. The colour, or `None` when the packet is dropped.
-    #[inline]
-    fn meter(&self, state: &mut MeterState, info: &PacketInfo, now_ns: u64, incoming: Color, row: &mut Processed) -> Option<Color> {
-        let color = state.mark_with(&self.consts, now_ns, self.count.bytes(info), incoming);
-        row.color = row.color.max(color as u8);
-        match self.actions[color as usize] {
-            ColorAction::Pass => {}
-            ColorAction::Remark(dscp) => {
-                row.dscp = dscp;
-                row.outcome = Outcome::Remarked as u8;
-            }
-            ColorAction::Drop => {
-                row.outcome = Outcome::DropMeter as u8;
-                row.release_ns = -1;
-                return None;
-            }
-        }
-        Some(color)
-    }
 }
 
 /// Profiles by contract, numbered as they are first asked for.
@@ -302,7 +265,7 @@ impl Profiles {
     fn of(&mut self, contract: &Contract) -> u32 {
         let list = &mut self.list;
         *self.index.entry(*contract).or_insert_with(|| {
-            list.push(Profile { meter: contract.meter.as_ref().map(MeterProfile::new), shaper: contract.shaper.as_ref().map(ShaperConsts::new) });
+            list.push(Profile { meter: contract.meter.map(|m| (MeterConsts::new(&m.params), m)), shaper: contract.shaper.as_ref().map(ShaperConsts::new) });
             (list.len() - 1) as u32
         })
     }
@@ -330,6 +293,10 @@ impl Stage {
 
 /// Packets classified, then enforced, at a time: their records (100 B each) stay in L2.
 const CHUNK: usize = 2048;
+
+/// Below this much state ([`Enforcer::state_bytes`]) it stays in the L2 cache and prefetching
+/// costs more instructions than it saves misses (1,000 tenants: ~250 KB).
+const PREFETCH_ABOVE_BYTES: usize = 1 << 20;
 
 /// The profile of a tenant with no contract in the spec: its packets pass, green.
 const NO_CONTRACT: u32 = u32::MAX;
@@ -400,11 +367,8 @@ pub struct Enforcer {
     port: Option<PortState>,
     in_flight: BinaryHeap<Reverse<InFlight>>,
     departures: Vec<Departure>,
-    /// Some class stage has a meter (else the class meters' pass is skipped).
-    class_meters: bool,
-    /// A chunk's verdicts and columns (kept, so that a batch allocates nothing).
+    /// A chunk's verdicts (kept, so that a batch allocates nothing).
     verdicts: Vec<Verdict>,
-    columns: passes::ChunkColumns,
     /// The latest packet time seen: an earlier timestamp is read as this.
     clock_ns: u64,
     sequence: u64,
@@ -453,7 +417,6 @@ impl Enforcer {
         self.row_keys = row_keys(&contracts, names);
         self.class_rows = class_stages.len();
         self.rows = crate::memory::zeroed_vec(self.row_keys.len());
-        self.class_meters = class_stages.iter().any(|stage| profiles.list[stage.profile as usize].meter.is_some());
         (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles.list);
         self.spec = spec;
     }
@@ -537,6 +500,23 @@ impl Enforcer {
         self.port.take()
     }
 
+    /// Enforces `records` (classified as `verdicts`), which start at `first` in the batch, packet
+    /// after packet: their rows are `out[first..]`.
+    #[inline(never)] // one call a chunk; a symbol of its own for profilers
+    fn enforce_chunk(&mut self, port: &mut Option<PortState>, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
+        let prefetch = self.state_bytes() > PREFETCH_ABOVE_BYTES;
+        for (i, (info, verdict)) in records.iter().zip(verdicts).enumerate() {
+            if prefetch {
+                self.prefetch_ahead(verdicts, i);
+            }
+            self.clock_ns = self.clock_ns.max(u64::try_from(info.timestamp_ns).unwrap_or(0));
+            if let Some(state) = port {
+                self.arrive_at_port(&mut state.port, self.clock_ns, out);
+            }
+            out[first + i] = self.enforce_one(info, *verdict, first + i, port.is_some());
+        }
+    }
+
     /// The port takes what was released by the batch's last packet time and sends what it can
     /// by then.
     fn finish_batch(&mut self, mut port: Option<PortState>, out: &mut [Processed]) {
@@ -547,6 +527,31 @@ impl Enforcer {
             self.departures.clear(); // the port's own statistics keep the delays
         }
         self.port = port;
+    }
+
+    /// Bytes of the state packets read at random: tenant lines, class stages, statistics rows.
+    fn state_bytes(&self) -> usize {
+        use std::mem::size_of_val;
+        size_of_val(self.tenants.as_slice()) + size_of_val(self.class_stages.as_slice()) + size_of_val(self.rows.as_slice())
+    }
+
+    /// Asks the cache for the state of packets ahead, so that the misses of several packets
+    /// overlap (with a million tenants each packet's lines are far apart): the tenant's line
+    /// two steps ahead, then, from it, the statistics row and the class's stage one step ahead.
+    #[inline]
+    fn prefetch_ahead(&self, verdicts: &[Verdict], index: usize) {
+        const AHEAD: usize = 8;
+        if let Some(tenant) = verdicts.get(index + 2 * AHEAD).and_then(|v| self.tenants.get(v.tenant as usize)) {
+            prefetch(tenant);
+        }
+        if let Some(verdict) = verdicts.get(index + AHEAD) {
+            let tenant = self.tenants.get(verdict.tenant as usize);
+            let row = self.row_of(verdict, tenant);
+            prefetch(&self.rows[row]);
+            if tenant.is_some_and(|t| t.stage.classes_enforced) && row < self.class_rows {
+                prefetch(&self.class_stages[row]);
+            }
+        }
     }
 
     /// The packet's statistics row: its class's (class rows are the class stages' rows), else
@@ -577,6 +582,67 @@ impl Enforcer {
                 }
             }
         }
+    }
+
+    fn enforce_one(&mut self, info: &PacketInfo, verdict: Verdict, index: usize, has_port: bool) -> Processed {
+        let now = self.clock_ns;
+        // A negative tenant or class is out of range as a u32 or usize.
+        let row = self.row_of(&verdict, self.tenants.get(verdict.tenant as usize));
+        let Enforcer { spec, tenants, profiles, class_stages, rows, class_rows, in_flight, sequence, batch, .. } = self;
+        let bytes = spec.count.bytes(info);
+        let counters = &mut rows[row];
+        let mut result = Processed { verdict, color: NO_COLOR, outcome: Outcome::DropClassifier as u8, dscp: info.dscp, release_ns: -1 };
+        if verdict.action == DROP {
+            counters.count_outcome(Outcome::DropClassifier, bytes);
+            return result;
+        }
+        let Some(tenant) = tenants.get_mut(verdict.tenant as usize).filter(|t| t.has_contract()) else {
+            // No contract: the packet passes as it came, green.
+            counters.count_color(Color::Green, bytes);
+            counters.count_outcome(Outcome::Pass, bytes);
+            return Processed { color: Color::Green as u8, outcome: Outcome::Pass as u8, release_ns: now as i64, ..result };
+        };
+        let in_class = row < *class_rows;
+        let mut class = (in_class && tenant.stage.classes_enforced).then(|| &mut class_stages[row]);
+        let tenant = &mut tenant.stage;
+        let (tenant_profile, class_profile) = (&profiles[tenant.profile as usize], class.as_ref().map(|c| &profiles[c.profile as usize]));
+        let mut metered = Metered::new(spec.color_map[usize::from(info.dscp & 63)]);
+        if let Some(spec) = &tenant_profile.meter {
+            metered.meter(spec, &mut tenant.meter, info, now);
+        }
+        if let (Some(spec), Some(stage), false) = (class_profile.and_then(|p| p.meter.as_ref()), class.as_deref_mut(), metered.dropped) {
+            metered.meter(spec, &mut stage.meter, info, now);
+        }
+        counters.count_color(metered.color, bytes);
+        result.color = metered.color as u8;
+        result.dscp = metered.dscp.unwrap_or(info.dscp);
+        if metered.dropped {
+            counters.count_outcome(Outcome::DropMeter, bytes);
+            result.outcome = Outcome::DropMeter as u8;
+            return result;
+        }
+        let class_shaper = class_profile.and_then(|p| p.shaper.as_ref()).zip(class);
+        let outcome = match shape(now, bytes, tenant_profile.shaper.as_ref().map(|c| (c, tenant)), class_shaper) {
+            Err(drop) => Outcome::of_shaping(drop),
+            Ok(release_ns) => {
+                result.release_ns = i64::try_from(release_ns).unwrap_or(i64::MAX);
+                if has_port && in_class {
+                    *sequence += 1;
+                    let remarked = metered.dscp.is_some();
+                    in_flight.push(Reverse(InFlight { release_ns, sequence: *sequence, row: row as u32, bytes, batch: *batch, index, remarked }));
+                    result.outcome = Outcome::Pending as u8;
+                    return result; // counted when it reaches the port
+                }
+                if metered.dscp.is_some() {
+                    Outcome::Remarked
+                } else {
+                    Outcome::Pass
+                }
+            }
+        };
+        counters.count_outcome(outcome, bytes);
+        result.outcome = outcome as u8;
+        result
     }
 
     /// Every (tenant, class) seen since the engine was made, with its counters, the packets
@@ -611,6 +677,55 @@ fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> Vec<StatsKey> 
     let classes = contracts.iter().flatten().flat_map(|t| (0..t.classes.len()).map(|c| (Some(t.name.clone()), Some(c as u16))));
     let tenants = names.iter().map(|name| (Some(name.clone()), None));
     classes.chain(tenants).chain([(None, None)]).collect()
+}
+
+/// What the meters did to a packet so far.
+struct Metered {
+    /// The worst colour any meter gave (green if none).
+    color: Color,
+    /// What the next colour-aware meter takes: the packet's DSCP colour, then the colour the
+    /// meter before it gave.
+    incoming: Color,
+    /// The DSCP a remark wrote (the last one, if both meters remark).
+    dscp: Option<u8>,
+    dropped: bool,
+}
+
+impl Metered {
+    fn new(incoming: Color) -> Self {
+        Metered { color: Color::Green, incoming, dscp: None, dropped: false }
+    }
+
+    /// One meter (the tenant's, then the class's) and its action for the colour it gives.
+    #[inline]
+    fn meter(&mut self, (consts, spec): &(MeterConsts, MeterSpec), state: &mut MeterState, info: &PacketInfo, now: u64) {
+        let color = state.mark_with(consts, now, spec.count.bytes(info), self.incoming);
+        self.color = self.color.max(color);
+        self.incoming = color;
+        match spec.actions[color as usize] {
+            ColorAction::Pass => {}
+            ColorAction::Remark(dscp) => self.dscp = Some(dscp),
+            ColorAction::Drop => self.dropped = true,
+        }
+    }
+}
+
+/// The release time under the tenant's shaper and the class's (the later of the two, as EDT
+/// composes), or the first one's reason to drop; a dropped packet changes neither shaper (a
+/// shaper that drops changes nothing itself, so only the tenant's waits for the class's).
+#[inline]
+fn shape(now: u64, bytes: u32, tenant: Option<(&ShaperConsts, &mut Stage)>, class: Option<(&ShaperConsts, &mut Stage)>) -> Result<u64, ShapeDrop> {
+    match (tenant, class) {
+        (None, None) => Ok(now),
+        (Some((consts, stage)), None) | (None, Some((consts, stage))) => stage.shaper.shape_with(consts, now, bytes),
+        (Some((tenant_consts, tenant)), Some((class_consts, class))) => {
+            let mut tenant_state = tenant.shaper;
+            let tenant_release = tenant_state.shape_with(tenant_consts, now, bytes)?;
+            let class_release = class.shaper.shape_with(class_consts, now, bytes)?;
+            tenant.shaper = tenant_state;
+            Ok(tenant_release.max(class_release))
+        }
+    }
 }
 
 #[cfg(test)]

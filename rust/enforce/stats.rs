@@ -4,6 +4,7 @@
 use bytemuck::Zeroable;
 
 use super::{Outcome, OUTCOMES};
+use crate::meter::Color;
 use crate::shaping::LogHistogram;
 
 /// (tenant name, class id): `None` for packets of no tenant, or in no class (classifier drops).
@@ -44,23 +45,14 @@ pub(super) struct RowCounters {
 }
 
 impl RowCounters {
-    /// Counts a packet of colour `code` (a `Color`; [`NO_COLOR`](super::NO_COLOR) is not counted).
     #[inline]
-    pub(super) fn count_color_code(&mut self, code: u8, bytes: u32) {
-        if let Some(pair) = self.colors.get_mut(usize::from(code)) {
-            count(pair, bytes);
-        }
+    pub(super) fn count_color(&mut self, color: Color, bytes: u32) {
+        count(&mut self.colors[color as usize], bytes);
     }
 
     #[inline]
     pub(super) fn count_outcome(&mut self, outcome: Outcome, bytes: u32) {
-        self.count_outcome_code(outcome as u8, bytes);
-    }
-
-    /// Counts a packet of outcome `code` (an [`Outcome`]).
-    #[inline]
-    pub(super) fn count_outcome_code(&mut self, code: u8, bytes: u32) {
-        count(&mut self.outcomes[usize::from(code)], bytes);
+        count(&mut self.outcomes[outcome as usize], bytes);
     }
 
     pub(super) fn counters(&self) -> QosCounters {
