@@ -217,9 +217,28 @@ impl RuleTable {
         self.ranks.partition_point(|&r| r < rank)
     }
 
+    /// The first match of each key (-1 for none); IPv4 keys are looked up a group at a time.
     pub fn lookup_all(&self, keys: &[Key], out: &mut [i32]) {
-        for (key, slot) in keys.iter().zip(out.iter_mut()) {
-            *slot = self.lookup(key).map_or(-1, |index| index as i32);
+        const GROUP: usize = 8;
+        let as_index = |found: Option<usize>| found.map_or(-1, |index| index as i32);
+        let (mut key_groups, mut out_groups) = (keys.chunks_exact(GROUP), out.chunks_exact_mut(GROUP));
+        for (keys, out) in key_groups.by_ref().zip(out_groups.by_ref()) {
+            let keys: &[Key; GROUP] = keys.try_into().expect("chunks_exact");
+            let Some(fields) = group_fields(keys) else {
+                for (key, slot) in keys.iter().zip(out) {
+                    *slot = as_index(self.lookup(key));
+                }
+                continue;
+            };
+            let mut best = [tree::NO_RULE; GROUP];
+            let tree_index = &self.tree_index;
+            self.trees.lookup_group(&fields, &mut best, |id| tree_index[id as usize] != DEAD);
+            for ((key, id), slot) in keys.iter().zip(best).zip(out) {
+                *slot = as_index(self.with_fresh(key, id));
+            }
+        }
+        for (key, slot) in key_groups.remainder().iter().zip(out_groups.into_remainder()) {
+            *slot = as_index(self.lookup(key));
         }
     }
 
@@ -329,6 +348,15 @@ const REBUILD_EDITS: usize = 64;
 const OVERDUE: usize = 8;
 
 /// Whether a rule can match a packet with an IPv6 (not IPv4-mapped) address.
+/// The IPv4 fields of every key, if all are IPv4.
+fn group_fields<const N: usize>(keys: &[Key; N]) -> Option<[Fields; N]> {
+    let mut fields = [Fields::default(); N];
+    for (slot, key) in fields.iter_mut().zip(keys) {
+        *slot = Fields::of(key)?;
+    }
+    Some(fields)
+}
+
 fn matches_ipv6(rule: &Rule) -> bool {
     let within_ipv4 = |prefix: u128, len: u8| len >= 96 && (prefix ^ ipv4_mapped(0)) >> 32 == 0;
     !(within_ipv4(rule.src, rule.src_len) && within_ipv4(rule.dst, rule.dst_len))
