@@ -806,6 +806,11 @@ enum AddressColumn<'py> {
 
 impl<'py> AddressColumn<'py> {
     fn new(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Self> {
+        if let Ok(values) = obj.cast::<PyArray1<u32>>() {
+            if values.is_contiguous() {
+                return Ok(AddressColumn::Ipv4(values.readonly())); // the common case, without numpy calls
+            }
+        }
         let np = obj.py().import("numpy")?;
         let array = np.call_method1("asarray", (obj,))?;
         let ndim: usize = array.getattr("ndim")?.extract()?;
