@@ -237,11 +237,12 @@ def test_equally_entitled_backlogged_tenants_share_fairly_whatever_they_offer(mo
 
 @pytest.mark.parametrize("contract", ["weight", "rate"])
 def test_backlogged_tenants_share_in_proportion_to_their_weights(contract: str) -> None:
-    """Explicit weights, or guarantees (tenant weights default to them): the same proportions."""
+    """Explicit weights, or guarantees (tenant weights default to them): the same proportions.
+    The guarantees add up to a tenth of the line, so that weights share out the rest."""
     rng = np.random.default_rng(22)
     weights = np.array([1, 2, 3, 4])
     rows = traffic(*(offered(rng, 100 + i, LINE * 0.6, 0, SECOND) for i in range(len(weights))))
-    tenants = [{"weight": int(w)} if contract == "weight" else {"rate": f"{int(w) * 1_000_000}B/s"} for w in weights]
+    tenants = [{"weight": int(w)} if contract == "weight" else {"rate": f"{int(w) * LINE // 100}B/s"} for w in weights]
     sent = sent_between(port_policy(tenants), rows, SECOND // 10, SECOND)
     np.testing.assert_allclose(sent / sent.sum(), weights / weights.sum(), rtol=0.01)
 
