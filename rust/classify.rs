@@ -249,16 +249,17 @@ impl RuleTable {
         if index > self.rules.len() {
             return Err(format!("index {index} is past the end ({} rules)", self.rules.len()));
         }
-        let below = if index == 0 { 0 } else { self.ranks[index - 1] };
-        let above = self.ranks.get(index).copied().unwrap_or(below + 2 * RANK_GAP);
-        self.rules.insert(index, rule);
+        let neighbours = |ranks: &[Rank]| {
+            let below = if index == 0 { 0 } else { ranks[index - 1] };
+            (below, ranks.get(index).copied().unwrap_or(below + 2 * RANK_GAP))
+        };
+        let (mut below, mut above) = neighbours(&self.ranks);
         if above - below < 2 {
-            // No room between the neighbours (after ~20 inserts at one place): spread all out.
-            let elsewhere = self.rebuilds_elsewhere;
-            *self = RuleTable::new(std::mem::take(&mut self.rules)).map_err(|(_, why)| why)?;
-            self.rebuilds_elsewhere = elsewhere;
-            return Ok(());
+            // No room between the neighbours (after ~20 inserts at one place).
+            self.respread_ranks();
+            (below, above) = neighbours(&self.ranks);
         }
+        self.rules.insert(index, rule);
         let rank = below + (above - below) / 2;
         self.ranks.insert(index, rank);
         self.renumber_tree_rules(|at| if at != DEAD && at as usize >= index { at + 1 } else { at });
@@ -302,6 +303,33 @@ impl RuleTable {
     }
 
     /// Gives every tree rule its new index, in one pass over a copy (readers keep theirs).
+    /// Gives the rules evenly spaced ranks again, in the same order, so that the trees (which
+    /// number rules by order, not rank) stay as they are: only the rank lists and the tuple
+    /// spaces, keyed by rank, are redone.
+    fn respread_ranks(&mut self) {
+        let spread = |index: usize| (index as Rank + 1) * RANK_GAP;
+        let mut in_trees = vec![false; self.rules.len()];
+        let mut tree_ranks = Vec::with_capacity(self.tree_index.len());
+        for &at in self.tree_index.iter() {
+            // A removed tree rule keeps a rank just past the live one before it: still sorted.
+            let rank = match at {
+                DEAD => tree_ranks.last().map_or(1, |&rank| rank + 1),
+                at => {
+                    in_trees[at as usize] = true;
+                    spread(at as usize)
+                }
+            };
+            tree_ranks.push(rank);
+        }
+        self.tree_ranks = tree_ranks.into();
+        self.ranks = (0..self.rules.len()).map(spread).collect();
+        let fresh: Vec<(Rank, Rule)> = self.ranked().enumerate().filter(|&(index, (_, rule))| tree::matches_ipv4(&rule) && !in_trees[index]).map(|(_, ranked)| ranked).collect();
+        let ipv6: Vec<(Rank, Rule)> = self.ranked().filter(|(_, rule)| matches_ipv6(rule)).collect();
+        (self.fresh, self.ipv6) = (TupleSpace::default(), TupleSpace::default());
+        self.fresh.extend(fresh);
+        self.ipv6.extend(ipv6);
+    }
+
     fn renumber_tree_rules(&mut self, new_index: impl Fn(u32) -> u32) {
         self.tree_index = self.tree_index.iter().map(|&at| new_index(at)).collect();
     }
@@ -347,7 +375,6 @@ const REBUILD_EDITS: usize = 64;
 /// rebuild elsewhere could not keep up).
 const OVERDUE: usize = 8;
 
-/// Whether a rule can match a packet with an IPv6 (not IPv4-mapped) address.
 /// The IPv4 fields of every key, if all are IPv4.
 fn group_fields<const N: usize>(keys: &[Key; N]) -> Option<[Fields; N]> {
     let mut fields = [Fields::default(); N];
@@ -357,6 +384,7 @@ fn group_fields<const N: usize>(keys: &[Key; N]) -> Option<[Fields; N]> {
     Some(fields)
 }
 
+/// Whether a rule can match a packet with an IPv6 (not IPv4-mapped) address.
 fn matches_ipv6(rule: &Rule) -> bool {
     let within_ipv4 = |prefix: u128, len: u8| len >= 96 && (prefix ^ ipv4_mapped(0)) >> 32 == 0;
     !(within_ipv4(rule.src, rule.src_len) && within_ipv4(rule.dst, rule.dst_len))

@@ -46,6 +46,7 @@ fn many_inserts_at_one_place_use_up_the_rank_gap_and_still_order_right() {
     let rule = |port: u16| Rule { dst_ports: (port, port), ..Rule::ANY };
     let mut reference = vec![rule(1), Rule::ANY];
     let mut table = RuleTable::new(reference.clone()).unwrap();
+    table.rebuild_elsewhere(); // so that only running out of ranks could rebuild the trees
     for port in 2..42 {
         table.insert(1, rule(port)).unwrap();
         reference.insert(1, rule(port));
@@ -58,6 +59,8 @@ fn many_inserts_at_one_place_use_up_the_rank_gap_and_still_order_right() {
             assert_eq!(shared.lookup(&key), brute_force(&reference, &key), "clone, port {probe} after {port}");
         }
     }
+    // Ranks were respread (40 inserts at one place), but the trees were never rebuilt.
+    assert_eq!(table.fresh.len(), 40);
 }
 
 #[test]
