@@ -7,16 +7,18 @@
 //! Packets of no tenant go to shard 0.
 //!
 //! A batch is taken a chunk at a time, in three steps on the pool's threads: the chunk is split
-//! into contiguous parts that are classified at once; each shard gathers its packets from every
-//! part, in order, and enforces them; each part takes its packets' rows back from the shards.
-//! Time is what one enforcer would see: a packet's clock is the latest timestamp of the whole
-//! stream up to it, which its gathered copy carries as its timestamp. The statistics of the
-//! shards are added up. With one shard the engine enforces as it always did: classifying and
-//! enforcing in one pass, with no copies.
+//! into contiguous parts, one per thread, and each part is classified and its packets copied,
+//! in order, to the shards that enforce them (while the records are still in cache); each shard
+//! enforces its copies, part after part; each part takes its packets' rows back from the
+//! shards. Time is what one enforcer would see: a packet's clock is the latest timestamp of the
+//! whole stream up to it, which its copy carries as its timestamp. The statistics of the shards
+//! are added up. With one shard the engine enforces as it always did: classifying and enforcing
+//! in one pass, with no copies.
 
 use bytemuck::Zeroable;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
+use std::sync::{Mutex, MutexGuard};
 
 use super::Verdict;
 use crate::enforce::{Enforcer, Processed, QosSpec, QosStats, StatsKey};
@@ -43,7 +45,15 @@ pub(super) struct QosShards {
 #[derive(Default)]
 struct Shard {
     enforcer: Enforcer,
-    /// A chunk's packets of this shard's tenants, in arrival order, and what became of them.
+    /// By part of the chunk: that part's packets of this shard's tenants. A part's thread
+    /// fills it, the shard's thread enforces it, the part's thread takes the rows back; the
+    /// locks are never contended (the steps do not overlap).
+    staged: Vec<Mutex<Staged>>,
+}
+
+/// Copies of one part's packets of one shard, in arrival order, and what became of them.
+#[derive(Default)]
+struct Staged {
     records: Vec<PacketInfo>,
     verdicts: Vec<Verdict>,
     out: Vec<Processed>,
@@ -53,17 +63,11 @@ struct Shard {
 #[derive(Default)]
 struct Part {
     verdicts: Vec<Verdict>,
-    /// Per packet, the latest time seen in the part up to and including it.
-    clocks: Vec<u64>,
     /// Per packet, the shard that enforces it.
     owners: Vec<u32>,
-    /// The part's packets per shard.
-    per_shard: Vec<usize>,
-    /// The latest time seen before the part's first packet.
+    /// The latest time seen in the part, and before its first packet.
+    last_clock: u64,
     start_clock: u64,
-    /// Per shard, where the part's first packet of that shard is in the shard's results
-    /// (advanced as the part takes its rows back).
-    cursors: Vec<usize>,
 }
 
 impl QosShards {
@@ -149,74 +153,84 @@ impl QosShards {
 
     fn process_chunk(&mut self, records: &[PacketInfo], out: &mut [Processed], classify: &(impl Fn(&[PacketInfo], &mut [Verdict]) + Sync), parallel: bool) {
         let QosShards { shards, owners, clock_ns, parts } = self;
-        let shard_count = shards.len();
-        let part_len = records.len().div_ceil(if parallel { shard_count } else { 1 });
-        let part_ranges: Vec<std::ops::Range<usize>> = (0..records.len()).step_by(part_len.max(1)).map(|start| start..(start + part_len).min(records.len())).collect();
-        parts.resize_with(part_ranges.len(), Part::default);
-        each_mut(parts, parallel, |p, part| part.classify(&records[part_ranges[p].clone()], classify, owners, shard_count));
-        let mut cursors = vec![0; shard_count];
+        let part_len = records.len().div_ceil(if parallel { shards.len() } else { 1 }).max(1);
+        let part_count = records.len().div_ceil(part_len);
+        parts.resize_with(part_count, Part::default);
+        for shard in shards.iter_mut() {
+            shard.staged.resize_with(part_count, Mutex::default);
+        }
+        let staging: &[Shard] = shards;
+        let mut classifying: Vec<(&mut Part, &[PacketInfo])> = parts.iter_mut().zip(records.chunks(part_len)).collect();
+        each_mut(&mut classifying, parallel, |p, (part, records)| part.classify_and_stage(p, records, classify, owners, staging));
         for part in parts.iter_mut() {
             part.start_clock = *clock_ns;
-            *clock_ns = (*clock_ns).max(part.clocks.last().copied().unwrap_or(0));
-            part.cursors.clone_from(&cursors);
-            for (cursor, count) in cursors.iter_mut().zip(&part.per_shard) {
-                *cursor += count;
-            }
+            *clock_ns = (*clock_ns).max(part.last_clock);
         }
-        let gathered_from: &[Part] = parts;
-        each_mut(shards, parallel, |s, shard| shard.enforce(s as u32, records, &part_ranges, gathered_from));
-        let mut returns: Vec<(&mut Part, &mut [Processed])> = parts.iter_mut().zip(out.chunks_mut(part_len.max(1))).collect();
-        each_mut(&mut returns, parallel, |_, (part, out)| part.take_rows(shards, out));
+        let clocks: &[Part] = parts;
+        each_mut(shards, parallel, |_, shard| shard.enforce(clocks));
+        let mut returns: Vec<(&Part, &mut [Processed])> = parts.iter().zip(out.chunks_mut(part_len)).collect();
+        each_mut(&mut returns, parallel, |p, (part, out)| part.take_rows(p, shards, out));
     }
 }
 
 impl Part {
-    fn classify(&mut self, records: &[PacketInfo], classify: &impl Fn(&[PacketInfo], &mut [Verdict]), owners: &[u32], shards: usize) {
+    /// Classifies part `p` and copies each packet, with its time so far in the part, to the
+    /// shard that enforces it.
+    fn classify_and_stage(&mut self, p: usize, records: &[PacketInfo], classify: &impl Fn(&[PacketInfo], &mut [Verdict]), owners: &[u32], shards: &[Shard]) {
         self.verdicts.resize(records.len(), Verdict::zeroed());
         classify(records, &mut self.verdicts);
-        self.clocks.clear();
+        let mut staged: Vec<_> = shards.iter().map(|shard| lock(&shard.staged[p])).collect();
+        for staged in &mut staged {
+            staged.records.clear();
+            staged.verdicts.clear();
+        }
         self.owners.clear();
-        self.per_shard.clear();
-        self.per_shard.resize(shards, 0);
         let mut clock = 0;
         for (info, verdict) in records.iter().zip(&self.verdicts) {
             clock = clock.max(packet_time(info));
-            self.clocks.push(clock);
             // A negative tenant (none) is out of range as a usize: shard 0.
             let owner = owners.get(verdict.tenant as usize).copied().unwrap_or(0);
             self.owners.push(owner);
-            self.per_shard[owner as usize] += 1;
+            let staged = &mut staged[owner as usize];
+            // Copied as a slice: a plain 96-byte copy (a pushed packed struct is copied field
+            // by field).
+            staged.records.extend_from_slice(std::slice::from_ref(info));
+            if let Some(copy) = staged.records.last_mut() {
+                copy.timestamp_ns = clock as i64; // at most i64::MAX: a timestamp, or 0
+            }
+            staged.verdicts.push(*verdict);
         }
+        self.last_clock = clock;
     }
 
-    /// Writes the part's rows from the shards' results, in the part's order.
-    fn take_rows(&mut self, shards: &[Shard], out: &mut [Processed]) {
+    /// Writes part `p`'s rows from the shards' results, in the part's order.
+    fn take_rows(&self, p: usize, shards: &[Shard], out: &mut [Processed]) {
+        let staged: Vec<_> = shards.iter().map(|shard| lock(&shard.staged[p])).collect();
+        let mut results: Vec<_> = staged.iter().map(|staged| staged.out.iter()).collect();
         for (row, &owner) in out.iter_mut().zip(&self.owners) {
-            let cursor = &mut self.cursors[owner as usize];
-            *row = shards[owner as usize].out[*cursor];
-            *cursor += 1;
+            *row = *results[owner as usize].next().expect("a shard has a result for each packet it was given");
         }
     }
 }
 
 impl Shard {
-    /// Gathers the chunk's packets of shard `me` from every part, in order, each timed as one
-    /// enforcer would time it, and enforces them.
-    fn enforce(&mut self, me: u32, records: &[PacketInfo], part_ranges: &[std::ops::Range<usize>], parts: &[Part]) {
-        self.records.clear();
-        self.verdicts.clear();
-        for (part, range) in parts.iter().zip(part_ranges) {
-            let packets = records[range.clone()].iter().zip(&part.verdicts).zip(&part.clocks).zip(&part.owners);
-            for (((info, verdict), &clock), _) in packets.filter(|(_, &owner)| owner == me) {
-                // At most i64::MAX: every clock is a timestamp, or 0.
-                let timestamp_ns = clock.max(part.start_clock) as i64;
-                self.records.push(PacketInfo { timestamp_ns, ..*info });
-                self.verdicts.push(*verdict);
+    /// Enforces the chunk's packets of this shard, part after part, each timed as one enforcer
+    /// would time it: the latest time of the stream so far, earlier parts included.
+    fn enforce(&mut self, parts: &[Part]) {
+        for (staged, part) in self.staged.iter_mut().zip(parts) {
+            let staged = staged.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+            // Times within a part only rise: only the first few can be behind the parts before.
+            for record in staged.records.iter_mut().take_while(|record| (record.timestamp_ns as u64) < part.start_clock) {
+                record.timestamp_ns = part.start_clock as i64;
             }
+            staged.out.resize(staged.records.len(), Processed::zeroed());
+            self.enforcer.enforce(&staged.records, &staged.verdicts, &mut staged.out);
         }
-        self.out.resize(self.records.len(), Processed::zeroed());
-        self.enforcer.enforce(&self.records, &self.verdicts, &mut self.out);
     }
+}
+
+fn lock(staged: &Mutex<Staged>) -> MutexGuard<'_, Staged> {
+    staged.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A packet's time as the enforcer reads it (a negative timestamp is 0).
