@@ -7,15 +7,16 @@
 use bytemuck::Zeroable;
 use isolane::classify::Rule;
 use isolane::engine::{Engine, TablesSpec, TenantSpec, ALLOW, DROP};
-use isolane::enforce::{ClassQos, ColorAction, Contract, Count, MeterSpec, Processed, QosSpec, TenantQos};
-use isolane::meter::{default_burst, MeterKind, MeterParams};
+use isolane::enforce::Processed;
 use isolane::parse::{PacketInfo, Status, Tunnel};
-use isolane::shaping::{QueueConfig, ShaperParams};
 use std::time::Instant;
 
 #[path = "common/rng.rs"]
 mod rng;
 use rng::Rng;
+#[path = "common/qos.rs"]
+mod qos;
+use qos::metered_and_shaped;
 
 const TENANTS: usize = 1000;
 const PACKETS: usize = 1_000_000;
@@ -34,18 +35,6 @@ fn tables() -> TablesSpec {
         default_class: 0,
     };
     TablesSpec { tenants: (0..TENANTS).map(tenant).collect(), vnis: (0..TENANTS).map(|t| (t as u32 + 1, t as i32)).collect(), ..TablesSpec::default() }
-}
-
-fn qos(cir: u64) -> QosSpec {
-    let meter = MeterSpec {
-        params: MeterParams::blind(MeterKind::SrTcm { cir, cbs: default_burst(cir, 1500), ebs: default_burst(cir, 1500) }),
-        count: Count::Outer,
-        actions: [ColorAction::Pass, ColorAction::Pass, ColorAction::Drop],
-    };
-    let shaper = ShaperParams { rate: cir * 5 / 4, burst: 1500, max_queue_bytes: 16 << 10, max_delay_ns: 100_000_000 };
-    let contract = Contract { meter: Some(meter), shaper: Some(shaper) };
-    let tenant = |t: usize| TenantQos { name: format!("t{t}"), contract, classes: vec![ClassQos { contract: Contract::default(), queue: QueueConfig::BEST_EFFORT }] };
-    QosSpec { tenants: (0..TENANTS).map(tenant).collect(), ..QosSpec::default() }
 }
 
 fn main() {
@@ -75,7 +64,7 @@ fn main() {
     for _ in 0..ROUNDS {
         for (best, &threads) in best.iter_mut().zip(&thread_counts) {
             let engine = Engine::with_threads(tables(), threads).unwrap();
-            engine.update_with_qos(tables(), qos(cir)).unwrap();
+            engine.update_with_qos(tables(), metered_and_shaped(TENANTS, cir)).unwrap();
             let start = Instant::now();
             for (records, out) in records.chunks(batch).zip(out.chunks_mut(batch)) {
                 engine.process(records, out);

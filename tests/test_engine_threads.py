@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from isolane import Engine, Outcome, Policy
-from test_engine_qos import policy, random_meter, random_shaper, random_traffic, records
+from test_engine_qos import policy, random_meter, random_policy, random_traffic, records
 
 # Below this many packets a batch runs on the calling thread; the sizes below try both paths
 # and, at 40,000, several chunks (rust/engine/shards.rs).
@@ -19,25 +19,12 @@ BATCH_SIZES = (1, 700, 5_000, 40_000)
 
 
 def random_tenants(rng: np.random.Generator, count: int, first_vni: int = 100) -> list[dict[str, Any]]:
-    tenants = []
-    for t in range(count):
-        web: dict[str, Any] = {"name": "web"}
-        if rng.integers(2):
-            web["meter"] = random_meter(rng)
-        if rng.integers(3):
-            web["shaper"] = random_shaper(rng)
-        tenant: dict[str, Any] = {
-            "name": f"t{first_vni + t}",
-            "vnis": [first_vni + t],
-            "classes": [{"name": "bulk"}, web],
-            "rules": [{"dst_ports": 80, "class": "web", "action": "allow"}, {"dst_ports": 22, "action": "drop"}],
-        }
-        if rng.integers(3):
-            tenant["meter"] = random_meter(rng)
-        if rng.integers(3):
-            tenant["shaper"] = random_shaper(rng)
-        tenants.append(tenant)
-    return tenants
+    """``count`` tenants as test_engine_qos's random policies make them (meters, shapers, two
+    classes), named and numbered from ``first_vni``."""
+    tenants: list[dict[str, Any]] = []
+    while len(tenants) < count:
+        tenants += random_policy(rng).to_dict()["tenants"]
+    return [{**tenant, "name": f"t{first_vni + i}", "vnis": [first_vni + i]} for i, tenant in enumerate(tenants[:count])]
 
 
 def tenants_policy(tenants: list[dict[str, Any]], count: str = "wire") -> Policy:
