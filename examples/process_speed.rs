@@ -5,7 +5,7 @@
 //! packets spread over the tenants and one second of packet time, each tenant offering 1.5x
 //! its CIR (the shaper runs at 1.25x CIR).
 use bytemuck::Zeroable;
-use isolane::classify::Rule;
+use isolane::classify::{ipv4_mapped, Rule};
 use isolane::engine::{Engine, TablesSpec, TenantSpec, ALLOW, DROP};
 use isolane::enforce::Processed;
 use isolane::parse::{PacketInfo, Status, Tunnel};
@@ -46,6 +46,8 @@ fn main() {
     let mut random = Rng(0x9e37_79b9_7f4a_7c15);
     let records: Vec<PacketInfo> = (0..PACKETS)
         .map(|i| PacketInfo {
+            src: ipv4_mapped(0x0a00_0001).to_be_bytes(),
+            dst: ipv4_mapped(0x0a00_0002).to_be_bytes(),
             wire_len: SIZE,
             inner_len: SIZE - 50,
             vni: random.between(1, TENANTS as u64) as i32,
