@@ -572,9 +572,9 @@ pub struct Engine {
 #[pymethods]
 impl Engine {
     #[new]
-    #[pyo3(signature = (spec, qos=None))]
-    fn new(py: Python<'_>, spec: &Bound<'_, PyDict>, qos: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let engine = without_gil(py, || engine::Engine::new(TablesSpec::default()))?.map_err(PyValueError::new_err)?;
+    #[pyo3(signature = (spec, qos=None, threads=1))]
+    fn new(py: Python<'_>, spec: &Bound<'_, PyDict>, qos: Option<&Bound<'_, PyDict>>, threads: usize) -> PyResult<Self> {
+        let engine = without_gil(py, || engine::Engine::with_threads(TablesSpec::default(), threads))?.map_err(PyValueError::new_err)?;
         let engine = Engine { engine };
         engine.update(py, spec, qos)?;
         Ok(engine)
@@ -658,6 +658,12 @@ impl Engine {
     #[getter]
     fn tenant_names(&self) -> Vec<String> {
         self.engine.tables().tenant_names()
+    }
+
+    /// How many threads `process_records` runs on.
+    #[getter]
+    fn threads(&self) -> usize {
+        self.engine.threads()
     }
 }
 

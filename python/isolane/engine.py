@@ -4,7 +4,9 @@
 runs without the GIL; ``update`` swaps in a new policy atomically while other threads keep
 classifying, sharing the tables of tenants that did not change and patching a one-rule change
 instead of rebuilding. ``process`` also enforces the policy's QoS contracts (meters, shapers,
-the egress port; ``docs/qos.md``) in packet time, and ``stats`` reports what they did.
+the egress port; ``docs/qos.md``) in packet time, and ``stats`` reports what they did;
+``Engine(policy, threads=2)`` processes each batch on two threads, its QoS state sharded by
+tenant, with the same results as on one.
 """
 
 from __future__ import annotations
@@ -197,12 +199,27 @@ def _qos_spec(qos: CompiledQos) -> dict[str, Any]:
 
 class Engine:
     """Classifies packets against a policy and enforces its QoS contracts; see the module
-    documentation."""
+    documentation.
 
-    def __init__(self, policy: Policy) -> None:
+    ``threads``: how many threads :meth:`process` runs each batch on (``docs/qos.md``, "Several
+    threads"). Each thread meters and shapes the packets of its share of the tenants, so the
+    rows and :meth:`stats` are exactly those of one thread; a batch of one tenant runs on one
+    thread. A policy with a ``port`` needs ``threads=1`` (the port takes every tenant's packets
+    in the order they reach it): with more, the engine refuses it with ``ValueError``."""
+
+    def __init__(self, policy: Policy, *, threads: int = 1) -> None:
+        if isinstance(threads, bool) or not isinstance(threads, int):
+            raise TypeError(f"threads must be an int, got {threads!r}")
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
         self._compiled = policy.compile()
-        self._core = _core.Engine(_spec(self._compiled), _qos_spec(policy.compile_qos()))
+        self._core = _core.Engine(_spec(self._compiled), _qos_spec(policy.compile_qos()), threads)
         self.policy = policy
+
+    @property
+    def threads(self) -> int:
+        """How many threads :meth:`process` runs each batch on."""
+        return self._core.threads
 
     @property
     def tenant_names(self) -> list[str]:
@@ -220,7 +237,9 @@ class Engine:
         :data:`PROCESSED_DTYPE`, whose verdict fields equal what :meth:`classify` returns. Takes
         what ``classify`` takes; time is each packet's ``timestamp_ns`` (a capture's time, never
         the wall clock). Meters, shapers and the port keep their state from batch to batch, so
-        call it with a capture's batches in order; one policy applies to the whole call."""
+        call it with a capture's batches in order; one policy applies to the whole call. Runs on
+        the engine's ``threads`` (a batch of a few thousand packets or less on the calling
+        thread alone)."""
         raw = self._core.process_records(self._records(packets, parse_options))
         return raw.view(PROCESSED_DTYPE)
 
