@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from isolane import Engine, Outcome, Policy
-from port_reference import process_with_port
+from port_reference import Port, port_queues, process_with_port
 from test_engine_qos import QOS_FIELDS, VERDICT_FIELDS, policy, random_meter, random_shaper, records
 
 CLASS_PORTS = [443, 80, 8080]  # class i takes dst port CLASS_PORTS[i]; 22 is dropped
@@ -314,3 +314,20 @@ def test_a_guarantee_burst_lets_a_tenant_send_that_much_ahead_of_better_prioriti
     engine.process(np.concatenate([rows, records([CLOCK_VNI], [SECOND], SIZE)]))
     waited = next(s for s in engine.stats() if s["tenant"] == "t1")["delay_ns"]["max"]
     assert waited >= (burst - SIZE) * SECOND // LINE, waited
+
+
+@pytest.mark.parametrize(("alpha", "admitted"), [(0.5, 34), (1, 51), (2, 68)])
+def test_a_flood_holds_at_most_alpha_times_the_free_buffer(alpha: float, admitted: int) -> None:
+    """1000 B packets at one instant into 101,000 B: a queue is admitted while its bytes after
+    the arrival are at most alpha x (the buffer free before it); here the last one admitted
+    meets the threshold exactly (alpha x 102,000 / (1 + alpha) B). The engine and the reference."""
+    pol = policy({"count": "outer", "unknown_tenant": "allow", "port": {"rate": f"{LINE}B/s", "buffer": "101000B", "alpha": alpha}, "tenants": [{"name": "t0", "vnis": [100]}]})
+    engine = Engine(pol)
+    engine.process(np.concatenate([records([100] * 200, 0, 1000), records([CLOCK_VNI], [SECOND], SIZE)]))
+    outcomes = next(s for s in engine.stats() if s["tenant"] == "t0")["outcomes"]
+    assert (outcomes["pass"]["packets"], outcomes["drop_port_queue"]["packets"]) == (admitted, 200 - admitted)
+    qos = pol.compile_qos()
+    reference = Port(qos.port_rate, qos.port_buffer, False, port_queues(qos))
+    for packet in range(200):
+        reference.arrive(0, 1000, 0, packet)
+    assert sum(v is None for v in reference.verdicts.values()) == admitted

@@ -194,8 +194,14 @@ def _port_queues(qos: CompiledQos) -> dict[str, npt.NDArray[Any]]:
             if product > _MAX_WEIGHT:
                 raise ValueError(f"tenant {name!r}, class {offset}: its port weight {product} (tenant weight x class weight) is over {_MAX_WEIGHT}")
             weight[row] = product
-    queues = {"queue_priority": qos.class_priority, "queue_weight": weight, "queue_guarantee": guarantee, "queue_ceil": qos.class_ceil}
-    return queues | {"queue_burst": burst, "queue_reserved": reserved}
+    return {
+        "queue_priority": qos.class_priority,
+        "queue_weight": weight,
+        "queue_guarantee": guarantee,
+        "queue_burst": burst,
+        "queue_ceil": qos.class_ceil,
+        "queue_reserved": reserved,
+    }
 
 
 def _qos_spec(qos: CompiledQos) -> dict[str, Any]:

@@ -386,23 +386,26 @@ fn bad_configurations_are_refused() {
 fn a_flooding_queue_holds_at_most_alpha_times_the_free_buffer() {
     // 1000 B arrivals at one instant (nothing leaves before the decision): a queue is admitted
     // while its bytes after the arrival are at most alpha x (buffer - bytes before), so it
-    // stops at about alpha / (1 + alpha) of the buffer and the rest stays free for others.
-    for (alpha_log2, admitted) in [(-1i8, 33), (0, 50), (1, 67), (3, 89)] {
+    // stops at about alpha / (1 + alpha) of the buffer and the rest stays free for others. With
+    // 101,000 B the last admitted arrival meets the threshold exactly (after = alpha x 102,000 /
+    // (1 + alpha)) for alpha 1/2, 1 and 2.
+    let buffer = 101_000;
+    for (alpha_log2, admitted) in [(-1i8, 34), (0, 51), (1, 68), (3, 90)] {
         let flooding = QueueConfig { alpha_log2: Some(alpha_log2), ..QueueConfig::BEST_EFFORT };
-        let mut port = Port::new(per_queue(GBIT, 100_000), vec![flooding, flooding]).unwrap();
+        let mut port = Port::new(per_queue(GBIT, buffer), vec![flooding, flooding]).unwrap();
         let verdicts: Vec<_> = (0..200).map(|packet| port.arrive(0, 1000, 0, packet)).collect();
         let accepted = verdicts.iter().take_while(|v| v.is_ok()).count();
         assert_eq!(accepted, admitted, "alpha 2^{alpha_log2}");
         assert!(verdicts[accepted..].iter().all(|v| *v == Err(PortDrop::QueueLimit)));
         assert_eq!(port.stats(0).drops(PortDrop::QueueLimit), 200 - admitted as u64);
         // The other queue finds room, and is itself held to alpha x what is left.
-        let free = 100_000 - 1000 * admitted as u64;
+        let free = buffer - 1000 * admitted as u64;
         assert_eq!(port.arrive(0, 1000, 1, 200), Ok(()), "alpha 2^{alpha_log2}, {free} B free");
     }
     // Without a threshold the same flood takes the whole buffer.
-    let mut port = Port::new(per_queue(GBIT, 100_000), vec![QueueConfig::BEST_EFFORT; 2]).unwrap();
+    let mut port = Port::new(per_queue(GBIT, buffer), vec![QueueConfig::BEST_EFFORT; 2]).unwrap();
     let accepted = (0..200).filter(|&packet| port.arrive(0, 1000, 0, packet).is_ok()).count();
-    assert_eq!((accepted, port.arrive(0, 1000, 1, 200)), (100, Err(PortDrop::BufferFull)));
+    assert_eq!((accepted, port.arrive(0, 1000, 1, 200)), (101, Err(PortDrop::BufferFull)));
 }
 
 #[test]
