@@ -759,6 +759,7 @@ fn qos_columns_from_dict(qos: &Bound<'_, PyDict>) -> PyResult<QosColumns> {
         port_rate: qos_item(qos, "port_rate")?.extract()?,
         port_buffer: qos_item(qos, "port_buffer")?.extract()?,
         port_mode: qos_item(qos, "port_mode")?.extract()?,
+        port_alpha_log2: qos_item(qos, "port_alpha_log2")?.extract()?,
         tenant: section("tenant")?,
         class: section("class")?,
         class_offsets: qos_vector(qos, "class_offsets", I64)?,
@@ -766,6 +767,8 @@ fn qos_columns_from_dict(qos: &Bound<'_, PyDict>) -> PyResult<QosColumns> {
         queue_weight: qos_vector(qos, "queue_weight", U32)?,
         queue_guarantee: qos_vector(qos, "queue_guarantee", U64)?,
         queue_ceil: qos_vector(qos, "queue_ceil", U64)?,
+        queue_burst: qos_vector(qos, "queue_burst", U64)?,
+        queue_reserved: qos_vector(qos, "queue_reserved", U64)?,
     })
 }
 

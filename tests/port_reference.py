@@ -33,11 +33,17 @@ class QueueSpec:
     weight: int
     guarantee: int  # B/s, 0 = none
     ceil: int  # B/s, 0 or >= the line rate = uncapped
+    burst: int = 0  # the guarantee bucket's depth, 0 = 1 ms at the guarantee (at least 9216 B)
+    reserved: int = 0  # bytes of the buffer only this queue may fill
+    alpha: Fraction = Fraction(1)  # it may hold alpha x the free shared buffer beyond its reserve
 
 
 def port_queues(qos: CompiledQos) -> list[QueueSpec]:
     """One queue per class, tenant by tenant. The class's share of the tenant's unclaimed
-    guarantee is rounded down and what rounding leaves over goes to the tenant's first class."""
+    guarantee is rounded down and what rounding leaves over goes to the tenant's first class.
+    Its burst is the class's if set, else the tenant's scaled by guarantee / tenant guarantee;
+    its reserve the port's reserve scaled by guarantee / line rate."""
+    alpha = Fraction(2) ** qos.port_alpha_log2
     queues = []
     for tenant in range(len(qos.tenant_names)):
         rows = range(int(qos.class_offsets[tenant]), int(qos.class_offsets[tenant + 1]))
@@ -48,17 +54,30 @@ def port_queues(qos: CompiledQos) -> list[QueueSpec]:
         for row, share, weight in zip(rows, shares, weights):
             ceil = int(qos.class_ceil[row])
             guarantee = int(qos.class_rate[row]) + share
-            queues.append(QueueSpec(int(qos.class_priority[row]), int(qos.tenant_weight[tenant]) * weight, min(guarantee, ceil) if ceil else guarantee, ceil))
+            guarantee = min(guarantee, ceil) if ceil else guarantee
+            if qos.class_burst_given[row]:
+                burst = int(qos.class_burst[row])
+            elif qos.tenant_burst_given[tenant] and guarantee:
+                burst = max(1, math.floor(Fraction(int(qos.tenant_burst[tenant]) * guarantee, int(qos.tenant_rate[tenant]))))
+            else:
+                burst = 0
+            reserved = math.floor(Fraction(qos.port_reserve * guarantee, qos.port_rate))
+            queues.append(QueueSpec(int(qos.class_priority[row]), int(qos.tenant_weight[tenant]) * weight, guarantee, ceil, burst, reserved, alpha))
     return queues
 
 
-class Bucket:
-    """A guarantee's or a ceiling's token bucket, in bytes: `rate` B/s, 1 ms deep but at least
-    one jumbo frame, full at time 0. Time is in ticks of 1/line_rate ns."""
+def default_depth(rate: int) -> int:
+    """A bucket's depth when no burst is given: 1 ms at its rate, at least one jumbo frame."""
+    return max(rate // 1000, SMALLEST_BUCKET)
 
-    def __init__(self, rate: int, line_rate: int) -> None:
+
+class Bucket:
+    """A guarantee's or a ceiling's token bucket, in bytes: `rate` B/s, `depth` deep, full at
+    time 0. Time is in ticks of 1/line_rate ns."""
+
+    def __init__(self, rate: int, depth: int, line_rate: int) -> None:
         self.rate = Fraction(rate, NANO * line_rate)  # bytes per tick
-        self.depth = max(rate // 1000, SMALLEST_BUCKET)
+        self.depth = depth
         self.tokens = Fraction(self.depth)
         self.at = 0
 
@@ -107,16 +126,22 @@ class Queue:
 
 class Port:
     """The port in packet time: `arrive` in time order, `advance` to settle what starts before a
-    time. `verdicts[packet]` is None (admitted) or Outcome.DROP_PORT_BUFFER; `starts[packet]` is
+    time. `verdicts[packet]` is None (admitted), Outcome.DROP_PORT_QUEUE (over its dynamic
+    threshold) or Outcome.DROP_PORT_BUFFER (no room); `starts[packet]` is
     the tick its transmission starts."""
 
     def __init__(self, line_rate: int, buffer: int, shared_fifo: bool, queues: list[QueueSpec]) -> None:
         self.line_rate, self.buffer, self.shared_fifo = line_rate, buffer, shared_fifo
 
-        def bucket(rate: int) -> Bucket | None:
-            return Bucket(rate, line_rate) if 0 < rate < line_rate else None
+        def buckets(q: QueueSpec) -> tuple[Bucket | None, Bucket | None]:
+            """The guarantee's (its burst deep) and the ceiling's (never shallower)."""
+            guarantee_depth = q.burst or default_depth(q.guarantee)
+            ceil_depth = max(default_depth(q.ceil), guarantee_depth if q.guarantee else 0)
+            guarantee = Bucket(q.guarantee, guarantee_depth, line_rate) if q.guarantee else None
+            return guarantee, Bucket(q.ceil, ceil_depth, line_rate) if 0 < q.ceil < line_rate else None
 
-        self.queues = [Queue(q, bucket(q.guarantee) if q.guarantee else None, bucket(q.ceil)) for q in queues]
+        self.queues = [Queue(q, *buckets(q)) for q in queues]
+        self.shared_pool = buffer - sum(q.reserved for q in queues)
         self.rings: list[dict[int, list[int]]] = [{}, {}]  # phase -> priority -> queue indices, head first
         self.fifo: deque[tuple[int, int, int, int]] = deque()  # (packet, arrival tick, bytes, queue)
         self.now = 0
@@ -135,16 +160,34 @@ class Port:
         self.advance(tick)  # arrivals come before anything else decided at their instant
         self.now = tick
         self.arrivals[packet] = tick
-        if self.waiting_bytes() + size > self.buffer:
-            self.verdicts[packet] = Outcome.DROP_PORT_BUFFER
+        self.verdicts[packet] = self.fifo_verdict(size) if self.shared_fifo else self.queue_verdict(self.queues[queue], size)
+        if self.verdicts[packet] is not None:
             return
-        self.verdicts[packet] = None
         if self.shared_fifo:
             self.fifo.append((packet, tick, size, queue))
             return
         self.queues[queue].waiting.append((packet, tick, size))
         if len(self.queues[queue].waiting) == 1:
             self.update_rings(queue)
+
+    def fifo_verdict(self, size: int) -> Outcome | None:
+        return Outcome.DROP_PORT_BUFFER if self.waiting_bytes() + size > self.buffer else None
+
+    def queue_verdict(self, queue: Queue, size: int) -> Outcome | None:
+        """A queue's bytes beyond its reserve come from the shared pool (the buffer less every
+        reserve); they may be at most alpha x the pool's free bytes before the arrival."""
+
+        def beyond_reserve(q: Queue, extra: int = 0) -> int:
+            return max(0, sum(s for _, _, s in q.waiting) + extra - q.spec.reserved)
+
+        if sum(s for _, _, s in queue.waiting) + size <= queue.spec.reserved:
+            return None
+        in_pool = sum(beyond_reserve(q) for q in self.queues)
+        if beyond_reserve(queue, size) > queue.spec.alpha * (self.shared_pool - in_pool):
+            return Outcome.DROP_PORT_QUEUE
+        if in_pool + beyond_reserve(queue, size) - beyond_reserve(queue) > self.shared_pool:
+            return Outcome.DROP_PORT_BUFFER
+        return None
 
     def advance(self, until: int | None) -> None:
         """Everything decided before tick `until` (everything, if None)."""

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from isolane import Engine, Outcome, Policy
-from port_reference import process_with_port
+from port_reference import Port, port_queues, process_with_port
 from test_engine_qos import QOS_FIELDS, VERDICT_FIELDS, policy, random_meter, random_shaper, records
 
 CLASS_PORTS = [443, 80, 8080]  # class i takes dst port CLASS_PORTS[i]; 22 is dropped
@@ -32,6 +32,8 @@ def random_class(rng: np.random.Generator, index: int, guarantee_left: int, tena
         cls["rate"] = f"{rate}B/s"
     if rng.integers(3) == 0:
         cls["ceil"] = f"{rate_between(rng, max(rate, grid), tenant_ceil, grid)}B/s"
+    if rng.integers(4) == 0:
+        cls["burst"] = f"{int(rng.integers(64, 60_000))}B"
     if rng.integers(6) == 0:
         cls["meter"] = random_meter(rng)
     if rng.integers(6) == 0:
@@ -55,6 +57,8 @@ def random_port_policy(rng: np.random.Generator, grid: int) -> Policy:
             tenant["ceil"] = f"{ceil}B/s"
         if weighted:
             tenant["weight"] = int(rng.integers(1, 6))
+        if rng.integers(3) == 0:
+            tenant["burst"] = f"{int(rng.integers(64, 100_000))}B"
         # Classes share their tenant's guarantee; without one they may claim up to a quarter
         # of the line between them.
         left = rate or line // 4 // grid * grid
@@ -74,7 +78,11 @@ def random_port_policy(rng: np.random.Generator, grid: int) -> Policy:
         tenants.append(tenant)
     buffer = int(np.exp(rng.uniform(np.log(3_000), np.log(400_000))))
     mode = str(rng.choice(["per_tenant", "per_tenant", "per_tenant", "shared_fifo"]))
-    port = {"rate": f"{line}B/s", "buffer": f"{buffer}B", "mode": mode}
+    port: dict[str, Any] = {"rate": f"{line}B/s", "buffer": f"{buffer}B", "mode": mode}
+    if rng.integers(2):
+        port["alpha"] = float(2.0 ** rng.integers(-3, 4))
+    if rng.integers(2):
+        port["reserve"] = f"{int(buffer * rng.random())}B"
     return policy({"count": str(rng.choice(["inner", "outer", "wire", "wire_fcs"])), "unknown_tenant": "allow", "port": port, "tenants": tenants})
 
 
@@ -150,7 +158,7 @@ def test_random_port_traffic_reaches_every_port_outcome() -> None:
         seen |= {Outcome(o) for o in processed["outcome"].tolist()}
         modes.add(pol.compile_qos().port_mode)
         delayed += sum(s["delay_ns"]["max"] > 1_000_000 for s in engine.stats() if s["delay_ns"]["count"])
-    assert {Outcome.PASS, Outcome.REMARKED, Outcome.PENDING, Outcome.DROP_PORT_BUFFER, Outcome.DROP_METER, Outcome.DROP_SHAPER_BYTES} <= seen
+    assert {Outcome.PASS, Outcome.REMARKED, Outcome.PENDING, Outcome.DROP_PORT_BUFFER, Outcome.DROP_PORT_QUEUE, Outcome.DROP_METER, Outcome.DROP_SHAPER_BYTES} <= seen
     assert modes == {0, 1}
     assert delayed >= 20, "queues should build up at the port"
 
@@ -180,12 +188,6 @@ def traffic(*parts: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
 
 BUFFER_NEVER_FULL = "64MB"  # more than any test here offers beyond the line rate in a second
 SHARED_BUFFER_FULL = "1MB"
-BUFFER_BUG = (
-    "the port's buffer is one tail-drop pool and the engine gives its queues no limit "
-    "(rust/enforce/columns.rs sets limit_bytes 0): once a flooding tenant has filled it, an equally "
-    "entitled or a guaranteed tenant's arrivals are dropped too, so its queue runs empty and it "
-    "loses its share (issue 4: isolation between tenants)"
-)
 
 
 def port_policy(tenants: list[dict[str, Any]], mode: str = "per_tenant", buffer: str = BUFFER_NEVER_FULL) -> Policy:
@@ -222,7 +224,8 @@ FIFO_SHARES_BY_LOAD = pytest.mark.xfail(strict=True, reason="a shared FIFO share
     [
         ("per_tenant", BUFFER_NEVER_FULL),
         pytest.param("shared_fifo", BUFFER_NEVER_FULL, marks=FIFO_SHARES_BY_LOAD),
-        pytest.param("per_tenant", SHARED_BUFFER_FULL, marks=pytest.mark.xfail(strict=True, reason=BUFFER_BUG)),
+        ("per_tenant", SHARED_BUFFER_FULL),
+        pytest.param("shared_fifo", SHARED_BUFFER_FULL, marks=FIFO_SHARES_BY_LOAD),
     ],
 )
 def test_equally_entitled_backlogged_tenants_share_fairly_whatever_they_offer(mode: str, buffer: str) -> None:
@@ -294,17 +297,12 @@ def test_per_tenant_queues_keep_a_calm_tenants_delay_low_next_to_a_noisy_neighbo
     assert own_queue["p99"] <= 2 * SIZE * SECOND // LINE, own_queue
 
 
-@pytest.mark.xfail(strict=True, reason=BUFFER_BUG)
 def test_a_tenant_within_its_guarantee_loses_no_packet_to_a_neighbours_flood() -> None:
     calm = calm_stats("per_tenant", SHARED_BUFFER_FULL)
     assert calm["outcomes"]["drop_port_buffer"]["packets"] == 0, calm["outcomes"]
+    assert calm["outcomes"]["drop_port_queue"]["packets"] == 0, calm["outcomes"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the port sizes every guarantee bucket max(rate / 1000, 9216 B) (rust/shaping/bucket.rs) and the "
-    "engine does not pass it the policy's burst: a tenant's or a class's `burst` (docs/policy.md) changes nothing",
-)
 def test_a_guarantee_burst_lets_a_tenant_send_that_much_ahead_of_better_priorities() -> None:
     burst = 100_000
     guaranteed = {"rate": f"{LINE // 10}B/s", "burst": f"{burst}B", "classes": [{"name": "bulk", "priority": 7}]}
@@ -316,3 +314,20 @@ def test_a_guarantee_burst_lets_a_tenant_send_that_much_ahead_of_better_prioriti
     engine.process(np.concatenate([rows, records([CLOCK_VNI], [SECOND], SIZE)]))
     waited = next(s for s in engine.stats() if s["tenant"] == "t1")["delay_ns"]["max"]
     assert waited >= (burst - SIZE) * SECOND // LINE, waited
+
+
+@pytest.mark.parametrize(("alpha", "admitted"), [(0.5, 34), (1, 51), (2, 68)])
+def test_a_flood_holds_at_most_alpha_times_the_free_buffer(alpha: float, admitted: int) -> None:
+    """1000 B packets at one instant into 101,000 B: a queue is admitted while its bytes after
+    the arrival are at most alpha x (the buffer free before it); here the last one admitted
+    meets the threshold exactly (alpha x 102,000 / (1 + alpha) B). The engine and the reference."""
+    pol = policy({"count": "outer", "unknown_tenant": "allow", "port": {"rate": f"{LINE}B/s", "buffer": "101000B", "alpha": alpha}, "tenants": [{"name": "t0", "vnis": [100]}]})
+    engine = Engine(pol)
+    engine.process(np.concatenate([records([100] * 200, 0, 1000), records([CLOCK_VNI], [SECOND], SIZE)]))
+    outcomes = next(s for s in engine.stats() if s["tenant"] == "t0")["outcomes"]
+    assert (outcomes["pass"]["packets"], outcomes["drop_port_queue"]["packets"]) == (admitted, 200 - admitted)
+    qos = pol.compile_qos()
+    reference = Port(qos.port_rate, qos.port_buffer, False, port_queues(qos))
+    for packet in range(200):
+        reference.arrive(0, 1000, 0, packet)
+    assert sum(v is None for v in reference.verdicts.values()) == admitted

@@ -156,13 +156,28 @@ def _contract_columns(meters: MeterArrays, shapers: ShaperArrays) -> dict[str, d
 _MAX_WEIGHT = 2**32 - 1
 
 
+def _queue_burst(qos: CompiledQos, tenant: int, row: int, guarantee: int) -> int:
+    """The depth of a queue's guarantee bucket: its class's ``burst``; else the part of its
+    tenant's ``burst`` that its guarantee is of the tenant's (at least 1 B); 0 (the port's
+    default) when neither is set."""
+    if qos.class_burst_given[row]:
+        return int(qos.class_burst[row])
+    tenant_rate = int(qos.tenant_rate[tenant])
+    if qos.tenant_burst_given[tenant] and tenant_rate and guarantee:
+        return max(int(qos.tenant_burst[tenant]) * guarantee // tenant_rate, 1)
+    return 0
+
+
 def _port_queues(qos: CompiledQos) -> dict[str, npt.NDArray[Any]]:
     """One port queue per class (``docs/qos.md``, "The port in the engine"): the class's
     priority; weight = tenant weight x class weight; guarantee = the class's rate plus its
     share, by class weight, of the tenant guarantee its classes do not claim (capped at the
-    class's ceiling); ceiling = the class's."""
+    class's ceiling); its burst (``_queue_burst``); ceiling = the class's; reserve = the port's
+    ``reserve`` x guarantee / line rate."""
     rows = len(qos.class_tenant)
     guarantee = np.zeros(rows, dtype=np.uint64)
+    burst = np.zeros(rows, dtype=np.uint64)
+    reserved = np.zeros(rows, dtype=np.uint64)
     weight = np.zeros(rows, dtype=np.uint32)
     for tenant, name in enumerate(qos.tenant_names):
         first, end = int(qos.class_offsets[tenant]), int(qos.class_offsets[tenant + 1])
@@ -175,11 +190,20 @@ def _port_queues(qos: CompiledQos) -> dict[str, npt.NDArray[Any]]:
             ceil = int(qos.class_ceil[row])
             rate = int(qos.class_rate[row]) + share
             guarantee[row] = min(rate, ceil) if ceil else rate
+            burst[row] = _queue_burst(qos, tenant, row, int(guarantee[row]))
+            reserved[row] = qos.port_reserve * int(guarantee[row]) // qos.port_rate if qos.port_rate else 0
             product = int(qos.tenant_weight[tenant]) * class_weight
             if product > _MAX_WEIGHT:
                 raise ValueError(f"tenant {name!r}, class {offset}: its port weight {product} (tenant weight x class weight) is over {_MAX_WEIGHT}")
             weight[row] = product
-    return {"queue_priority": qos.class_priority, "queue_weight": weight, "queue_guarantee": guarantee, "queue_ceil": qos.class_ceil}
+    return {
+        "queue_priority": qos.class_priority,
+        "queue_weight": weight,
+        "queue_guarantee": guarantee,
+        "queue_burst": burst,
+        "queue_ceil": qos.class_ceil,
+        "queue_reserved": reserved,
+    }
 
 
 def _qos_spec(qos: CompiledQos) -> dict[str, Any]:
@@ -190,6 +214,7 @@ def _qos_spec(qos: CompiledQos) -> dict[str, Any]:
         "port_rate": qos.port_rate,
         "port_buffer": qos.port_buffer,
         "port_mode": qos.port_mode,
+        "port_alpha_log2": qos.port_alpha_log2,
         "tenant": _contract_columns(qos.tenant_meter, qos.tenant_shaper),
         "class": _contract_columns(qos.class_meter, qos.class_shaper),
         "class_offsets": qos.class_offsets,
