@@ -1,6 +1,7 @@
 """What QoS enforcement costs over classification: Engine.process against Engine.classify on
 the same records, in the same run, with 1,000 tenants each metered (srTCM) and shaped; and the
-whole pipeline on one core (parse, classify, meter, shape) on VXLAN packets in memory.
+whole pipeline (parse, classify, meter, shape) on VXLAN packets in memory, on one core and on
+two against one in the same run.
 
     python -m pytest bench/test_qos_bench.py -s
 
@@ -11,12 +12,15 @@ occur, as in a policed network, and no round finds its buckets empty from the ro
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
+import pytest
 
 import isolane
 import traffic
+from machine_load import ForeignLoad
 
 TENANTS = 1000
 RULES = 10
@@ -24,6 +28,9 @@ PACKETS = 1_000_000
 ROUNDS = 5
 SECOND_NS = 10**9
 SIZE = 114
+# Two threads must be at least this much faster than one on an idle machine (the issue's
+# target, 1.7, is reported, not gated: the shared 2-vCPU machines rarely give two whole cores).
+MIN_TWO_THREAD_SPEEDUP = 1.3
 
 
 def _policy(rate: int) -> isolane.Policy:
@@ -98,10 +105,9 @@ def test_process_against_classify_with_1000_metered_and_shaped_tenants(bench_rep
     assert info["process ns/packet (best)"] < 10_000  # a floor against hangs; the target is in RESULTS.md
 
 
-def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_report) -> None:
-    """isolane.parse (one thread) then Engine.process, on 1,000,000 VXLAN packets of 1,000
-    tenants (bench/traffic.py), each tenant allowed, metered and shaped at 2/3 of what it
-    offers; a fresh engine each round, so every round starts with full buckets."""
+def _vxlan_pipeline() -> tuple[isolane.PacketBatch, isolane.Policy, int]:
+    """1,000,000 VXLAN packets of 1,000 tenants (bench/traffic.py) and a policy that allows,
+    meters and shapes each tenant at 2/3 of what it offers; and the number of tenants."""
     flows = traffic.make_vxlan_traffic(PACKETS, seed=5, n_vnis=TENANTS)
     batch = isolane.PacketBatch.from_arrays(*flows.arrays())
     vnis = np.unique(flows.truth["vni"])
@@ -118,6 +124,14 @@ def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_re
         for vni in vnis
     ]
     policy = isolane.Policy.from_dict({"largest_frame": "1500B", "count": "outer", "tenants": tenants})
+    return batch, policy, len(vnis)
+
+
+def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_report) -> None:
+    """isolane.parse (one thread) then Engine.process, on 1,000,000 VXLAN packets of 1,000
+    tenants (bench/traffic.py), each tenant allowed, metered and shaped at 2/3 of what it
+    offers; a fresh engine each round, so every round starts with full buckets."""
+    batch, policy, tenant_count = _vxlan_pipeline()
     best, outcomes = float("inf"), None
     for _ in range(ROUNDS):
         engine = isolane.Engine(policy)
@@ -127,11 +141,44 @@ def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_re
         outcomes = np.bincount(processed["outcome"], minlength=len(isolane.Outcome))
     assert outcomes[isolane.Outcome.PASS] > 0 and outcomes[isolane.Outcome.DROP_CLASSIFIER] == 0
     info = {
-        "tenants": len(vnis),
+        "tenants": tenant_count,
         "packets": PACKETS,
         "ns/packet (best)": best * 1e9 / PACKETS,
         "Mpps (best)": PACKETS / best / 1e6,
         **{f"share {o.name.lower()}": float(outcomes[o] / PACKETS) for o in isolane.Outcome if outcomes[o]},
     }
-    bench_report[f"qos: parse + process on one core, {len(vnis):,} tenants"] = info
+    bench_report[f"qos: parse + process on one core, {tenant_count:,} tenants"] = info
     assert best < 60  # a floor against hangs; the target is in RESULTS.md
+
+
+def test_full_pipeline_on_two_threads_against_one(bench_report) -> None:
+    """parse + process with threads=1 and threads=2 (Engine(policy, threads=2): QoS sharded by
+    tenant), alternating in the same run so that background load hits both alike; the same
+    traffic and policy as the one-core test, a fresh engine each round. The rows must be the
+    same; the speed-up is gated only when the run had two otherwise idle CPUs."""
+    batch, policy, tenant_count = _vxlan_pipeline()
+    best = {1: float("inf"), 2: float("inf")}
+    rows: dict[int, np.ndarray] = {}
+    with ForeignLoad() as load:
+        for _ in range(ROUNDS):
+            for threads in (1, 2):
+                engine = isolane.Engine(policy, threads=threads)
+                start = time.perf_counter()
+                rows[threads] = engine.process(isolane.parse(batch, threads=threads))
+                best[threads] = min(best[threads], time.perf_counter() - start)
+    assert np.array_equal(rows[1], rows[2]), "two threads must give the rows one thread gives"
+    speedup = best[1] / best[2]
+    idle_cpus = len(os.sched_getaffinity(0)) - load.cores
+    info = {
+        "tenants": tenant_count,
+        "packets": PACKETS,
+        "Mpps threads=1 (best)": PACKETS / best[1] / 1e6,
+        "Mpps threads=2 (best)": PACKETS / best[2] / 1e6,
+        "speed-up 2 threads": speedup,
+        "other processes' load (cores)": load.cores,
+    }
+    bench_report[f"qos: parse + process on 2 threads against 1, {tenant_count:,} tenants"] = info
+    print(f"\nfull pipeline: {info['Mpps threads=1 (best)']:.1f} Mpps on 1 thread, {info['Mpps threads=2 (best)']:.1f} on 2: {speedup:.2f}x")
+    if idle_cpus < 1.8:
+        pytest.skip(f"2 threads {speedup:.2f}x of 1, but only {idle_cpus:.1f} CPUs were idle for this run: not a fair scaling measurement")
+    assert speedup >= MIN_TWO_THREAD_SPEEDUP, f"2 threads only {speedup:.2f}x as fast as 1"

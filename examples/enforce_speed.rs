@@ -7,31 +7,17 @@
 //! each tenant offers 1.5x its CIR (the shaper runs at 1.25x CIR).
 use bytemuck::Zeroable;
 use isolane::engine::{Reason, Verdict, ALLOW};
-use isolane::enforce::{ClassQos, ColorAction, Contract, Count, Enforcer, MeterSpec, Processed, QosSpec, TenantQos};
-use isolane::meter::{default_burst, MeterKind, MeterParams};
+use isolane::enforce::{Enforcer, Processed};
 use isolane::parse::PacketInfo;
-use isolane::shaping::{QueueConfig, ShaperParams};
 use std::time::Instant;
+
+#[path = "common/qos.rs"]
+mod qos;
+use qos::metered_and_shaped;
 
 const RUNS: usize = 5;
 const SIZE: u32 = 114;
 const SECOND_NS: u64 = 1_000_000_000;
-
-fn spec(tenants: usize, cir: u64) -> QosSpec {
-    let meter = MeterSpec {
-        params: MeterParams::blind(MeterKind::SrTcm { cir, cbs: default_burst(cir, 1500), ebs: default_burst(cir, 1500) }),
-        count: Count::Outer,
-        actions: [ColorAction::Pass, ColorAction::Pass, ColorAction::Drop],
-    };
-    let shaper = ShaperParams { rate: cir * 5 / 4, burst: 1500, max_queue_bytes: 16 << 10, max_delay_ns: 100_000_000 };
-    let contract = Contract { meter: Some(meter), shaper: Some(shaper) };
-    let tenant = |t: usize| TenantQos {
-        name: format!("t{t}"),
-        contract,
-        classes: vec![ClassQos { contract: Contract::default(), queue: QueueConfig::BEST_EFFORT }],
-    };
-    QosSpec { tenants: (0..tenants).map(tenant).collect(), ..QosSpec::default() }
-}
 
 fn main() {
     let packets: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10_000_000);
@@ -48,7 +34,7 @@ fn main() {
         let verdicts: Vec<Verdict> =
             (0..packets).map(|i| Verdict { tenant: tenant_of(i) as i32, rule: 0, cls: 0, action: ALLOW, reason: Reason::Rule as u8 }).collect();
         let offered = packets as u64 * u64::from(SIZE) / tenants as u64; // bytes/s per tenant
-        let spec = spec(tenants, (offered * 2 / 3).max(1));
+        let spec = metered_and_shaped(tenants, (offered * 2 / 3).max(1));
         spec.check().unwrap();
         let names: Vec<String> = spec.tenants.iter().map(|t| t.name.clone()).collect();
         let mut out = vec![Processed::zeroed(); packets];

@@ -35,7 +35,7 @@ fn queue_configs(count: u64, seed: u64) -> Vec<QueueConfig> {
             weight: 1 + rng.below(8) as u32,
             guarantee: if rng.below(2) == 0 { LINE / count / 2 } else { 0 },
             ceil: if rng.below(4) == 0 { LINE / 100 } else { 0 },
-            limit_bytes: 0,
+            ..QueueConfig::BEST_EFFORT
         })
         .collect()
 }

@@ -217,9 +217,28 @@ impl RuleTable {
         self.ranks.partition_point(|&r| r < rank)
     }
 
+    /// The first match of each key (-1 for none); IPv4 keys are looked up a group at a time.
     pub fn lookup_all(&self, keys: &[Key], out: &mut [i32]) {
-        for (key, slot) in keys.iter().zip(out.iter_mut()) {
-            *slot = self.lookup(key).map_or(-1, |index| index as i32);
+        const GROUP: usize = 8;
+        let as_index = |found: Option<usize>| found.map_or(-1, |index| index as i32);
+        let (mut key_groups, mut out_groups) = (keys.chunks_exact(GROUP), out.chunks_exact_mut(GROUP));
+        for (keys, out) in key_groups.by_ref().zip(out_groups.by_ref()) {
+            let keys: &[Key; GROUP] = keys.try_into().expect("chunks_exact");
+            let Some(fields) = group_fields(keys) else {
+                for (key, slot) in keys.iter().zip(out) {
+                    *slot = as_index(self.lookup(key));
+                }
+                continue;
+            };
+            let mut best = [tree::NO_RULE; GROUP];
+            let tree_index = &self.tree_index;
+            self.trees.lookup_group(&fields, &mut best, |id| tree_index[id as usize] != DEAD);
+            for ((key, id), slot) in keys.iter().zip(best).zip(out) {
+                *slot = as_index(self.with_fresh(key, id));
+            }
+        }
+        for (key, slot) in key_groups.remainder().iter().zip(out_groups.into_remainder()) {
+            *slot = as_index(self.lookup(key));
         }
     }
 
@@ -230,16 +249,17 @@ impl RuleTable {
         if index > self.rules.len() {
             return Err(format!("index {index} is past the end ({} rules)", self.rules.len()));
         }
-        let below = if index == 0 { 0 } else { self.ranks[index - 1] };
-        let above = self.ranks.get(index).copied().unwrap_or(below + 2 * RANK_GAP);
-        self.rules.insert(index, rule);
+        let neighbours = |ranks: &[Rank]| {
+            let below = if index == 0 { 0 } else { ranks[index - 1] };
+            (below, ranks.get(index).copied().unwrap_or(below + 2 * RANK_GAP))
+        };
+        let (mut below, mut above) = neighbours(&self.ranks);
         if above - below < 2 {
-            // No room between the neighbours (after ~20 inserts at one place): spread all out.
-            let elsewhere = self.rebuilds_elsewhere;
-            *self = RuleTable::new(std::mem::take(&mut self.rules)).map_err(|(_, why)| why)?;
-            self.rebuilds_elsewhere = elsewhere;
-            return Ok(());
+            // No room between the neighbours (after ~20 inserts at one place).
+            self.respread_ranks();
+            (below, above) = neighbours(&self.ranks);
         }
+        self.rules.insert(index, rule);
         let rank = below + (above - below) / 2;
         self.ranks.insert(index, rank);
         self.renumber_tree_rules(|at| if at != DEAD && at as usize >= index { at + 1 } else { at });
@@ -283,6 +303,33 @@ impl RuleTable {
     }
 
     /// Gives every tree rule its new index, in one pass over a copy (readers keep theirs).
+    /// Gives the rules evenly spaced ranks again, in the same order, so that the trees (which
+    /// number rules by order, not rank) stay as they are: only the rank lists and the tuple
+    /// spaces, keyed by rank, are redone.
+    fn respread_ranks(&mut self) {
+        let spread = |index: usize| (index as Rank + 1) * RANK_GAP;
+        let mut in_trees = vec![false; self.rules.len()];
+        let mut tree_ranks = Vec::with_capacity(self.tree_index.len());
+        for &at in self.tree_index.iter() {
+            // A removed tree rule keeps a rank just past the live one before it: still sorted.
+            let rank = match at {
+                DEAD => tree_ranks.last().map_or(1, |&rank| rank + 1),
+                at => {
+                    in_trees[at as usize] = true;
+                    spread(at as usize)
+                }
+            };
+            tree_ranks.push(rank);
+        }
+        self.tree_ranks = tree_ranks.into();
+        self.ranks = (0..self.rules.len()).map(spread).collect();
+        let fresh: Vec<(Rank, Rule)> = self.ranked().enumerate().filter(|&(index, (_, rule))| tree::matches_ipv4(&rule) && !in_trees[index]).map(|(_, ranked)| ranked).collect();
+        let ipv6: Vec<(Rank, Rule)> = self.ranked().filter(|(_, rule)| matches_ipv6(rule)).collect();
+        (self.fresh, self.ipv6) = (TupleSpace::default(), TupleSpace::default());
+        self.fresh.extend(fresh);
+        self.ipv6.extend(ipv6);
+    }
+
     fn renumber_tree_rules(&mut self, new_index: impl Fn(u32) -> u32) {
         self.tree_index = self.tree_index.iter().map(|&at| new_index(at)).collect();
     }
@@ -327,6 +374,15 @@ const REBUILD_EDITS: usize = 64;
 /// How far past due a table that is rebuilt elsewhere may get before an edit rebuilds it (the
 /// rebuild elsewhere could not keep up).
 const OVERDUE: usize = 8;
+
+/// The IPv4 fields of every key, if all are IPv4.
+fn group_fields<const N: usize>(keys: &[Key; N]) -> Option<[Fields; N]> {
+    let mut fields = [Fields::default(); N];
+    for (slot, key) in fields.iter_mut().zip(keys) {
+        *slot = Fields::of(key)?;
+    }
+    Some(fields)
+}
 
 /// Whether a rule can match a packet with an IPv6 (not IPv4-mapped) address.
 fn matches_ipv6(rule: &Rule) -> bool {

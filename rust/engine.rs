@@ -14,8 +14,11 @@ use rustc_hash::FxHashMap;
 
 use crate::memory::prefetch;
 use crate::classify::{prefix_mask, Fields, Forest, Key, Rule, RuleTable, DEAD, NO_RULE};
-use crate::enforce::{Enforcer, Processed, QosSpec, QosStats, StatsKey};
+use crate::enforce::{Processed, QosSpec, QosStats, StatsKey};
 use crate::parse::{PacketInfo, Status, Tunnel};
+use shards::QosShards;
+
+mod shards;
 
 /// Why a packet got its verdict.
 #[repr(u8)]
@@ -533,23 +536,37 @@ pub struct Engine {
     updating: Arc<Mutex<()>>,
     /// Background rebuilds of worn trees, by tenant name.
     rebuilds: Mutex<FxHashMap<String, std::thread::JoinHandle<()>>>,
-    /// QoS state, taken once per `process` batch (meters must see packets in order) and by
-    /// updates when they install tables, so a batch sees tables and contracts of one policy.
-    qos: Mutex<Enforcer>,
+    /// QoS state, one enforcer per thread (`engine/shards.rs`), taken once per `process` batch
+    /// (meters must see packets in order) and by updates when they install tables, so a batch
+    /// sees tables and contracts of one policy.
+    qos: Mutex<QosShards>,
 }
 
 impl Engine {
+    /// An engine that processes batches on the calling thread.
     pub fn new(spec: TablesSpec) -> Result<Self, String> {
+        Engine::with_threads(spec, 1)
+    }
+
+    /// An engine that processes each batch on `threads` threads, its QoS state sharded by
+    /// tenant (`engine/shards.rs`): the same results as on one thread. Policies with a port
+    /// need one thread.
+    pub fn with_threads(spec: TablesSpec, threads: usize) -> Result<Self, String> {
         let engine = Engine {
             tables: Arc::new(ArcSwap::from_pointee(EngineTables::default())),
             counter_names: Mutex::default(),
             counters: CounterShards::default(),
             updating: Arc::default(),
             rebuilds: Mutex::default(),
-            qos: Mutex::default(),
+            qos: Mutex::new(QosShards::new(threads)?),
         };
         engine.update(spec)?;
         Ok(engine)
+    }
+
+    /// How many threads `process` runs on.
+    pub fn threads(&self) -> usize {
+        self.lock_qos().threads()
     }
 
     pub fn tables(&self) -> Arc<EngineTables> {
@@ -674,19 +691,19 @@ impl Engine {
     /// change (by name) keep their meters, shapers and queues.
     pub fn update_with_qos(&self, spec: TablesSpec, qos: QosSpec) -> Result<UpdateReport, String> {
         qos.check()?;
-        self.lock_qos().stage(Some(qos));
+        self.lock_qos().stage(qos)?;
         let report = self.update(spec);
         if report.is_err() {
-            self.lock_qos().stage(None);
+            self.lock_qos().withdraw();
         }
         report
     }
 
     /// Classifies and enforces one batch (`rust/enforce.rs`) against one policy's tables and
-    /// contracts; counts the verdicts as `classify` does.
+    /// contracts, on the engine's threads; counts the verdicts as `classify` does.
     pub fn process(&self, records: &[PacketInfo], out: &mut [Processed]) {
         let mut qos = self.lock_qos();
-        qos.classify_and_enforce(records, out, |records, verdicts| self.classify(records, verdicts));
+        qos.process(records, out, &|records, verdicts| self.classify(records, verdicts));
     }
 
     /// QoS statistics per (tenant, class) since the engine was made.
@@ -697,12 +714,13 @@ impl Engine {
     /// Swaps in new tables while holding the QoS state, which follows them by tenant name.
     fn install_tables(&self, tables: EngineTables) {
         let names = tables.tenant_names();
+        let counter_slots: Vec<u32> = tables.hot.iter().map(|hot| hot.counter_slot).collect();
         let mut qos = self.lock_qos();
         self.tables.store(Arc::new(tables));
-        qos.retarget(&names);
+        qos.retarget(&names, &counter_slots);
     }
 
-    fn lock_qos(&self) -> std::sync::MutexGuard<'_, Enforcer> {
+    fn lock_qos(&self) -> std::sync::MutexGuard<'_, QosShards> {
         self.qos.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

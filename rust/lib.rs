@@ -15,6 +15,7 @@ pub mod memory;
 pub mod meter;
 pub mod parse;
 pub mod pcap;
+mod pool;
 pub mod shaping;
 
 #[cfg(feature = "python")]

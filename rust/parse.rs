@@ -133,7 +133,7 @@ pub fn parse_batch(batch: &BatchView<'_>, config: &ParseConfig, out: &mut [Packe
             .enumerate()
             .for_each(|(chunk, records)| parse_range(batch, config, chunk * CHUNK, records));
     };
-    match thread_pool(threads) {
+    match crate::pool::thread_pool(threads) {
         Some(pool) => pool.install(work),
         None => work(),
     }
@@ -148,21 +148,6 @@ fn parse_range(batch: &BatchView<'_>, config: &ParseConfig, first: usize, out: &
             config,
         );
     }
-}
-
-/// A pool per requested thread count, built once: building one per call costs more than
-/// parsing a small batch.
-fn thread_pool(threads: usize) -> Option<std::sync::Arc<rayon::ThreadPool>> {
-    use std::collections::HashMap;
-    use std::sync::{Arc, Mutex, OnceLock};
-    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
-    let mut pools = POOLS.get_or_init(Default::default).lock().ok()?;
-    if let Some(pool) = pools.get(&threads) {
-        return Some(pool.clone());
-    }
-    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(threads).build().ok()?);
-    pools.insert(threads, pool.clone());
-    Some(pool)
 }
 
 /// Parses one packet of the given link type.

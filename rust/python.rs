@@ -572,9 +572,9 @@ pub struct Engine {
 #[pymethods]
 impl Engine {
     #[new]
-    #[pyo3(signature = (spec, qos=None))]
-    fn new(py: Python<'_>, spec: &Bound<'_, PyDict>, qos: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let engine = without_gil(py, || engine::Engine::new(TablesSpec::default()))?.map_err(PyValueError::new_err)?;
+    #[pyo3(signature = (spec, qos=None, threads=1))]
+    fn new(py: Python<'_>, spec: &Bound<'_, PyDict>, qos: Option<&Bound<'_, PyDict>>, threads: usize) -> PyResult<Self> {
+        let engine = without_gil(py, || engine::Engine::with_threads(TablesSpec::default(), threads))?.map_err(PyValueError::new_err)?;
         let engine = Engine { engine };
         engine.update(py, spec, qos)?;
         Ok(engine)
@@ -658,6 +658,12 @@ impl Engine {
     #[getter]
     fn tenant_names(&self) -> Vec<String> {
         self.engine.tables().tenant_names()
+    }
+
+    /// How many threads `process_records` runs on.
+    #[getter]
+    fn threads(&self) -> usize {
+        self.engine.threads()
     }
 }
 
@@ -753,6 +759,7 @@ fn qos_columns_from_dict(qos: &Bound<'_, PyDict>) -> PyResult<QosColumns> {
         port_rate: qos_item(qos, "port_rate")?.extract()?,
         port_buffer: qos_item(qos, "port_buffer")?.extract()?,
         port_mode: qos_item(qos, "port_mode")?.extract()?,
+        port_alpha_log2: qos_item(qos, "port_alpha_log2")?.extract()?,
         tenant: section("tenant")?,
         class: section("class")?,
         class_offsets: qos_vector(qos, "class_offsets", I64)?,
@@ -760,6 +767,8 @@ fn qos_columns_from_dict(qos: &Bound<'_, PyDict>) -> PyResult<QosColumns> {
         queue_weight: qos_vector(qos, "queue_weight", U32)?,
         queue_guarantee: qos_vector(qos, "queue_guarantee", U64)?,
         queue_ceil: qos_vector(qos, "queue_ceil", U64)?,
+        queue_burst: qos_vector(qos, "queue_burst", U64)?,
+        queue_reserved: qos_vector(qos, "queue_reserved", U64)?,
     })
 }
 
@@ -806,6 +815,11 @@ enum AddressColumn<'py> {
 
 impl<'py> AddressColumn<'py> {
     fn new(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Self> {
+        if let Ok(values) = obj.cast::<PyArray1<u32>>() {
+            if values.is_contiguous() {
+                return Ok(AddressColumn::Ipv4(values.readonly())); // the common case, without numpy calls
+            }
+        }
         let np = obj.py().import("numpy")?;
         let array = np.call_method1("asarray", (obj,))?;
         let ndim: usize = array.getattr("ndim")?.extract()?;

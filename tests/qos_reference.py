@@ -1,7 +1,7 @@
 """A plain reference of QoS enforcement (docs/qos.md, "Enforcement"), for tests only: the RFC
 meters and the earliest-departure-time shaper written out from their definitions with Python
-integers and fractions, and the order of stages, applied one packet at a time. No port: the
-Rust port has its own reference model (rust/shaping/reference.rs)."""
+integers and fractions, and the order of stages, applied one packet at a time. The port that
+may follow them is in port_reference.py."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def _shapers(arrays: ShaperArrays) -> list[Shaper | None]:
 
 @dataclass
 class Reference:
-    """The pipeline for one policy without a port."""
+    """Meters and shapers of one policy (its port, if any, is port_reference's)."""
 
     qos: CompiledQos
     tenant_meters: list[Meter | None] = field(init=False)
@@ -142,7 +142,6 @@ class Reference:
     clock: int = 0
 
     def __post_init__(self) -> None:
-        assert self.qos.port_rate == 0, "the reference has no port"
         self.tenant_meters = _meters(self.qos.tenant_meter)
         self.class_meters = _meters(self.qos.class_meter)
         self.tenant_shapers = _shapers(self.qos.tenant_shaper)

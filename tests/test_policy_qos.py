@@ -449,6 +449,21 @@ def test_guarantees_and_ceilings_inherit() -> None:
     assert qos.tenant_ceil.tolist() == [50 * GB, 400 * GB]  # b: the line rate
     assert qos.class_ceil.tolist() == [50 * GB, 20 * GB, 50 * GB, 400 * GB]  # the tenant's ceiling
     assert qos.port_rate == 400 * GB and qos.port_buffer == 64 * 2**20 and qos.port_mode == P.PORT_MODES["per_tenant"]
+    assert (qos.port_alpha_log2, qos.port_reserve) == (0, 0)  # alpha 1, nothing reserved
+
+
+@pytest.mark.parametrize(("alpha", "log2"), [(1, 0), (0.25, -2), (8, 3), (1 / 128, -7), (128, 7), (2.0, 1)])
+def test_the_port_buffer_sharing_compiles_and_reads_back(alpha: float, log2: int) -> None:
+    data = tenants_policy({"rate": "1Gbps", "burst": "100kB", "classes": [{"name": "x", "burst": "20kB"}, {"name": "y"}]}, port={**PORT, "alpha": alpha, "reserve": "4MiB"})
+    policy = quiet(data)
+    qos = policy.compile_qos()
+    assert (qos.port_alpha_log2, qos.port_reserve) == (log2, 4 * 2**20)
+    assert qos.tenant_burst_given.tolist() == [1] and qos.class_burst_given.tolist() == [1, 0]
+    assert policy.port is not None and policy.port.alpha == alpha
+    assert Policy.from_dict(policy.to_dict()) == policy
+    # Defaults are not written out.
+    plain = quiet(tenants_policy({}, port=PORT)).to_dict()["port"]
+    assert plain == {**PORT, "mode": "per_tenant"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,6 +551,7 @@ def test_every_meter_problem_is_reported_at_once() -> None:
 
 
 PORT = {"rate": "100Gbps", "buffer": "16MiB"}
+ALPHA_ERROR = "is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these"
 SHAPER_NEEDS_RATE = "a shaper needs a rate: give it 'rate', or give its tenant or class a 'ceil' or 'rate' (it then shapes to the ceil, else the rate)"
 
 POLICY_ERRORS: list[tuple[dict[str, Any], list[tuple[str, str]]]] = [
@@ -544,7 +560,13 @@ POLICY_ERRORS: list[tuple[dict[str, Any], list[tuple[str, str]]]] = [
     (tenants_policy({}, port={**PORT, "mode": "shared"}), [("port.mode", "'shared' is not a port mode; did you mean 'shared_fifo'?")]),
     (tenants_policy({}, port={**PORT, "rate": "100GBps"}), [("port.rate", "'100GBps': unknown rate unit 'GBps'; did you mean 'GB/s' or 'Gbps'?")]),
     (tenants_policy({}, port={**PORT, "buffer": "0B"}), [("port.buffer", "'0B' must be more than zero")]),
-    (tenants_policy({}, port={**PORT, "speed": "1Gbps"}), [("port.speed", "unknown key (expected one of: rate, buffer, mode)")]),
+    (tenants_policy({}, port={**PORT, "speed": "1Gbps"}), [("port.speed", "unknown key (expected one of: rate, buffer, mode, alpha, reserve)")]),
+    *(
+        (tenants_policy({}, port={**PORT, "alpha": alpha}), [("port.alpha", f"alpha {alpha!r} {ALPHA_ERROR}")])
+        for alpha in (0.3, 0, -1, 3, 256, 1 / 256, True, "1")
+    ),
+    (tenants_policy({}, port={**PORT, "reserve": "17MiB"}), [("port.reserve", "'17MiB' is more than the buffer '16MiB': a reserve is part of the buffer")]),
+    (tenants_policy({}, port={**PORT, "reserve": "-1B"}), [("port.reserve", "'-1B' is not a size: write a number and a unit, e.g. '256KiB'")]),
     (tenants_policy({}, port="400Gbps"), [("port", "expected a mapping, got a string ('400Gbps')")]),
     # guarantees and ceilings against the port and the tenant
     (tenants_policy({"ceil": "200Gbps"}, port=PORT), [("tenants[0].ceil", "ceil '200Gbps' is above the port's line rate 100Gbps")]),

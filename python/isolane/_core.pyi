@@ -178,7 +178,7 @@ class RuleTable:
 class Engine:
     """Compiled policy tables; see ``isolane.Engine`` for the user-facing class."""
 
-    def __new__(cls, spec: Mapping[str, Any], qos: Mapping[str, Any] | None = None) -> Engine: ...
+    def __new__(cls, spec: Mapping[str, Any], qos: Mapping[str, Any] | None = None, threads: int = 1) -> Engine: ...
     def update(self, spec: Mapping[str, Any], qos: Mapping[str, Any] | None = None) -> tuple[int, int, int]:
         """Installs new tables (and QoS contracts, if given); returns how many tenants were kept,
         patched and rebuilt."""
@@ -201,3 +201,6 @@ class Engine:
     def counters(self) -> dict[str | None, dict[str, list[int]]]: ...
     @property
     def tenant_names(self) -> list[str]: ...
+    @property
+    def threads(self) -> int:
+        """How many threads ``process_records`` runs on."""

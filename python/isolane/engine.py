@@ -4,7 +4,9 @@
 runs without the GIL; ``update`` swaps in a new policy atomically while other threads keep
 classifying, sharing the tables of tenants that did not change and patching a one-rule change
 instead of rebuilding. ``process`` also enforces the policy's QoS contracts (meters, shapers,
-the egress port; ``docs/qos.md``) in packet time, and ``stats`` reports what they did.
+the egress port; ``docs/qos.md``) in packet time, and ``stats`` reports what they did;
+``Engine(policy, threads=2)`` processes each batch on two threads, its QoS state sharded by
+tenant, with the same results as on one.
 """
 
 from __future__ import annotations
@@ -154,13 +156,28 @@ def _contract_columns(meters: MeterArrays, shapers: ShaperArrays) -> dict[str, d
 _MAX_WEIGHT = 2**32 - 1
 
 
+def _queue_burst(qos: CompiledQos, tenant: int, row: int, guarantee: int) -> int:
+    """The depth of a queue's guarantee bucket: its class's ``burst``; else the part of its
+    tenant's ``burst`` that its guarantee is of the tenant's (at least 1 B); 0 (the port's
+    default) when neither is set."""
+    if qos.class_burst_given[row]:
+        return int(qos.class_burst[row])
+    tenant_rate = int(qos.tenant_rate[tenant])
+    if qos.tenant_burst_given[tenant] and tenant_rate and guarantee:
+        return max(int(qos.tenant_burst[tenant]) * guarantee // tenant_rate, 1)
+    return 0
+
+
 def _port_queues(qos: CompiledQos) -> dict[str, npt.NDArray[Any]]:
     """One port queue per class (``docs/qos.md``, "The port in the engine"): the class's
     priority; weight = tenant weight x class weight; guarantee = the class's rate plus its
     share, by class weight, of the tenant guarantee its classes do not claim (capped at the
-    class's ceiling); ceiling = the class's."""
+    class's ceiling); its burst (``_queue_burst``); ceiling = the class's; reserve = the port's
+    ``reserve`` x guarantee / line rate."""
     rows = len(qos.class_tenant)
     guarantee = np.zeros(rows, dtype=np.uint64)
+    burst = np.zeros(rows, dtype=np.uint64)
+    reserved = np.zeros(rows, dtype=np.uint64)
     weight = np.zeros(rows, dtype=np.uint32)
     for tenant, name in enumerate(qos.tenant_names):
         first, end = int(qos.class_offsets[tenant]), int(qos.class_offsets[tenant + 1])
@@ -173,11 +190,20 @@ def _port_queues(qos: CompiledQos) -> dict[str, npt.NDArray[Any]]:
             ceil = int(qos.class_ceil[row])
             rate = int(qos.class_rate[row]) + share
             guarantee[row] = min(rate, ceil) if ceil else rate
+            burst[row] = _queue_burst(qos, tenant, row, int(guarantee[row]))
+            reserved[row] = qos.port_reserve * int(guarantee[row]) // qos.port_rate if qos.port_rate else 0
             product = int(qos.tenant_weight[tenant]) * class_weight
             if product > _MAX_WEIGHT:
                 raise ValueError(f"tenant {name!r}, class {offset}: its port weight {product} (tenant weight x class weight) is over {_MAX_WEIGHT}")
             weight[row] = product
-    return {"queue_priority": qos.class_priority, "queue_weight": weight, "queue_guarantee": guarantee, "queue_ceil": qos.class_ceil}
+    return {
+        "queue_priority": qos.class_priority,
+        "queue_weight": weight,
+        "queue_guarantee": guarantee,
+        "queue_burst": burst,
+        "queue_ceil": qos.class_ceil,
+        "queue_reserved": reserved,
+    }
 
 
 def _qos_spec(qos: CompiledQos) -> dict[str, Any]:
@@ -188,6 +214,7 @@ def _qos_spec(qos: CompiledQos) -> dict[str, Any]:
         "port_rate": qos.port_rate,
         "port_buffer": qos.port_buffer,
         "port_mode": qos.port_mode,
+        "port_alpha_log2": qos.port_alpha_log2,
         "tenant": _contract_columns(qos.tenant_meter, qos.tenant_shaper),
         "class": _contract_columns(qos.class_meter, qos.class_shaper),
         "class_offsets": qos.class_offsets,
@@ -197,12 +224,27 @@ def _qos_spec(qos: CompiledQos) -> dict[str, Any]:
 
 class Engine:
     """Classifies packets against a policy and enforces its QoS contracts; see the module
-    documentation."""
+    documentation.
 
-    def __init__(self, policy: Policy) -> None:
+    ``threads``: how many threads :meth:`process` runs each batch on (``docs/qos.md``, "Several
+    threads"). Each thread meters and shapes the packets of its share of the tenants, so the
+    rows and :meth:`stats` are exactly those of one thread; a batch of one tenant runs on one
+    thread. A policy with a ``port`` needs ``threads=1`` (the port takes every tenant's packets
+    in the order they reach it): with more, the engine refuses it with ``ValueError``."""
+
+    def __init__(self, policy: Policy, *, threads: int = 1) -> None:
+        if isinstance(threads, bool) or not isinstance(threads, int):
+            raise TypeError(f"threads must be an int, got {threads!r}")
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
         self._compiled = policy.compile()
-        self._core = _core.Engine(_spec(self._compiled), _qos_spec(policy.compile_qos()))
+        self._core = _core.Engine(_spec(self._compiled), _qos_spec(policy.compile_qos()), threads)
         self.policy = policy
+
+    @property
+    def threads(self) -> int:
+        """How many threads :meth:`process` runs each batch on."""
+        return self._core.threads
 
     @property
     def tenant_names(self) -> list[str]:
@@ -220,7 +262,9 @@ class Engine:
         :data:`PROCESSED_DTYPE`, whose verdict fields equal what :meth:`classify` returns. Takes
         what ``classify`` takes; time is each packet's ``timestamp_ns`` (a capture's time, never
         the wall clock). Meters, shapers and the port keep their state from batch to batch, so
-        call it with a capture's batches in order; one policy applies to the whole call."""
+        call it with a capture's batches in order; one policy applies to the whole call. Runs on
+        the engine's ``threads`` (a batch of a few thousand packets or less on the calling
+        thread alone)."""
         raw = self._core.process_records(self._records(packets, parse_options))
         return raw.view(PROCESSED_DTYPE)
 

@@ -53,6 +53,7 @@ __all__ = [
     "METER_KINDS",
     "METER_NONE",
     "NO_CLASS",
+    "PORT_ALPHA_LOG2",
     "PORT_MODES",
     "PROTOCOLS",
     "RULE_FIELDS",
@@ -244,7 +245,9 @@ _CLASS_KEYS = ("name", "description", "priority", "weight", *_CONTRACT_KEYS)
 _RULE_KEYS = ("name", "description", "src", "dst", "src_ports", "dst_ports", "proto", "dscp", "action", "class")
 _SHAPER_KEYS = ("rate", "burst", "queue", "max_delay")
 _MICROBURST_KEYS = ("window", "threshold")
-_PORT_KEYS = ("rate", "buffer", "mode")
+_PORT_KEYS = ("rate", "buffer", "mode", "alpha", "reserve")
+#: The dynamic threshold's alpha is 2**k for k in this range (1/128 to 128), as switches offer it.
+PORT_ALPHA_LOG2 = range(-7, 8)
 _METER_KEYS = ("kind", "cir", "cbs", "eir", "ebs", "pir", "pbs", "color_aware", "count", "actions")
 #: The rates and bursts of each meter kind, in the order to_dict writes them.
 _METER_FIELDS: dict[str, tuple[str, ...]] = {
@@ -669,15 +672,26 @@ class Meter:
 
 @dataclass(frozen=True)
 class Port:
-    """The egress port the tenants share: its line rate (bits per second), its buffer (bytes)
-    and whether it schedules per tenant and class or is one shared FIFO."""
+    """The egress port the tenants share: its line rate (bits per second), its buffer (bytes),
+    whether it schedules per tenant and class or is one shared FIFO, and how per-tenant queues
+    share the buffer (``docs/qos.md``, "Sharing the buffer"): each queue may hold at most
+    ``2 ** alpha_log2`` times the shared buffer still free, and ``reserve_bytes`` of the buffer
+    are set aside for the guarantees."""
 
     rate_bps: int
     buffer_bytes: int
     mode: PortMode = "per_tenant"
+    alpha_log2: int = 0
+    reserve_bytes: int = 0
+
+    @property
+    def alpha(self) -> int | float:
+        """The dynamic threshold's alpha (exact: a power of two)."""
+        return 2**self.alpha_log2
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rate": format_rate(self.rate_bps), "buffer": format_size(self.buffer_bytes), "mode": self.mode}
+        out = {"rate": format_rate(self.rate_bps), "buffer": format_size(self.buffer_bytes), "mode": self.mode}
+        return out | _given(alpha=self.alpha if self.alpha_log2 else None, reserve=format_size(self.reserve_bytes) if self.reserve_bytes else None)
 
 
 @dataclass(frozen=True)
@@ -1409,11 +1423,25 @@ class _Checker:
         rate = self.byte_rate(data["rate"], _at(path, "rate")) if "rate" in data else None
         buffer = self.quantity(data["buffer"], _at(path, "buffer"), parse_size) if "buffer" in data else None
         mode = self.choice(data["mode"], _at(path, "mode"), tuple(PORT_MODES), "a port mode") if "mode" in data else "per_tenant"
-        if rate is None or buffer is None or isinstance(mode, _Bad):
+        alpha_log2 = self.port_alpha(data["alpha"], _at(path, "alpha")) if "alpha" in data else 0
+        reserve = self.quantity(data["reserve"], _at(path, "reserve"), parse_size, zero_ok=True) if "reserve" in data else 0
+        if rate is None or buffer is None or isinstance(mode, _Bad) or alpha_log2 is None or reserve is None:
             return None
         if buffer < self.largest_frame:
             self.warnings.append(f"{_at(path, 'buffer')}: {data['buffer']!r} is smaller than the largest frame ({format_size(self.largest_frame)}): frames that size are always dropped")
-        return Port(rate, buffer, mode)  # type: ignore[arg-type]
+        if reserve > buffer:
+            self.error(_at(path, "reserve"), f"{data['reserve']!r} is more than the buffer {data['buffer']!r}: a reserve is part of the buffer")
+            return None
+        return Port(rate, buffer, mode, alpha_log2, reserve)  # type: ignore[arg-type]
+
+    def port_alpha(self, value: Any, path: str) -> int | None:
+        """The dynamic threshold's alpha, a power of two from 1/128 to 128: its log2."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            mantissa, exponent = math.frexp(value)
+            if mantissa == 0.5 and exponent - 1 in PORT_ALPHA_LOG2:
+                return exponent - 1
+        self.error(path, f"alpha {value!r} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these")
+        return None
 
     def color_map(self, value: Any, path: str) -> tuple[tuple[int, Color], ...] | None:
         if not isinstance(value, Mapping):
@@ -2081,9 +2109,15 @@ class CompiledQos:
     port_buffer: int
     port_mode: int
     """``PORT_MODES`` code (per_tenant 0, shared_fifo 1)."""
+    port_alpha_log2: int
+    """The dynamic threshold: a per-tenant queue may hold 2 ** port_alpha_log2 x the free shared buffer."""
+    port_reserve: int
+    """Bytes of the buffer set aside for the guarantees, in proportion to them (0 without a port)."""
     tenant_rate: U64
     """Guarantee: the tenant's rate, or the sum of its classes' rates; 0 = none."""
     tenant_burst: U64
+    tenant_burst_given: U8
+    """1 where the policy sets the tenant's ``burst`` (0: ``tenant_burst`` is the default)."""
     tenant_ceil: U64
     """Ceiling: the tenant's ceil, else the port's line rate; 0 = uncapped (no ceil, no port)."""
     tenant_weight: U32
@@ -2100,6 +2134,8 @@ class CompiledQos:
     """Share within its priority (WDRR); 1 by default."""
     class_rate: U64
     class_burst: U64
+    class_burst_given: U8
+    """1 where the policy sets the class's ``burst``."""
     class_ceil: U64
     """The class's ceil, else its tenant's ceiling (0 = uncapped)."""
     class_meter: MeterArrays
@@ -2236,8 +2272,11 @@ def _compile_qos(policy: Policy) -> CompiledQos:
         port_rate=port_rate,
         port_buffer=policy.port.buffer_bytes if policy.port is not None else 0,
         port_mode=PORT_MODES[policy.port.mode] if policy.port is not None else PORT_MODES["per_tenant"],
+        port_alpha_log2=policy.port.alpha_log2 if policy.port is not None else 0,
+        port_reserve=policy.port.reserve_bytes if policy.port is not None else 0,
         tenant_rate=_column(tenant_rate, np.uint64),
         tenant_burst=_column(tenant_burst, np.uint64),
+        tenant_burst_given=_column([t.contract.burst_bytes is not None for t in policy.tenants], np.uint8),
         tenant_ceil=_column(tenant_ceil, np.uint64),
         tenant_weight=_column(_tenant_weights(policy), np.uint32),
         tenant_meter=_meter_arrays(tenant_meters, policy),
@@ -2248,6 +2287,7 @@ def _compile_qos(policy: Policy) -> CompiledQos:
         class_weight=_column(class_weight, np.uint32),
         class_rate=_column(class_rate, np.uint64),
         class_burst=_column(class_burst, np.uint64),
+        class_burst_given=_column([c.contract.burst_bytes is not None for t in policy.tenants for c in t.classes], np.uint8),
         class_ceil=_column(class_ceil, np.uint64),
         class_meter=_meter_arrays(class_meters, policy),
         class_shaper=_shaper_arrays(class_shapers),
@@ -2573,7 +2613,16 @@ def schema() -> dict[str, Any]:
                 "additionalProperties": False,
                 "required": ["rate", "buffer"],
                 "description": "the egress port the tenants share",
-                "properties": {"rate": rate, "buffer": size, "mode": {"enum": list(PORT_MODES)}},
+                "properties": {
+                    "rate": rate,
+                    "buffer": size,
+                    "mode": {"enum": list(PORT_MODES)},
+                    "alpha": {
+                        "enum": [2**k for k in PORT_ALPHA_LOG2],
+                        "description": "per_tenant: a queue may hold at most alpha x the shared buffer still free (dynamic threshold; default 1)",
+                    },
+                    "reserve": {**size, "description": "per_tenant: bytes of the buffer set aside for the guarantees, in proportion to them (default 0B)"},
+                },
             },
             "microburst": {
                 "type": "object",

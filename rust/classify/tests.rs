@@ -46,6 +46,7 @@ fn many_inserts_at_one_place_use_up_the_rank_gap_and_still_order_right() {
     let rule = |port: u16| Rule { dst_ports: (port, port), ..Rule::ANY };
     let mut reference = vec![rule(1), Rule::ANY];
     let mut table = RuleTable::new(reference.clone()).unwrap();
+    table.rebuild_elsewhere(); // so that only running out of ranks could rebuild the trees
     for port in 2..42 {
         table.insert(1, rule(port)).unwrap();
         reference.insert(1, rule(port));
@@ -58,6 +59,8 @@ fn many_inserts_at_one_place_use_up_the_rank_gap_and_still_order_right() {
             assert_eq!(shared.lookup(&key), brute_force(&reference, &key), "clone, port {probe} after {port}");
         }
     }
+    // Ranks were respread (40 inserts at one place), but the trees were never rebuilt.
+    assert_eq!(table.fresh.len(), 40);
 }
 
 #[test]
@@ -90,17 +93,22 @@ fn classbench_traces_match_their_labels() {
             let rules = parse_classbench(&std::fs::read_to_string(dir.join(&name)).unwrap()).unwrap();
             let table = RuleTable::new(rules).unwrap();
             let trace = std::fs::read_to_string(dir.join(format!("{name}_trace"))).unwrap();
-            let mut checked = 0;
+            let (mut keys, mut labels) = (Vec::new(), Vec::new());
             for (line_number, line) in trace.lines().enumerate() {
                 let f: Vec<i64> = line.split_whitespace().map(|v| v.parse().unwrap()).collect();
                 if f[5] < 0 {
                     continue; // a 100k trace's unlabelled tail: the rule it came from, not the first match
                 }
-                let key = Key { src: ipv4_mapped(f[0] as u32), dst: ipv4_mapped(f[1] as u32), src_port: f[2] as u16, dst_port: f[3] as u16, proto: f[4] as u8, dscp: 0 };
-                assert_eq!(table.lookup(&key), Some(f[5] as usize), "{name} trace line {}", line_number + 1);
-                checked += 1;
+                keys.push(Key { src: ipv4_mapped(f[0] as u32), dst: ipv4_mapped(f[1] as u32), src_port: f[2] as u16, dst_port: f[3] as u16, proto: f[4] as u8, dscp: 0 });
+                labels.push((line_number + 1, f[5] as i32));
             }
-            assert!(checked >= 5120, "{name}: only {checked} labelled headers");
+            assert!(keys.len() >= 5120, "{name}: only {} labelled headers", keys.len());
+            let mut found = vec![0i32; keys.len()];
+            table.lookup_all(&keys, &mut found);
+            for ((key, (line_number, label)), found) in keys.iter().zip(labels).zip(found) {
+                assert_eq!(found, label, "{name} trace line {line_number}, all at once");
+                assert_eq!(table.lookup(key), Some(label as usize), "{name} trace line {line_number}");
+            }
         }
     }
 }
@@ -171,13 +179,18 @@ proptest! {
     ) {
         let mut reference = rules.clone();
         let mut table = RuleTable::new(rules).unwrap();
+        // One key per rule and a stray one, looked up alone and all at once (in groups).
         let check = |table: &RuleTable, reference: &[Rule]| -> Result<(), TestCaseError> {
-            for (i, rule) in reference.iter().enumerate() {
-                let key = key_for(rule, noise.rotate_left(i as u32), i as u16);
-                prop_assert_eq!(table.lookup(&key), brute_force(reference, &key));
+            let mut keys: Vec<Key> = reference.iter().enumerate().map(|(i, rule)| key_for(rule, noise.rotate_left(i as u32), i as u16)).collect();
+            keys.push(Key { src: noise, dst: !noise, src_port: noise as u16, dst_port: 80, proto: 6, dscp: 0 });
+            keys.sort_by_key(|key| Fields::of(key).is_none()); // IPv4 keys first, so they fill whole groups
+            let mut all = vec![0i32; keys.len()];
+            table.lookup_all(&keys, &mut all);
+            for (key, from_all) in keys.iter().zip(all) {
+                let expected = brute_force(reference, key);
+                prop_assert_eq!(table.lookup(key), expected);
+                prop_assert_eq!(from_all, expected.map_or(-1, |index| index as i32));
             }
-            let stray = Key { src: noise, dst: !noise, src_port: noise as u16, dst_port: 80, proto: 6, dscp: 0 };
-            prop_assert_eq!(table.lookup(&stray), brute_force(reference, &stray));
             Ok(())
         };
         check(&table, &reference)?;

@@ -17,6 +17,7 @@ use super::{Key, Rule};
 use crate::memory::prefetch;
 use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
+use std::hint::select_unpredictable;
 use std::sync::Arc;
 
 /// Fields, in cut order: source, destination, source port, destination port, protocol.
@@ -46,7 +47,7 @@ pub const NO_RULE: u32 = (1 << 31) - 1;
 const LAST_IN_LEAF: u32 = 1 << 31;
 
 /// A packet's fields as the trees index them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Fields {
     values: [u32; FIELDS],
     dscp: u8,
@@ -232,6 +233,8 @@ pub struct Forest {
     arena: Arc<[Block]>,
     roots: [Root; MAX_TREES],
     trees: usize,
+    /// The leaf with no rule (ends a walk that a better match made pointless).
+    empty_leaf: u32,
 }
 
 impl Forest {
@@ -274,6 +277,30 @@ impl Forest {
             best = self.scan_leaf(child, fields, best, &alive);
         }
         best
+    }
+
+    /// [`Forest::lookup`] for `N` packets at once, `best` holding each one's bound: every tree
+    /// is walked by all of them in step, with no branch on any one packet's path, so that
+    /// their loads overlap and only the group's deepest walk ends the loop unpredictably.
+    #[inline]
+    pub fn lookup_group<const N: usize>(&self, fields: &[Fields; N], best: &mut [u32; N], alive: impl Fn(u32) -> bool) {
+        let words: &[u32] = bytemuck::cast_slice(&self.arena);
+        for root in &self.roots[..self.trees] {
+            let mut child: [u32; N] = std::array::from_fn(|p| {
+                select_unpredictable(root.best < best[p], root.first_child(words, &fields[p]), self.empty_leaf)
+            });
+            while child.iter().fold(LEAF, |all, &c| all & c) == 0 {
+                for (child, fields) in child.iter_mut().zip(fields) {
+                    // A packet at its leaf steps through the dummy node at word 0 and stays.
+                    let at_leaf = *child & LEAF != 0;
+                    let next = words[Node::at(words, select_unpredictable(at_leaf, 0, *child) as usize).child(fields)];
+                    *child = select_unpredictable(at_leaf, *child, next);
+                }
+            }
+            for p in 0..N {
+                best[p] = self.scan_leaf(child[p], &fields[p], best[p], &alive);
+            }
+        }
     }
 
     /// Asks the cache for the first step of the first tree's walk, so that a batch can start
@@ -347,11 +374,13 @@ impl Draft {
         self.nodes.len() * Node::HEADER_WORDS * 4 + self.children.len() * 4 + self.leaves.len() * std::mem::size_of::<LeafRule>()
     }
 
-    /// The forest with these trees (`(child, best)` per root, best first): each node's header
-    /// followed by its children, in the order the nodes were made, then the leaves.
+    /// The forest with these trees (`(child, best)` per root, best first): a dummy node (all
+    /// zero: two children, both word 0), then each node's header followed by its children, in
+    /// the order the nodes were made, then the leaves.
     fn link(self, roots: &[(u32, u32)]) -> Forest {
+        const DUMMY_NODE_WORDS: usize = Node::HEADER_WORDS + 2;
         let mut node_words = Vec::with_capacity(self.nodes.len());
-        let mut words = 0;
+        let mut words = DUMMY_NODE_WORDS;
         for node in &self.nodes {
             node_words.push(words as u32);
             words += Node::HEADER_WORDS + node.children();
@@ -373,7 +402,7 @@ impl Draft {
         }
         let leaf_blocks: &mut [LeafRule] = bytemuck::cast_slice_mut(&mut arena[first_leaf..]);
         leaf_blocks.copy_from_slice(&self.leaves);
-        let mut forest = Forest { arena: arena.into(), trees: roots.len(), ..Forest::default() };
+        let mut forest = Forest { arena: arena.into(), trees: roots.len(), empty_leaf: relink(LEAF), ..Forest::default() };
         let words: &[u32] = bytemuck::cast_slice(&forest.arena);
         for (root, &(child, best)) in forest.roots.iter_mut().zip(roots) {
             let child = relink(child);

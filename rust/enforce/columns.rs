@@ -47,6 +47,8 @@ pub struct QosColumns {
     pub port_rate: u64,
     pub port_buffer: u64,
     pub port_mode: u8,
+    /// The dynamic threshold of every queue: alpha = 2^port_alpha_log2.
+    pub port_alpha_log2: i8,
     pub tenant: ContractColumns,
     pub class: ContractColumns,
     pub class_offsets: Vec<i64>,
@@ -54,6 +56,9 @@ pub struct QosColumns {
     pub queue_weight: Vec<u32>,
     pub queue_guarantee: Vec<u64>,
     pub queue_ceil: Vec<u64>,
+    /// The guarantee bucket's depth; 0 = the port's default.
+    pub queue_burst: Vec<u64>,
+    pub queue_reserved: Vec<u64>,
 }
 
 impl QosColumns {
@@ -71,6 +76,8 @@ impl QosColumns {
             ("queue_weight", self.queue_weight.len()),
             ("queue_guarantee", self.queue_guarantee.len()),
             ("queue_ceil", self.queue_ceil.len()),
+            ("queue_burst", self.queue_burst.len()),
+            ("queue_reserved", self.queue_reserved.len()),
         ] {
             if len != classes {
                 return Err(format!("{name} has {len} rows for {classes} classes"));
@@ -119,8 +126,11 @@ impl QosColumns {
                     priority: self.queue_priority[row],
                     weight: self.queue_weight[row],
                     guarantee: self.queue_guarantee[row],
+                    burst_bytes: self.queue_burst[row],
                     ceil: self.queue_ceil[row],
                     limit_bytes: 0,
+                    reserved_bytes: self.queue_reserved[row],
+                    alpha_log2: Some(self.port_alpha_log2),
                 };
                 let at = place(&format!(", class {}", row - self.class_offsets[tenant] as usize));
                 Ok(ClassQos { contract: self.class.contract(row).map_err(|why| format!("{at}: {why}"))?, queue })

@@ -210,6 +210,8 @@ fn bad_columns_are_refused_with_the_place() {
         queue_weight: vec![1],
         queue_guarantee: vec![0],
         queue_ceil: vec![0],
+        queue_burst: vec![0],
+        queue_reserved: vec![0],
         ..QosColumns::default()
     };
     let err = columns.clone().into_spec().unwrap_err();

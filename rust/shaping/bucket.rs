@@ -10,8 +10,8 @@ pub(super) type Tick = u128;
 /// The smallest bucket: one largest (jumbo) frame, so that any frame can pass on its own.
 pub const MIN_BUCKET_BYTES: u64 = 9216;
 
-/// A guarantee's or a ceiling's burst: 1 ms of traffic at its rate (the usual advice, enough
-/// for TCP not to collapse), but at least one jumbo frame.
+/// A guarantee's or a ceiling's default burst: 1 ms of traffic at its rate (the usual advice,
+/// enough for TCP not to collapse), but at least one jumbo frame.
 pub fn bucket_bytes(rate: u64) -> u64 {
     (rate / 1000).max(MIN_BUCKET_BYTES)
 }
@@ -26,9 +26,10 @@ pub(super) struct Bucket {
 }
 
 impl Bucket {
-    /// A full bucket at `rate` bytes/s; `unit` is the token units in a byte (1e9 x line_rate).
-    pub(super) fn new(rate: u64, unit: i128) -> Self {
-        let depth = i128::from(bucket_bytes(rate)) * unit;
+    /// A full bucket at `rate` bytes/s, `depth_bytes` deep; `unit` is the token units in a byte
+    /// (1e9 x line_rate).
+    pub(super) fn new(rate: u64, depth_bytes: u64, unit: i128) -> Self {
+        let depth = i128::from(depth_bytes) * unit;
         Bucket { rate: i128::from(rate), depth, tokens: depth, at: 0 }
     }
 

@@ -6,18 +6,26 @@
 //! then weighted deficit round robin within a priority); if there are none, from the queues
 //! below their ceiling (again priority, then WDRR: spare capacity is shared by weight); a queue
 //! at its ceiling waits, and the line idles if every waiting queue is at its ceiling.
-//! Guarantees and ceilings are token buckets of [`bucket_bytes`] (1 ms at their rate, at least
-//! one jumbo frame): a queue is within one while its bucket holds its head packet. Bytes sent
-//! under the guarantee are charged to both buckets, borrowed bytes only to the ceiling.
+//! Guarantees and ceilings are token buckets, the guarantee's `burst_bytes` deep (by default
+//! [`bucket_bytes`]: 1 ms at its rate, at least one jumbo frame), the ceiling's as deep as the
+//! larger of its own default and the guarantee's (a ceiling never cuts a burst the guarantee
+//! allows): a queue is within one while its bucket holds its head packet. Bytes sent under the
+//! guarantee are charged to both buckets, borrowed bytes only to the ceiling.
 //! [`PortMode::SharedFifo`] is one FIFO for every packet, same line and buffer: what a port
 //! without isolation does.
 //!
 //! Exact semantics (the test suite's reference model follows them independently):
 //! - Time runs in ticks of 1/line_rate ns; a packet of `b` bytes holds the line for exactly
 //!   `b` x 1e9 ticks. Reported times are rounded up to whole ns.
-//! - A packet occupies the buffer from its arrival until its transmission starts. An arrival
-//!   that would take its queue over `limit_bytes` is dropped (`QueueLimit`, checked first), one
-//!   that would take the port over `buffer_bytes` too (`BufferFull`).
+//! - A packet occupies the buffer from its arrival until its transmission starts. In PerQueue
+//!   mode a queue's first `reserved_bytes` are its own; what it holds beyond them comes from the
+//!   shared pool (the buffer less every reserve). An arrival is dropped if it would take its
+//!   queue over `limit_bytes` (`QueueLimit`); else, if it fits in the queue's reserve, admitted;
+//!   else dropped if the queue's part of the shared pool would exceed 2^`alpha_log2` x the
+//!   shared bytes free before the arrival (`QueueLimit`: the dynamic threshold of Choudhury and
+//!   Hahne, so that a flooding queue cannot take the buffer from the others) or if the pool has
+//!   no room (`BufferFull`). In SharedFifo mode the buffer is one pool: an arrival that would
+//!   take the port over `buffer_bytes` is dropped (`BufferFull`).
 //! - Events at one instant: arrivals first (in call order), then queues whose buckets fill (by
 //!   index), then the scheduling decision; so every packet arriving at an instant competes
 //!   for the line at that instant.
@@ -39,6 +47,12 @@ use super::{MAX_RATE, NS_PER_S};
 /// A queue's round-robin quantum per unit of weight: one jumbo frame, so that every turn sends
 /// at least one packet (larger packets, e.g. unsegmented TSO captures, take several turns).
 pub const QUANTUM_BYTES: u64 = 9216;
+
+/// The deepest guarantee bucket (8 GiB, the meters' limit): token arithmetic stays in 128 bits.
+pub const MAX_BURST_BYTES: u64 = 8 << 30;
+
+/// The dynamic threshold's alpha is 2^alpha_log2 with alpha_log2 in this range (1/65536 to 65536).
+pub const ALPHA_LOG2_RANGE: std::ops::RangeInclusive<i8> = -16..=16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PortMode {
@@ -67,15 +81,40 @@ pub struct QueueConfig {
     /// Rate served before any borrowing; 0 = none. The port's guarantees may not add up to
     /// more than its line rate.
     pub guarantee: u64,
+    /// How far the queue may run ahead of its guarantee: the guarantee bucket's depth in bytes;
+    /// 0 = [`bucket_bytes`] of the guarantee. At most [`MAX_BURST_BYTES`].
+    pub burst_bytes: u64,
     /// Rate never exceeded; 0 or >= the line rate = uncapped.
     pub ceil: u64,
-    /// Most bytes this queue may hold; 0 = only the shared buffer limits it.
+    /// Most bytes this queue may hold; 0 = no fixed limit.
     pub limit_bytes: u64,
+    /// Bytes of the buffer only this queue may fill (PerQueue mode). The port's reserves may not
+    /// add up to more than its buffer.
+    pub reserved_bytes: u64,
+    /// Dynamic threshold (PerQueue mode): beyond its reserve the queue may hold at most
+    /// 2^alpha_log2 x the shared buffer still free; `None` = as much as is free.
+    pub alpha_log2: Option<i8>,
 }
 
 impl QueueConfig {
     /// An equal share of the spare capacity and nothing else.
-    pub const BEST_EFFORT: QueueConfig = QueueConfig { priority: 0, weight: 1, guarantee: 0, ceil: 0, limit_bytes: 0 };
+    pub const BEST_EFFORT: QueueConfig =
+        QueueConfig { priority: 0, weight: 1, guarantee: 0, burst_bytes: 0, ceil: 0, limit_bytes: 0, reserved_bytes: 0, alpha_log2: None };
+
+    /// The guarantee bucket's depth in bytes.
+    pub fn guarantee_depth(&self) -> u64 {
+        if self.burst_bytes > 0 {
+            self.burst_bytes
+        } else {
+            bucket_bytes(self.guarantee)
+        }
+    }
+
+    /// The ceiling bucket's depth in bytes: never shallower than the guarantee's.
+    pub fn ceil_depth(&self) -> u64 {
+        let guarantee = if self.guarantee > 0 { self.guarantee_depth() } else { 0 };
+        bucket_bytes(self.ceil).max(guarantee)
+    }
 }
 
 /// Why an arrival was dropped.
@@ -83,7 +122,7 @@ impl QueueConfig {
 pub enum PortDrop {
     /// The shared buffer had no room.
     BufferFull = 0,
-    /// The queue's own limit had no room.
+    /// The queue's own limit had no room: its fixed limit or its dynamic threshold.
     QueueLimit = 1,
     /// No such queue: counted for the port, not for a queue.
     UnknownQueue = 2,
@@ -131,6 +170,8 @@ struct Queue {
     packets: VecDeque<Waiting>,
     bytes: u64,
     limit_bytes: u64,
+    reserved_bytes: u64,
+    alpha_log2: Option<i8>,
     guarantee: Option<Bucket>,
     ceil: Option<Bucket>,
     /// When the queue next joins a ring, if it is waiting for a bucket; `timer_id` tells the
@@ -156,6 +197,9 @@ pub struct Port {
     /// SharedFifo mode's one queue.
     fifo: VecDeque<Waiting>,
     queued_bytes: u64,
+    /// PerQueue mode: the buffer less every queue's reserve, and the bytes queues hold in it.
+    shared_capacity: u64,
+    shared_used: u64,
     /// Every event before this tick has been processed.
     clock: Tick,
     /// The line is busy until this tick.
@@ -169,7 +213,6 @@ impl Port {
     pub fn new(config: PortConfig, queues: Vec<QueueConfig>) -> Result<Port, String> {
         check(&config, &queues)?;
         let unit = i128::from(config.line_rate) * NS_PER_S as i128;
-        let bucket = |rate: u64| Bucket::new(rate, unit);
         let uncapped = |ceil: u64| ceil == 0 || ceil >= config.line_rate;
         let scheduler = Scheduler::new(queues.iter().map(|q| (q.priority, u64::from(q.weight) * QUANTUM_BYTES)));
         let states = queues
@@ -178,13 +221,18 @@ impl Port {
                 packets: VecDeque::new(),
                 bytes: 0,
                 limit_bytes: q.limit_bytes,
-                guarantee: (q.guarantee > 0).then(|| bucket(q.guarantee)),
-                ceil: (!uncapped(q.ceil)).then(|| bucket(q.ceil)),
+                reserved_bytes: q.reserved_bytes,
+                alpha_log2: q.alpha_log2,
+                guarantee: (q.guarantee > 0).then(|| Bucket::new(q.guarantee, q.guarantee_depth(), unit)),
+                ceil: (!uncapped(q.ceil)).then(|| Bucket::new(q.ceil, q.ceil_depth(), unit)),
                 timer: None,
                 timer_id: 0,
             })
             .collect();
+        let reserved: u64 = queues.iter().map(|q| q.reserved_bytes).sum();
         Ok(Port {
+            shared_capacity: config.buffer_bytes - reserved,
+            shared_used: 0,
             line_rate: config.line_rate,
             buffer_bytes: config.buffer_bytes,
             mode: config.mode,
@@ -225,6 +273,7 @@ impl Port {
             PortMode::SharedFifo => self.fifo.push_back(waiting),
             PortMode::PerQueue => {
                 let state = &mut self.queues[queue as usize];
+                self.shared_used += shared_part(state, state.bytes + u64::from(bytes)) - shared_part(state, state.bytes);
                 state.packets.push_back(waiting);
                 state.bytes += u64::from(bytes);
                 if state.packets.len() == 1 {
@@ -291,10 +340,22 @@ impl Port {
 
     fn admit(&self, queue: &Queue, bytes: u32) -> Result<(), PortDrop> {
         let bytes = u64::from(bytes);
-        if self.mode == PortMode::PerQueue && queue.limit_bytes > 0 && queue.bytes + bytes > queue.limit_bytes {
+        if self.mode == PortMode::SharedFifo {
+            return if self.queued_bytes + bytes > self.buffer_bytes { Err(PortDrop::BufferFull) } else { Ok(()) };
+        }
+        let after = queue.bytes + bytes;
+        if queue.limit_bytes > 0 && after > queue.limit_bytes {
             return Err(PortDrop::QueueLimit);
         }
-        if self.queued_bytes + bytes > self.buffer_bytes {
+        let taken = shared_part(queue, after) - shared_part(queue, queue.bytes);
+        if taken == 0 {
+            return Ok(());
+        }
+        let free = self.shared_capacity - self.shared_used;
+        if queue.alpha_log2.is_some_and(|alpha_log2| !within_threshold(shared_part(queue, after), free, alpha_log2)) {
+            return Err(PortDrop::QueueLimit);
+        }
+        if taken > free {
             return Err(PortDrop::BufferFull);
         }
         Ok(())
@@ -347,6 +408,7 @@ impl Port {
                 let unit = self.unit;
                 let state = &mut self.queues[queue as usize];
                 let waiting = state.packets.pop_front().expect("picked queue has a packet");
+                self.shared_used -= shared_part(state, state.bytes) - shared_part(state, state.bytes - u64::from(waiting.bytes));
                 state.bytes -= u64::from(waiting.bytes);
                 let amount = i128::from(waiting.bytes) * unit;
                 if let Some(ceil) = &mut state.ceil {
@@ -434,6 +496,21 @@ impl Port {
     }
 }
 
+/// The bytes a queue holding `bytes` takes from the shared pool: those beyond its reserve.
+fn shared_part(queue: &Queue, bytes: u64) -> u64 {
+    bytes.saturating_sub(queue.reserved_bytes)
+}
+
+/// Whether `held` shared bytes are within 2^alpha_log2 x `free` (exact: a shift, no rounding).
+fn within_threshold(held: u64, free: u64, alpha_log2: i8) -> bool {
+    let (held, free) = (u128::from(held), u128::from(free));
+    if alpha_log2 >= 0 {
+        held <= free << alpha_log2
+    } else {
+        held << -alpha_log2 <= free
+    }
+}
+
 fn check(config: &PortConfig, queues: &[QueueConfig]) -> Result<(), String> {
     if config.line_rate == 0 || config.line_rate > MAX_RATE {
         return Err(format!("line rate {} B/s is not in 1..={MAX_RATE}", config.line_rate));
@@ -448,10 +525,20 @@ fn check(config: &PortConfig, queues: &[QueueConfig]) -> Result<(), String> {
         if queue.weight == 0 {
             return Err(format!("queue {index}: weight must be >= 1"));
         }
+        if queue.burst_bytes > MAX_BURST_BYTES {
+            return Err(format!("queue {index}: burst {} B is over {MAX_BURST_BYTES} B", queue.burst_bytes));
+        }
+        if queue.alpha_log2.is_some_and(|alpha_log2| !ALPHA_LOG2_RANGE.contains(&alpha_log2)) {
+            return Err(format!("queue {index}: alpha_log2 {:?} is not in {ALPHA_LOG2_RANGE:?}", queue.alpha_log2));
+        }
         let capped = queue.ceil > 0 && queue.ceil < config.line_rate;
         if capped && queue.guarantee > queue.ceil {
             return Err(format!("queue {index}: guarantee {} B/s is over its ceiling {} B/s", queue.guarantee, queue.ceil));
         }
+    }
+    let reserved: u128 = queues.iter().map(|q| u128::from(q.reserved_bytes)).sum();
+    if reserved > u128::from(config.buffer_bytes) {
+        return Err(format!("reserves add up to {reserved} B, over the buffer {} B", config.buffer_bytes));
     }
     let guaranteed: u128 = queues.iter().map(|q| u128::from(q.guarantee)).sum();
     if guaranteed > u128::from(config.line_rate) {

@@ -16,7 +16,7 @@ pub struct Arrival {
 }
 
 /// A token bucket, in the same exact units the rules define: bytes x 1e9 x line_rate, gaining
-/// `rate` units per tick of 1/line_rate ns, 1 ms deep (at least 9216 B), starting full.
+/// `rate` units per tick of 1/line_rate ns, `depth_bytes` deep, starting full.
 #[derive(Debug, Clone)]
 struct RefBucket {
     rate: u128,
@@ -26,8 +26,7 @@ struct RefBucket {
 }
 
 impl RefBucket {
-    fn new(rate: u64, line_rate: u64) -> Self {
-        let depth_bytes = std::cmp::max(rate / 1000, 9216);
+    fn new(rate: u64, depth_bytes: u64, line_rate: u64) -> Self {
         let depth = depth_bytes as i128 * 1_000_000_000 * line_rate as i128;
         RefBucket { rate: rate as u128, depth, tokens: depth, last: 0 }
     }
@@ -95,19 +94,28 @@ pub struct RefPort {
     pub verdicts: Vec<Result<(), PortDrop>>,
 }
 
+/// 1 ms at the rate, at least 9216 B: a bucket's depth when no burst is given.
+fn default_depth(rate: u64) -> u64 {
+    std::cmp::max(rate / 1000, 9216)
+}
+
 impl RefPort {
     pub fn new(config: PortConfig, queues: &[QueueConfig]) -> Self {
         let line = config.line_rate;
         let queues = queues
             .iter()
-            .map(|&c| RefQueue {
-                config: c,
-                waiting: VecDeque::new(),
-                guarantee: if c.guarantee > 0 { Some(RefBucket::new(c.guarantee, line)) } else { None },
-                ceil: if c.ceil > 0 && c.ceil < line { Some(RefBucket::new(c.ceil, line)) } else { None },
-                deficit: [0, 0],
-                in_turn: [false, false],
-                since: (0, 0, 0),
+            .map(|&c| {
+                let guarantee_depth = if c.burst_bytes > 0 { c.burst_bytes } else { default_depth(c.guarantee) };
+                let ceil_depth = if c.guarantee > 0 { std::cmp::max(default_depth(c.ceil), guarantee_depth) } else { default_depth(c.ceil) };
+                RefQueue {
+                    config: c,
+                    waiting: VecDeque::new(),
+                    guarantee: if c.guarantee > 0 { Some(RefBucket::new(c.guarantee, guarantee_depth, line)) } else { None },
+                    ceil: if c.ceil > 0 && c.ceil < line { Some(RefBucket::new(c.ceil, ceil_depth, line)) } else { None },
+                    deficit: [0, 0],
+                    in_turn: [false, false],
+                    since: (0, 0, 0),
+                }
             })
             .collect();
         RefPort {
@@ -144,22 +152,22 @@ impl RefPort {
 
     fn arrive(&mut self, a: Arrival, index: u64) {
         let tick = a.ns as u128 * self.config.line_rate as u128;
-        let total: u64 = match self.config.mode {
-            PortMode::SharedFifo => self.fifo.iter().map(|(w, _)| w.bytes as u64).sum(),
-            PortMode::PerQueue => self.queues.iter().flat_map(|q| q.waiting.iter()).map(|(w, _)| w.bytes as u64).sum(),
-        };
-        let Some(queue) = self.queues.get_mut(a.queue as usize) else {
+        if a.queue as usize >= self.queues.len() {
             self.verdicts.push(Err(PortDrop::UnknownQueue));
             return;
+        }
+        let verdict = match self.config.mode {
+            PortMode::SharedFifo => {
+                let total: u64 = self.fifo.iter().map(|(w, _)| w.bytes as u64).sum();
+                if total + a.bytes as u64 > self.config.buffer_bytes {
+                    Err(PortDrop::BufferFull)
+                } else {
+                    Ok(())
+                }
+            }
+            PortMode::PerQueue => self.per_queue_verdict(a),
         };
-        let mine: u64 = queue.waiting.iter().map(|(w, _)| w.bytes as u64).sum();
-        let verdict = if self.config.mode == PortMode::PerQueue && queue.config.limit_bytes > 0 && mine + a.bytes as u64 > queue.config.limit_bytes {
-            Err(PortDrop::QueueLimit)
-        } else if total + a.bytes as u64 > self.config.buffer_bytes {
-            Err(PortDrop::BufferFull)
-        } else {
-            Ok(())
-        };
+        let queue = &mut self.queues[a.queue as usize];
         self.verdicts.push(verdict);
         if verdict.is_err() {
             return;
@@ -175,10 +183,41 @@ impl RefPort {
         }
     }
 
+    /// Admission to a queue: its fixed limit; then its reserve; then its dynamic threshold
+    /// (its bytes beyond the reserve at most alpha x the free shared pool) and the pool's room.
+    fn per_queue_verdict(&self, a: Arrival) -> Result<(), PortDrop> {
+        let held = |q: &RefQueue| q.waiting.iter().map(|(w, _)| w.bytes as u64).sum::<u64>();
+        let beyond_reserve = |q: &RefQueue, bytes: u64| bytes.saturating_sub(q.config.reserved_bytes);
+        let pool = self.config.buffer_bytes - self.queues.iter().map(|q| q.config.reserved_bytes).sum::<u64>();
+        let in_pool: u64 = self.queues.iter().map(|q| beyond_reserve(q, held(q))).sum();
+        let queue = &self.queues[a.queue as usize];
+        let after = held(queue) + a.bytes as u64;
+        if queue.config.limit_bytes > 0 && after > queue.config.limit_bytes {
+            return Err(PortDrop::QueueLimit);
+        }
+        if after <= queue.config.reserved_bytes {
+            return Ok(());
+        }
+        let free = pool - in_pool;
+        if let Some(k) = queue.config.alpha_log2 {
+            // alpha = 2^k as an exact fraction: held x 2^-k <= free for k < 0.
+            let (num, den) = if k >= 0 { (1u128 << k, 1u128) } else { (1, 1u128 << -k) };
+            if beyond_reserve(queue, after) as u128 * den > free as u128 * num {
+                return Err(PortDrop::QueueLimit);
+            }
+        }
+        if in_pool - beyond_reserve(queue, held(queue)) + beyond_reserve(queue, after) > pool {
+            return Err(PortDrop::BufferFull);
+        }
+        Ok(())
+    }
+
     /// Whether queue `q` may send in `phase` at tick `t`.
     fn may_send(&self, q: usize, phase: usize, t: u128) -> bool {
         let queue = &self.queues[q];
-        let Some((head, _)) = queue.waiting.front() else { return false };
+        let Some((head, _)) = queue.waiting.front() else {
+            return false;
+        };
         let need = self.units(head.bytes);
         let below_ceiling = queue.ceil.as_ref().map(|b| b.holds(t, need)).unwrap_or(true);
         let within_guarantee = queue.guarantee.as_ref().map(|b| b.holds(t, need)).unwrap_or(false);

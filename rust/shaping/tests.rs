@@ -267,7 +267,7 @@ fn per_queue(line_rate: u64, buffer_bytes: u64) -> PortConfig {
 }
 
 fn queue(priority: u8, weight: u32, guarantee: u64, ceil: u64) -> QueueConfig {
-    QueueConfig { priority, weight, guarantee, ceil, limit_bytes: 0 }
+    QueueConfig { priority, weight, guarantee, ceil, ..QueueConfig::BEST_EFFORT }
 }
 
 /// Feeds arrivals (sorted by time) and finishes: the departures and each arrival's verdict.
@@ -370,6 +370,86 @@ fn bad_configurations_are_refused() {
     assert!(Port::new(per_queue(GBIT, 1000), vec![queue(0, 1, GBIT / 2, GBIT / 4)]).is_err());
     assert!(Port::new(per_queue(GBIT, 1000), vec![queue(0, 1, GBIT / 2, 0), queue(0, 1, GBIT / 2 + 1, 0)]).is_err());
     assert!(Port::new(per_queue(GBIT, 1000), vec![queue(0, 1, GBIT / 2, GBIT * 2), queue(0, 1, GBIT / 2, 0)]).is_ok());
+    let reserving = |reserved_bytes| QueueConfig { reserved_bytes, ..q };
+    assert!(Port::new(per_queue(GBIT, 1000), vec![reserving(600), reserving(400)]).is_ok());
+    assert!(Port::new(per_queue(GBIT, 1000), vec![reserving(600), reserving(401)]).is_err());
+    assert!(Port::new(per_queue(GBIT, 1000), vec![reserving(u64::MAX), reserving(u64::MAX)]).is_err());
+    for (alpha_log2, ok) in [(-16, true), (16, true), (-17, false), (17, false), (i8::MIN, false)] {
+        assert_eq!(Port::new(per_queue(GBIT, 1000), vec![QueueConfig { alpha_log2: Some(alpha_log2), ..q }]).is_ok(), ok, "{alpha_log2}");
+    }
+    let burst = |burst_bytes| QueueConfig { burst_bytes, ..queue(0, 1, GBIT / 2, 0) };
+    assert!(Port::new(per_queue(GBIT, 1000), vec![burst(port::MAX_BURST_BYTES)]).is_ok());
+    assert!(Port::new(per_queue(GBIT, 1000), vec![burst(port::MAX_BURST_BYTES + 1)]).is_err());
+}
+
+#[test]
+fn a_flooding_queue_holds_at_most_alpha_times_the_free_buffer() {
+    // 1000 B arrivals at one instant (nothing leaves before the decision): a queue is admitted
+    // while its bytes after the arrival are at most alpha x (buffer - bytes before), so it
+    // stops at about alpha / (1 + alpha) of the buffer and the rest stays free for others. With
+    // 101,000 B the last admitted arrival meets the threshold exactly (after = alpha x 102,000 /
+    // (1 + alpha)) for alpha 1/2, 1 and 2.
+    let buffer = 101_000;
+    for (alpha_log2, admitted) in [(-1i8, 34), (0, 51), (1, 68), (3, 90)] {
+        let flooding = QueueConfig { alpha_log2: Some(alpha_log2), ..QueueConfig::BEST_EFFORT };
+        let mut port = Port::new(per_queue(GBIT, buffer), vec![flooding, flooding]).unwrap();
+        let verdicts: Vec<_> = (0..200).map(|packet| port.arrive(0, 1000, 0, packet)).collect();
+        let accepted = verdicts.iter().take_while(|v| v.is_ok()).count();
+        assert_eq!(accepted, admitted, "alpha 2^{alpha_log2}");
+        assert!(verdicts[accepted..].iter().all(|v| *v == Err(PortDrop::QueueLimit)));
+        assert_eq!(port.stats(0).drops(PortDrop::QueueLimit), 200 - admitted as u64);
+        // The other queue finds room, and is itself held to alpha x what is left.
+        let free = buffer - 1000 * admitted as u64;
+        assert_eq!(port.arrive(0, 1000, 1, 200), Ok(()), "alpha 2^{alpha_log2}, {free} B free");
+    }
+    // Without a threshold the same flood takes the whole buffer.
+    let mut port = Port::new(per_queue(GBIT, buffer), vec![QueueConfig::BEST_EFFORT; 2]).unwrap();
+    let accepted = (0..200).filter(|&packet| port.arrive(0, 1000, 0, packet).is_ok()).count();
+    assert_eq!((accepted, port.arrive(0, 1000, 1, 200)), (101, Err(PortDrop::BufferFull)));
+}
+
+#[test]
+fn a_reserve_is_the_queues_own_and_the_rest_of_the_buffer_is_shared() {
+    let reserving = QueueConfig { reserved_bytes: 4000, alpha_log2: Some(0), ..QueueConfig::BEST_EFFORT };
+    let mut port = Port::new(per_queue(GBIT, 10_000), vec![reserving, QueueConfig::BEST_EFFORT]).unwrap();
+    // Queue 1 (no reserve, no threshold) fills the shared pool: 10,000 - 4,000 B.
+    let flood: Vec<_> = (0..8).map(|packet| port.arrive(0, 1000, 1, packet)).collect();
+    assert_eq!(flood.iter().filter(|v| v.is_ok()).count(), 6);
+    assert_eq!(flood[6..], [Err(PortDrop::BufferFull); 2]);
+    // Queue 0 still has its reserve, but nothing beyond it: the pool is full.
+    let own: Vec<_> = (8..13).map(|packet| port.arrive(0, 1000, 0, packet)).collect();
+    assert_eq!(own, [Ok(()), Ok(()), Ok(()), Ok(()), Err(PortDrop::QueueLimit)]);
+    assert_eq!(port.queued_bytes(), 10_000);
+    // A packet leaves queue 1: the pool has 1000 B free, and queue 0 may take them (alpha 1).
+    port.advance_to(1);
+    assert_eq!(port.take_departures().len(), 1);
+    assert_eq!(port.arrive(1, 1000, 0, 13), Ok(()));
+    assert_eq!(port.arrive(1, 1, 0, 14), Err(PortDrop::QueueLimit));
+}
+
+#[test]
+fn a_guarantee_burst_lets_a_queue_run_that_far_ahead_of_better_priorities() {
+    // Queue 0 (priority 1) is guaranteed a tenth of the line; queue 1 (priority 0) has no
+    // guarantee. A backlog for both at one instant: queue 0 sends within its guarantee first,
+    // while its bucket holds a packet. After k packets of 1500 B it holds depth - 1350 k B
+    // (it refills at a tenth of the sending rate).
+    let line = GBIT;
+    let first_of_queue_1 = |burst_bytes: u64, ceil: u64| {
+        let queues = [QueueConfig { burst_bytes, ..queue(1, 1, line / 10, ceil) }, queue(0, 1, 0, 0)];
+        let mut arrivals: Vec<Arrival> = (0..200).map(|packet| Arrival { ns: 0, bytes: 1500, queue: 0, packet }).collect();
+        arrivals.push(Arrival { ns: 0, bytes: 1500, queue: 1, packet: 200 });
+        let (_, departures, _) = run(per_queue(line, u64::MAX / 2), &queues, &arrivals);
+        departures.iter().position(|d| d.queue == 1).unwrap() as u64
+    };
+    let sent_ahead = |depth: u64| (depth - 1500) / 1350 + 1;
+    assert_eq!(first_of_queue_1(100_000, 0), sent_ahead(100_000));
+    assert_eq!(first_of_queue_1(0, 0), sent_ahead(bucket_bytes(line / 10)), "default: 1 ms at the rate");
+    assert_eq!(first_of_queue_1(20_000, 0), sent_ahead(20_000));
+    // A ceiling whose own bucket is shallower (1 ms of a fifth of the line) does not cut it short.
+    assert!(bucket_bytes(line / 5) < 100_000);
+    assert_eq!(first_of_queue_1(100_000, line / 5), sent_ahead(100_000));
+    let capped = QueueConfig { burst_bytes: 100_000, ..queue(1, 1, line / 10, line / 5) };
+    assert_eq!((capped.guarantee_depth(), capped.ceil_depth()), (100_000, 100_000));
 }
 
 #[test]
@@ -471,6 +551,29 @@ fn equal_queues_share_the_line_fairly() {
     assert!(index >= 0.9999, "DRR should be much fairer than the bar: Jain {index}");
     let total: u64 = sent.iter().sum();
     assert!((GBIT - 1500..=GBIT + 1500).contains(&total), "work conserving: {total} B in 1 s");
+}
+
+/// Bytes each of 8 equal queues sends in [0.1 s, 1 s) when they offer 1.2 to 8 times their
+/// share into a buffer of 1 MB that fills.
+fn sent_by_equal_queues_into_a_full_buffer(alpha_log2: Option<i8>) -> Vec<f64> {
+    let loads = [12, 15, 20, 25, 30, 40, 60, 80]; // tenths of a share
+    let mut rng = Rng(18);
+    let parts = loads.iter().enumerate().map(|(q, &load)| offered(&mut rng, q as u32, GBIT / 8 * load / 10, 0, SECOND)).collect();
+    let arrivals = merged(parts);
+    let queues = vec![QueueConfig { alpha_log2, ..QueueConfig::BEST_EFFORT }; loads.len()];
+    let (_, departures, _) = run(per_queue(GBIT, 1_000_000), &queues, &arrivals);
+    bytes_sent(&departures, loads.len(), SECOND / 10, SECOND, &arrivals).iter().map(|&b| b as f64).collect()
+}
+
+#[test]
+fn a_dynamic_threshold_keeps_equal_queues_fair_when_the_buffer_fills() {
+    let isolated = sent_by_equal_queues_into_a_full_buffer(Some(0));
+    assert!(jain(&isolated) >= 0.99, "Jain {}: {isolated:?}", jain(&isolated));
+    let total: f64 = isolated.iter().sum();
+    assert!((total / (GBIT as f64 * 0.9) - 1.0).abs() < 0.01, "work conserving: {total} B");
+    // One tail-drop pool: the heaviest senders take the buffer, and with it the line.
+    let pooled = sent_by_equal_queues_into_a_full_buffer(None);
+    assert!(jain(&pooled) < 0.9, "Jain {}: {pooled:?}", jain(&pooled));
 }
 
 #[test]
@@ -631,21 +734,27 @@ fn a_shared_fifo_serves_in_arrival_order_without_idling() {
 // ---------------------------------------------------------------------------------------------
 // Port: against the reference model
 
-/// A random port: a few queues with random priority, weight, guarantee, ceiling and limit.
+/// A random port: a few queues with random priority, weight, guarantee (and burst), ceiling,
+/// limit, reserve and dynamic threshold.
 fn port_setup() -> impl Strategy<Value = (PortConfig, Vec<QueueConfig>)> {
     let line = prop_oneof![Just(GBIT), Just(999_999_937u64), 1_000_000u64..20_000_000_000];
     let mode = prop_oneof![3 => Just(PortMode::PerQueue), 1 => Just(PortMode::SharedFifo)];
     (line, 9_000u64..120_000, mode, 1usize..7).prop_flat_map(|(line_rate, buffer_bytes, mode, n)| {
         let queue = (0u8..3, 1u32..5, 0u64..=100, 0u64..=100, prop_oneof![Just(0u64), 9_000u64..60_000], any::<bool>(), any::<bool>());
-        prop::collection::vec(queue, n).prop_map(move |raw| {
+        let burst = prop_oneof![Just(0u64), 1u64..200_000];
+        let alpha_log2 = prop_oneof![Just(None), (-3i8..=3).prop_map(Some)];
+        let buffer = (burst, 0u64..=100, alpha_log2);
+        prop::collection::vec((queue, buffer), n).prop_map(move |raw| {
             let mut budget = line_rate;
             let queues = raw
                 .into_iter()
-                .map(|(priority, weight, g, c, limit_bytes, has_g, has_c)| {
+                .map(|((priority, weight, g, c, limit_bytes, has_g, has_c), (burst_bytes, r, alpha_log2))| {
                     let guarantee = if has_g { (line_rate / 4 * g / 100).min(budget) } else { 0 };
                     budget -= guarantee;
                     let ceil = if has_c { (line_rate / 2 * c / 100).max(guarantee).max(1) } else { 0 };
-                    QueueConfig { priority, weight, guarantee, ceil, limit_bytes }
+                    // Reserves of up to half the buffer between them, often none.
+                    let reserved_bytes = if r < 50 { 0 } else { buffer_bytes / 2 / n as u64 * (r - 50) / 50 };
+                    QueueConfig { priority, weight, guarantee, burst_bytes, ceil, limit_bytes, reserved_bytes, alpha_log2 }
                 })
                 .collect();
             (PortConfig { line_rate, buffer_bytes, mode }, queues)
@@ -754,7 +863,11 @@ fn a_thousand_queues_match_the_reference_model() {
             budget -= guarantee;
             let ceil = if rng.below(3) == 0 { guarantee.max(rng.between(1, line / 20)) } else { 0 };
             let limit_bytes = if rng.below(2) == 0 { rng.between(9000, 100_000) } else { 0 };
-            QueueConfig { priority: rng.below(4) as u8, weight: rng.between(1, 8) as u32, guarantee, ceil, limit_bytes }
+            let burst_bytes = if rng.below(3) == 0 { rng.between(1, 100_000) } else { 0 };
+            let reserved_bytes = if rng.below(3) == 0 { rng.between(0, 1000) } else { 0 };
+            let alpha_log2 = if rng.below(3) == 0 { None } else { Some(rng.below(5) as i8 - 2) };
+            let (priority, weight) = (rng.below(4) as u8, rng.between(1, 8) as u32);
+            QueueConfig { priority, weight, guarantee, burst_bytes, ceil, limit_bytes, reserved_bytes, alpha_log2 }
         })
         .collect();
     let mut now = 0;
