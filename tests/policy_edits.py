@@ -1,10 +1,12 @@
-"""Policies as dicts with one value changed, for tests that check what validation says."""
+"""Policies as dicts with one value changed, and what validation says of them, for the policy tests."""
 
 from __future__ import annotations
 
 import copy
 import warnings
 from typing import Any
+
+import pytest
 
 from isolane.policy import Policy, PolicyError, PolicyWarning
 
@@ -23,6 +25,22 @@ def edited(policy: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any
     else:
         target[path[-1]] = value
     return data
+
+
+def errors_of(data: Any) -> list[tuple[str, str]]:
+    """The (place, problem) pairs that validating ``data`` raises (warnings aside)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PolicyWarning)
+        with pytest.raises(PolicyError) as info:
+            Policy.from_dict(data)
+    return info.value.errors
+
+
+def quiet(data: Any) -> Policy:
+    """from_dict, failing the test on any warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return Policy.from_dict(data)
 
 
 def assert_schema_accepts_if_isolane_does(validator: Any, data: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ import isolane
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
 from locations import ROOT, SAMPLE, SHARED
-from policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited
+from policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
 
 EXAMPLE = ROOT / "pcaps" / "tenants.yaml"
 CLASSBENCH = SHARED / "classbench"
@@ -41,19 +41,6 @@ CLASSBENCH = SHARED / "classbench"
 def one_tenant(*rules: Any, **tenant: Any) -> dict[str, Any]:
     """A one-tenant policy (VNI 1) with the given rules."""
     return {"tenants": [{"name": "t", "vnis": [1], **tenant, "rules": list(rules)}]}
-
-
-def errors_of(data: Any) -> list[tuple[str, str]]:
-    with pytest.raises(PolicyError) as info:
-        Policy.from_dict(data)
-    return info.value.errors
-
-
-def quiet(data: Any) -> Policy:
-    """from_dict, failing the test on any warning."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        return Policy.from_dict(data)
 
 
 @pytest.fixture

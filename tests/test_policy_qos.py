@@ -21,25 +21,10 @@ from hypothesis import strategies as st
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
 from locations import ROOT
-from policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited
+from policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
 
 DOCS = ROOT / "docs"
 EXAMPLE = ROOT / "pcaps" / "tenants.yaml"
-
-
-def errors_of(data: Any) -> list[tuple[str, str]]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PolicyWarning)
-        with pytest.raises(PolicyError) as info:
-            Policy.from_dict(data)
-    return info.value.errors
-
-
-def quiet(data: Any) -> Policy:
-    """from_dict, failing the test on any warning."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        return Policy.from_dict(data)
 
 
 def policy_warnings(data: Any) -> list[str]:
