@@ -22,8 +22,10 @@ use std::sync::Arc;
 
 /// Fields, in cut order: source, destination, source port, destination port, protocol.
 const FIELDS: usize = 5;
-/// Rules a leaf may hold before it is cut.
-const LEAF_RULES: usize = 8;
+/// Rules a leaf may hold before it is cut. Few: a leaf's scan stops at a place no branch
+/// predictor guesses (~20 cycles lost), while one more level of cuts is one load, usually
+/// cached (eight a leaf: acl1_10k 20.9 Mpps; two: 26.1, tables 1.6 -> 1.8 MB).
+const LEAF_RULES: usize = 2;
 /// The most bits one node takes (at most 256 children).
 const MAX_CUT_BITS: u32 = 8;
 /// How much copying a cut may cause: rule copies in its children plus the children themselves
@@ -297,7 +299,16 @@ impl Forest {
                     *child = select_unpredictable(at_leaf, *child, next);
                 }
             }
-            for p in 0..N {
+            // Most keys end at the empty leaf (nothing there, or the tree skipped): scan only
+            // the others, so that the scan's branches see leaves with rules.
+            let mut pending = [0u8; N];
+            let mut count = 0;
+            for (p, &leaf) in child.iter().enumerate() {
+                pending[count] = p as u8;
+                count += usize::from(leaf != self.empty_leaf);
+            }
+            for &p in &pending[..count] {
+                let p = usize::from(p);
                 best[p] = self.scan_leaf(child[p], &fields[p], best[p], &alive);
             }
         }
