@@ -13,6 +13,7 @@ from isolane._core import GENEVE_PORT, VXLAN_PORT, IsolaneError, PacketBatch, Pc
 from isolane.parsing import PARSED_DTYPE, LinkType, Status, Tunnel, format_addresses, parse
 from isolane.policy import Policy, PolicyError, PolicyWarning
 from isolane.engine import PROCESSED_DTYPE, VERDICT_DTYPE, Action, Color, Engine, Outcome, Reason, UpdateReport
+from isolane.report import ReplayReport, format_report, replay
 
 __all__ = [
     "GENEVE_PORT",
@@ -33,14 +34,17 @@ __all__ = [
     "PolicyError",
     "PolicyWarning",
     "Reason",
+    "ReplayReport",
     "RuleTable",
     "Status",
     "Tunnel",
     "UpdateReport",
     "format_addresses",
+    "format_report",
     "iter_pcap",
     "parse",
     "read_pcap",
+    "replay",
 ]
 
 __version__ = "0.1.0"

@@ -7,9 +7,13 @@ import datetime
 import json
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from isolane import _core
+from isolane.policy import Policy, PolicyWarning, schema_text
+from isolane.report import align, format_report, replay
 from isolane.summary import CaptureSummary, summarize
 
 #: Files at least this big get a progress line on a terminal.
@@ -38,41 +42,86 @@ def _parser() -> argparse.ArgumentParser:
         description="Summarise a pcap/pcapng capture per tenant (VXLAN/Geneve VNI) and for untunnelled traffic: "
         "packets, bytes, first/last timestamp, inner protocol mix and parse statuses.",
     )
-    inspect.add_argument("file", help="pcap or pcapng capture (format detected from its content)")
-    inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    inspect.add_argument("--vxlan-port", type=int, action="append", metavar="PORT", help="UDP port carrying VXLAN (repeatable; default 4789)")
-    inspect.add_argument("--geneve-port", type=int, action="append", metavar="PORT", help="UDP port carrying Geneve (repeatable; default 6081)")
-    inspect.add_argument("--batch-size", type=int, default=65536, help="packets per batch (default 65536)")
+    _add_capture_options(inspect)
     inspect.set_defaults(run=_inspect)
+    replay = commands.add_parser(
+        "replay",
+        help="replay a capture through a tenant policy and report what it did to each tenant",
+        description="Replay a pcap/pcapng capture through a tenant policy (classification, meters, shapers, the "
+        "egress port; time is the capture's) and report per tenant and class: packets and bytes in, colours, "
+        "packets passed, re-marked and dropped (by reason), queueing delays at the port. See docs/qos.md.",
+    )
+    _add_capture_options(replay)
+    replay.add_argument("--policy", required=True, help="tenant policy (YAML, TOML or JSON; see docs/policy.md)")
+    replay.add_argument("--threads", type=int, default=1, help="threads enforcing the policy (default 1; a policy with a port needs 1)")
+    replay.set_defaults(run=_replay)
     schema = commands.add_parser("schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML).")
     schema.set_defaults(run=_schema)
     return parser
 
 
-def _schema(args: argparse.Namespace) -> int:
-    from isolane.policy import schema_text
+def _add_capture_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("file", help="pcap or pcapng capture (format detected from its content)")
+    command.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    command.add_argument("--vxlan-port", type=int, action="append", metavar="PORT", help="UDP port carrying VXLAN (repeatable; default 4789)")
+    command.add_argument("--geneve-port", type=int, action="append", metavar="PORT", help="UDP port carrying Geneve (repeatable; default 6081)")
+    command.add_argument("--batch-size", type=int, default=65536, help="packets per batch (default 65536)")
 
+
+def _capture_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What the options of ``_add_capture_options`` ask of ``summarize`` and ``replay``."""
+    return {
+        "vxlan_ports": args.vxlan_port or [_core.VXLAN_PORT],
+        "geneve_ports": args.geneve_port or [_core.GENEVE_PORT],
+        "batch_size": args.batch_size,
+        "progress": _terminal_progress(),
+    }
+
+
+def _schema(args: argparse.Namespace) -> int:
     print(schema_text())
     return 0
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    summary = summarize(
-        args.file,
-        vxlan_ports=args.vxlan_port or [_core.VXLAN_PORT],
-        geneve_ports=args.geneve_port or [_core.GENEVE_PORT],
-        batch_size=args.batch_size,
-        progress=_progress_printer() if sys.stderr.isatty() else None,
-    )
-    if args.json:
-        json.dump(summary.to_json(), sys.stdout, indent=2)
-        print()
-    else:
-        print(format_table(summary))
+    summary = summarize(args.file, **_capture_options(args))
+    _print(summary.to_json() if args.json else format_table(summary))
     return 0
 
 
-def _progress_printer():  # type: ignore[no-untyped-def]
+def _replay(args: argparse.Namespace) -> int:
+    report = replay(args.file, _read_policy(args.policy), threads=args.threads, **_capture_options(args))
+    _print(report.to_json() if args.json else format_report(report))
+    problems = report.discrepancies()
+    for problem in problems:
+        print(f"isolane: error: the report does not add up (a bug in isolane): {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _read_policy(path: str) -> Policy:
+    """The policy at ``path``, its warnings printed as the CLI's rather than as Python's."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PolicyWarning)
+        policy = Policy.from_file(path)
+    for message in policy.warnings:
+        print(f"isolane: warning: {message}", file=sys.stderr)
+    return policy
+
+
+def _print(output: str | dict[str, object]) -> None:
+    """A table as it is, JSON indented."""
+    if isinstance(output, str):
+        print(output)
+    else:
+        json.dump(output, sys.stdout, indent=2)
+        print()
+
+
+def _terminal_progress() -> Callable[[int, int], None] | None:
+    """A progress line on stderr for big files, when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
     def show(done: int, total: int) -> None:
         if total >= PROGRESS_MIN_BYTES:
             end = "\n" if done >= total else ""
@@ -100,12 +149,7 @@ def format_table(summary: CaptureSummary) -> str:
                 " ".join(f"{name}:{count}" for name, count in group.statuses.most_common()),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    right = {1, 2, 4}
-    for row in rows:
-        cells = [cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
+    return "\n".join(lines + align(rows, right={1, 2, 4}))
 
 
 def _utc(ns: int) -> str:

@@ -1,0 +1,275 @@
+"""`isolane replay`: a capture through a tenant policy, what happened to every tenant.
+
+The report's numbers are checked against counts made here from the engine's rows and the
+parsed packets, and, under congestion, against the Python reference of meters, shapers and
+the port (tests/port_reference.py); every packet read must be accounted for."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shlex
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+import isolane
+from isolane.cli import main
+from isolane.policy import COUNT_MODES
+from isolane.report import DROP_STAGES, REASONS, ReplayReport, replay
+from locations import ROOT, SAMPLE
+from port_reference import process_with_port
+from qos_reference import frame_bytes
+
+POLICY = ROOT / "pcaps" / "tenants.yaml"
+OUTCOME_STAGE = {f"drop_{stage}": stage for stage in DROP_STAGES}
+
+
+def replay_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert main(["replay", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def congested_policy(tmp_path: Path) -> Path:
+    """The sample's policy on a 100Mbps port with a 20KiB buffer, its contracts scaled down
+    so that the sample's traffic is coloured yellow and red, re-marked, dropped by meters,
+    shapers and the port, and still in a shaper at the capture's end."""
+    data = yaml.safe_load(POLICY.read_text())
+    data["port"] = {"rate": "100Mbps", "buffer": "20KiB"}
+    training, inference, evaluation = data["tenants"]
+    training.update(rate="40Mbps", ceil="50Mbps", burst="16KiB")
+    training["meter"].update(cir="20Mbps", pir="40Mbps", cbs="20KiB", pbs="40KiB")
+    training["classes"][1].update(rate="30Mbps", burst="16KiB")
+    training["classes"][2]["shaper"] = {"rate": "5Mbps", "queue": "16KiB"}
+    inference.update(rate="10Mbps", burst="16KiB", shaper={"rate": "1Mbps", "burst": "1KiB", "queue": "16KiB", "max_delay": "10s"})
+    inference["classes"][0].update(rate="2Mbps", meter={"kind": "srtcm", "cir": "2Mbps", "color_aware": True})
+    evaluation.update(rate="5Mbps", burst="16KiB")
+    evaluation["classes"][0]["shaper"] = {"rate": "1Mbps", "burst": "64B", "queue": "16KiB", "max_delay": "10s"}
+    path = tmp_path / "congested.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def tenant_by_vni_and_source(rows: np.ndarray, policy: isolane.Policy) -> list[str | None]:
+    """Each packet's tenant as the policy describes it: tunnelled packets by VNI, the others by
+    source prefix."""
+    assert not any(t.vlans for t in policy.tenants), "this test knows VNIs and sources only"
+    owners: list[str | None] = []
+    for row, src in zip(rows, isolane.format_addresses(rows["src"])):
+        if row["tunnel"] != isolane.Tunnel.NONE:
+            owners.append(next((t.name for t in policy.tenants if row["vni"] in t.vnis), None))
+        elif src:
+            address = ipaddress.ip_address(src)
+            owners.append(next((t.name for t in policy.tenants if any(address in net for net in t.sources)), None))
+        else:  # not IP: no source
+            owners.append(None)
+    return owners
+
+
+def assert_adds_up(report: dict[str, Any], packets_read: int) -> None:
+    """Every packet read once in the report: tenants, classes, fates, colours, drop reasons."""
+    assert report["packets"] == packets_read == sum(report["reasons"].values())
+    assert report["total"]["packets"] == sum(t["packets"] for t in report["tenants"]) == packets_read
+    for entry in [report["total"]] + report["tenants"] + [c for t in report["tenants"] for c in t["classes"]]:
+        assert entry["passed"] + entry["remarked"] + entry["dropped"] + entry["in_flight"] == entry["packets"]
+        assert sum(entry["colors"].values()) + entry["drops"]["classifier"] == entry["packets"]
+        assert sum(entry["drops"].values()) == entry["dropped"]
+        assert sum(entry["classifier_drops"].values()) == entry["drops"]["classifier"]
+    for tenant in report["tenants"]:
+        for key in ("packets", "bytes", "passed", "remarked", "dropped", "in_flight"):
+            assert tenant[key] == sum(c[key] for c in tenant["classes"])
+
+
+def test_readme_first_line_runs_in_the_project_root() -> None:
+    """The README's first command, as a user types it after `pip install .`."""
+    first_line = (ROOT / "README.md").read_text().split("```bash\n", 1)[1].splitlines()[0]
+    command = shlex.split(first_line.split("&&", 1)[1].split("#", 1)[0])
+    assert command[:2] == ["isolane", "replay"]
+    result = subprocess.run([sys.executable, "-m", "isolane.cli", *command[1:]], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("pcaps/kernel_vxlan.pcap: pcap, 1,696 packets replayed")
+    for tenant in ("training", "inference", "evaluation", "(no tenant)"):
+        assert any(line.startswith(tenant) for line in lines), tenant
+    assert lines[-1].startswith("verdict reasons: ")
+
+
+def test_replay_of_the_sample_matches_the_packets_and_the_engines_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    report = replay_json(capsys, str(SAMPLE), "--policy", str(POLICY))
+    policy = isolane.Policy.from_file(POLICY)
+    batch = isolane.read_pcap(SAMPLE)
+    parsed = isolane.parse(batch)
+    rows = isolane.Engine(policy).process(parsed)
+    assert_adds_up(report, len(batch))
+    assert (report["count"], report["port"], report["format"]) == ("wire", True, "pcap")
+
+    # Tenants as the policy's VNIs and sources say, then everything per tenant from the rows.
+    owners = np.array(tenant_by_vni_and_source(parsed, policy), dtype=object)
+    names = np.array([None, *policy.tenant_names], dtype=object)[rows["tenant"] + 1]
+    assert (owners == names).all()
+    sizes = np.array([frame_bytes(COUNT_MODES[policy.count], int(r["wire_len"]), int(r["inner_len"])) for r in parsed])
+    tenants = {t["tenant"]: t for t in report["tenants"]}
+    assert list(tenants) == [*policy.tenant_names, None]
+    for name, tenant in tenants.items():
+        mine = owners == name
+        outcomes = Counter(isolane.Outcome(o).name.lower() for o in rows["outcome"][mine])
+        assert tenant["packets"] == mine.sum()
+        assert tenant["bytes"] == sizes[mine].sum()
+        assert tenant["colors"] == {c.name.lower(): int((rows["color"][mine] == c).sum()) for c in isolane.Color if c != isolane.Color.NONE}
+        assert (tenant["passed"], tenant["remarked"]) == (outcomes["pass"], outcomes["remarked"])
+        assert tenant["drops"] == {stage: outcomes[f"drop_{stage}"] for stage in DROP_STAGES}
+        dropped = rows[mine & (rows["outcome"] == isolane.Outcome.DROP_CLASSIFIER)]
+        assert tenant["classifier_drops"] == {r: int((dropped["reason"] == isolane.Reason[r.upper()]).sum()) for r in REASONS}
+        for cls in tenant["classes"]:
+            in_class = mine & (rows["cls"] == (-1 if cls["cls"] is None else cls["cls"]))
+            assert cls["packets"] == in_class.sum(), (name, cls["class"])
+    assert report["reasons"] == {r: int((rows["reason"] == isolane.Reason[r.upper()]).sum()) for r in REASONS}
+    assert report["reasons"]["unknown_tenant"] == tenants[None]["packets"] > 0
+
+
+def test_replay_under_congestion_matches_the_reference_port(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Meters, shapers and the port recomputed in plain Python: every class's fates, bytes,
+    packets in flight at the end and queueing delays."""
+    policy_path = congested_policy(tmp_path)
+    report = replay_json(capsys, str(SAMPLE), "--policy", str(policy_path), "--batch-size", "300")
+    policy = isolane.Policy.from_file(policy_path)
+    parsed = isolane.parse(isolane.read_pcap(SAMPLE))
+    verdicts = isolane.Engine(policy).classify(parsed)
+    batch_ends = [*range(300, len(parsed), 300), len(parsed)]
+    _, expected = process_with_port(policy.compile_qos(), parsed, verdicts, batch_ends)
+    assert_adds_up(report, len(parsed))
+    seen = 0
+    for tenant in report["tenants"]:
+        for cls in tenant["classes"]:
+            want = expected.pop((tenant["tenant"], cls["cls"]), None)
+            if want is None:
+                assert cls["packets"] == 0
+                continue
+            fates = {OUTCOME_STAGE.get(name, name): packets for name, (packets, _) in want["outcomes"].items()}
+            got = {"pass": cls["passed"], "remarked": cls["remarked"], **cls["drops"]}
+            assert {k: v for k, v in got.items() if v} == fates, (tenant["tenant"], cls["class"])
+            assert (cls["packets"], cls["bytes"], cls["in_flight"]) == (want["packets"], want["bytes"], want["in_flight"])
+            if cls["cls"] is not None:
+                assert cls["delay_ns"] == want["delay_ns"], (tenant["tenant"], cls["class"])
+            seen += cls["packets"]
+    assert expected == {} and seen == len(parsed)
+    total = report["total"]
+    assert all(total["colors"].values()) and total["remarked"] and total["in_flight"]
+    assert all(total["drops"][stage] for stage in ("classifier", "meter", "shaper_bytes", "port_queue"))
+
+
+def test_replay_table_shows_the_json_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy_path = str(congested_policy(tmp_path))
+    report = replay_json(capsys, str(SAMPLE), "--policy", policy_path)
+    assert main(["replay", str(SAMPLE), "--policy", policy_path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[1].split()
+    assert header[:10] == ["tenant", "/", "class", "packets", "bytes", "green", "yellow", "red", "passed", "remarked"]
+    rows = {line.split("  ")[0].strip(): line for line in lines[2:-1]}
+    entries = {t["tenant"] or "(no tenant)": t for t in report["tenants"]} | {"total": report["total"]}
+    for label, entry in entries.items():
+        cells = rows[label][len(label) :].split()
+        numbers = [int(cell.replace(",", "")) for cell in cells[:9]]
+        assert numbers == [entry["packets"], entry["bytes"], *entry["colors"].values(), entry["passed"], entry["remarked"], entry["dropped"], entry["in_flight"]]
+        for stage, count in entry["drops"].items():
+            assert (f"{stage}:{count:,}" in rows[label]) == (count > 0)
+    why = " ".join(f"{reason}:{n:,}" for reason, n in report["total"]["classifier_drops"].items() if n)
+    assert f"classifier:{report['total']['drops']['classifier']:,} ({why})" in rows["total"]
+    assert lines[-1] == "verdict reasons: " + ", ".join(f"{r} {n:,}" for r, n in report["reasons"].items())
+
+
+def test_replay_in_small_batches_gives_the_same_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy_path = str(congested_policy(tmp_path))
+    whole = replay_json(capsys, str(SAMPLE), "--policy", policy_path)
+    assert replay_json(capsys, str(SAMPLE), "--policy", policy_path, "--batch-size", "7") == whole
+
+
+def test_replay_on_two_threads_gives_the_same_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = yaml.safe_load(POLICY.read_text())
+    del data["port"]  # a port is enforced on one thread
+    policy_path = tmp_path / "no_port.yaml"
+    policy_path.write_text(yaml.safe_dump(data))
+    one = replay_json(capsys, str(SAMPLE), "--policy", str(policy_path), "--batch-size", "500")
+    assert replay_json(capsys, str(SAMPLE), "--policy", str(policy_path), "--batch-size", "500", "--threads", "2") == one
+    assert one["port"] is False
+    assert all(c["delay_ns"] is None for t in one["tenants"] for c in t["classes"])
+
+
+def test_replay_vxlan_port_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """With VXLAN expected on another port, no packet has a VNI: only the inference tenant's
+    source prefix claims packets."""
+    report = replay_json(capsys, str(SAMPLE), "--policy", str(POLICY), "--vxlan-port", "8472")
+    policy = isolane.Policy.from_file(POLICY)
+    owners = Counter(tenant_by_vni_and_source(isolane.parse(isolane.read_pcap(SAMPLE), vxlan_ports=[8472]), policy))
+    assert {t["tenant"]: t["packets"] for t in report["tenants"]} == {name: owners[name] for name in [*policy.tenant_names, None]}
+    assert owners["inference"] > 0 and owners["training"] == 0
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "isolane.cli", *args], capture_output=True, text=True)
+
+
+def assert_clear_error(result: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.startswith("isolane: error: ") and "Traceback" not in result.stderr
+    for text in expected:
+        assert text in result.stderr
+
+
+def test_missing_files_are_clear_errors(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nowhere.pcap")
+    assert_clear_error(run_cli("replay", missing, "--policy", str(POLICY)), "No such file", missing)
+    assert_clear_error(run_cli("replay", str(SAMPLE), "--policy", str(tmp_path / "nowhere.yaml")), "No such file", "nowhere.yaml")
+
+
+def test_bad_policy_is_a_clear_error_naming_the_place(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(POLICY.read_text().replace("dst: 10.100.0.2\n", "dst: 10.100.0.0/33\n", 1))
+    assert_clear_error(run_cli("replay", str(SAMPLE), "--policy", str(bad)), str(bad), "tenants[0].rules[5].dst", "10.100.0.0/33")
+
+
+def test_corrupt_capture_is_a_clear_error_with_its_offset(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.pcap"
+    broken.write_bytes(SAMPLE.read_bytes()[:5000])
+    assert_clear_error(run_cli("replay", str(broken), "--policy", str(POLICY)), str(broken), "byte offset 4954")
+
+
+def test_a_port_on_two_threads_is_a_clear_error() -> None:
+    assert_clear_error(run_cli("replay", str(SAMPLE), "--policy", str(POLICY), "--threads", "2"), "threads=1")
+
+
+def test_policy_warnings_are_the_clis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = yaml.safe_load(POLICY.read_text())
+    data["tenants"][0]["rules"].append(dict(data["tenants"][0]["rules"][0], name="shadowed"))
+    policy_path = tmp_path / "shadowed.yaml"
+    policy_path.write_text(yaml.safe_dump(data))
+    assert main(["replay", str(SAMPLE), "--policy", str(policy_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"isolane: warning: {policy_path}: tenants[0].rules[7] ('shadowed') is never matched") and err.count("\n") == 1
+
+
+def test_a_report_that_does_not_add_up_fails_loudly(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """If the engine ever lost a packet, the command says so and fails (status 1)."""
+
+    def one_packet_lost(*args: Any, **kwargs: Any) -> ReplayReport:
+        report = replay(*args, **kwargs)
+        report.tenants[0].classes[0].counts.passed -= 1
+        report.packets += 1
+        return report
+
+    monkeypatch.setattr("isolane.cli.replay", one_packet_lost)
+    assert main(["replay", str(SAMPLE), "--policy", str(POLICY)]) == 1
+    problems = capsys.readouterr().err.splitlines()
+    assert problems == [
+        "isolane: error: the report does not add up (a bug in isolane): the tenants' packets add up to 1,696, not to the 1,697 read",
+        "isolane: error: the report does not add up (a bug in isolane): 1,696 packets have a verdict reason, not the 1,697 read",
+        "isolane: error: the report does not add up (a bug in isolane): training / control: 421 packets in, but 420 passed, re-marked, dropped or in flight",
+    ]
