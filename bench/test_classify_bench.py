@@ -9,7 +9,8 @@ included); and, in the same run, dpdk-test-acl on the same files (AVX2, 256-pack
 median of 3 runs for the 10k sets), with the isolane/DPDK ratios. Both run on one core:
 this process is pinned to ``$ISOLANE_BENCH_CPU`` (default 0), the core DPDK runs on (-l).
 When dpdk-test-acl is unavailable (see bench/dpdk_acl.py) the DPDK columns say why and the
-isolane figures are still measured.
+isolane figures are still measured. And the fixed cost of one lookup call (1 and 256 keys),
+against a numpy call into C of the same size (``searchsorted``), in the same run.
 
 Correctness before speed: every labelled trace header must get its label from isolane
 (0 mismatches), and DPDK's own per-packet results are checked against the labels too (10k).
@@ -64,6 +65,11 @@ DPDK_NEEDS_GIB = {"fw1_100k": 13.0, "acl1_100k": 3.0, "ipc1_100k": 3.0}
 
 SETS_10K = ["acl1_10k", "fw1_10k", "ipc1_10k"]
 SETS_100K = ["acl1_100k", "fw1_100k", "ipc1_100k"]
+
+FIXED_COST_SET = "acl1_10k"
+FIXED_COST_CALLS = 2_000  # calls a timed round
+FIXED_COST_ROUNDS = 15
+MAX_ONE_KEY_OVER_NUMPY = 20  # generous (measured ~2x): a 1-key lookup against a 1-key searchsorted
 
 
 def _mem_available_gib() -> float:
@@ -230,6 +236,46 @@ def test_classify_100k(name, benchmark, bench_report, one_core, dpdk):
     assert info["isolane build s"] < MAX_BUILD_S_100K
     if "isolane table MB" in info:
         assert info["isolane table MB"] < MAX_TABLE_MB_100K
+
+
+def _seconds_per_call(call, args, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        call(*args)
+    return (time.perf_counter() - start) / calls
+
+
+def test_lookup_call_cost_against_a_numpy_call(benchmark, bench_report, one_core):
+    """The fixed cost of a RuleTable.lookup call (acl1_10k) with 1 and 256 keys, against the
+    floor of a numpy call into C over an array of the same size: the ``searchsorted`` method of
+    as many sorted addresses, with the same keys (the method, since ``numpy.searchsorted``
+    adds a Python-level dispatch of ~1 us). Alternating rounds on the same core; the ratios are
+    medians of the rounds' ratios, which load on the machine moves less than times."""
+    rules, trace = rule_set(FIXED_COST_SET)
+    table = RuleTable(*rules.args())
+    searchsorted = np.sort(trace.dst[: len(rules)]).searchsorted
+    columns = (trace.src, trace.dst, trace.src_port, trace.dst_port, trace.proto)
+    info: dict = {"rules": len(rules), "calls a round": FIXED_COST_CALLS, "rounds": FIXED_COST_ROUNDS}
+    batches = {keys: tuple(np.ascontiguousarray(c[:keys]) for c in columns) for keys in (1, BATCH)}
+    with ForeignLoad() as load:
+        for keys, batch in batches.items():
+            labelled = trace.labelled[:keys]
+            assert (table.lookup(*batch)[labelled] == trace.label[:keys][labelled]).all()
+            isolane_s, numpy_s = [], []
+            for _ in range(FIXED_COST_ROUNDS):
+                isolane_s.append(_seconds_per_call(table.lookup, batch, FIXED_COST_CALLS))
+                numpy_s.append(_seconds_per_call(searchsorted, (batch[1],), FIXED_COST_CALLS))
+            info[f"isolane {keys} key(s) us (best)"] = min(isolane_s) * 1e6
+            info[f"numpy {keys} key(s) us (best)"] = min(numpy_s) * 1e6
+            info[f"isolane/numpy {keys} key(s)"] = statistics.median(i / n for i, n in zip(isolane_s, numpy_s))
+        benchmark.group = "lookup call cost"
+        benchmark.pedantic(table.lookup, args=batches[1], rounds=FIXED_COST_ROUNDS, iterations=FIXED_COST_CALLS)
+    info["isolane ns a key beyond the first"] = (info[f"isolane {BATCH} key(s) us (best)"] - info["isolane 1 key(s) us (best)"]) * 1e3 / (BATCH - 1)
+    info["other load (cores)"] = load.cores
+    info["core"] = one_core
+    benchmark.extra_info.update(info)
+    bench_report[f"lookup call cost, {FIXED_COST_SET}"] = info
+    assert info["isolane/numpy 1 key(s)"] < MAX_ONE_KEY_OVER_NUMPY, info
 
 
 def test_dpdk_tool_parses_its_output(dpdk):

@@ -134,17 +134,21 @@ def random_case(seed: int, coarse: bool) -> tuple[Policy, np.ndarray, np.random.
     return pol, bursty_traffic(rng, 2500, pol.compile_qos().port_rate, coarse), rng
 
 
+def assert_agrees_with_the_reference(engine: Engine, pol: Policy, rows: np.ndarray, processed: np.ndarray, ends: list[int]) -> None:
+    """The engine's rows (`processed`, of `rows` in batches ending at `ends`) and stats are the reference's."""
+    expected, expected_stats = process_with_port(pol.compile_qos(), rows, processed[VERDICT_FIELDS], ends)
+    got = np.stack([processed[name].astype(np.int64) for name in QOS_FIELDS], axis=1)
+    for i in np.flatnonzero((got != expected).any(axis=1))[:1]:
+        pytest.fail(f"packet {i}: engine {dict(zip(QOS_FIELDS, got[i]))}, reference {dict(zip(QOS_FIELDS, expected[i]))}")
+    assert engine_stats(engine) == expected_stats
+
+
 @pytest.mark.parametrize("seed, coarse", PORT_CASES)
 def test_process_with_a_port_agrees_with_the_reference_packet_by_packet(seed: int, coarse: bool) -> None:
     pol, rows, rng = random_case(seed, coarse)
     engine = Engine(pol)
     processed, ends = process_cut(engine, rows, rng, batches=6)
-    qos = pol.compile_qos()
-    expected, expected_stats = process_with_port(qos, rows, processed[VERDICT_FIELDS], ends)
-    got = np.stack([processed[name].astype(np.int64) for name in QOS_FIELDS], axis=1)
-    for i in np.flatnonzero((got != expected).any(axis=1))[:1]:
-        pytest.fail(f"packet {i}: engine {dict(zip(QOS_FIELDS, got[i]))}, reference {dict(zip(QOS_FIELDS, expected[i]))}")
-    assert engine_stats(engine) == expected_stats
+    assert_agrees_with_the_reference(engine, pol, rows, processed, ends)
 
 
 def test_random_port_traffic_reaches_every_port_outcome() -> None:
@@ -190,9 +194,11 @@ BUFFER_NEVER_FULL = "64MB"  # more than any test here offers beyond the line rat
 SHARED_BUFFER_FULL = "1MB"
 
 
-def port_policy(tenants: list[dict[str, Any]], mode: str = "per_tenant", buffer: str = BUFFER_NEVER_FULL) -> Policy:
+def port_policy(tenants: list[dict[str, Any]], mode: str = "per_tenant", buffer: str = BUFFER_NEVER_FULL, **sharing: Any) -> Policy:
+    """Tenants t0, t1, ... (VNIs 100, 101, ...) at a LINE port; `sharing`: its alpha and reserve."""
     named = [{"name": f"t{i}", "vnis": [100 + i], **t} for i, t in enumerate(tenants)]
-    return policy({"count": "outer", "unknown_tenant": "allow", "port": {"rate": f"{LINE}B/s", "buffer": buffer, "mode": mode}, "tenants": named})
+    port = {"rate": f"{LINE}B/s", "buffer": buffer, "mode": mode, **sharing}
+    return policy({"count": "outer", "unknown_tenant": "allow", "port": port, "tenants": named})
 
 
 def sent_packets(engine: Engine, rows: np.ndarray, until_ns: int) -> np.ndarray:
@@ -331,3 +337,55 @@ def test_a_flood_holds_at_most_alpha_times_the_free_buffer(alpha: float, admitte
     for packet in range(200):
         reference.arrive(0, 1000, 0, packet)
     assert sum(v is None for v in reference.verdicts.values()) == admitted
+
+
+# ---------------------------------------------------------------------------------------------
+# The buffer's reserve against many floods
+
+FLOODS = 12
+SHALLOW_BUFFER = "30000B"  # 20 packets for 13 queues
+CALM_GUARANTEE, FLOOD_GUARANTEE = LINE // 4, LINE // 40  # 0.55 of the line guaranteed in all
+RESERVE = 24_000  # the calm tenant's quarter: 6,000 B, four packets of its own
+LOW_ALPHA = 0.125
+
+
+def calm_among_floods(reserve: int, alpha: float) -> tuple[Policy, np.ndarray]:
+    """A calm tenant offering 40 % of its guarantee, and FLOODS tenants each offering 20 times
+    theirs (6 times the line together), into a shallow buffer. A flood's guarantee burst is one
+    packet, so that it sends one packet a turn within its guarantee."""
+    rng = np.random.default_rng(25)
+    floods = (offered(rng, 101 + i, 20 * FLOOD_GUARANTEE, 0, SECOND) for i in range(FLOODS))
+    rows = traffic(offered(rng, 100, 0.4 * CALM_GUARANTEE, 0, SECOND), *floods)
+    flood = {"rate": f"{FLOOD_GUARANTEE}B/s", "burst": f"{SIZE}B"}
+    pol = port_policy([{"rate": f"{CALM_GUARANTEE}B/s"}] + [flood] * FLOODS, buffer=SHALLOW_BUFFER, alpha=alpha, reserve=f"{reserve}B")
+    return pol, rows
+
+
+def port_drops(stats: dict[str, Any]) -> int:
+    return sum(stats["outcomes"][o]["packets"] for o in ("drop_port_queue", "drop_port_buffer"))
+
+
+@pytest.mark.parametrize("alpha", [LOW_ALPHA, 1])
+def test_a_reserve_keeps_a_guarantee_whole_against_many_floods(alpha: float) -> None:
+    pol, rows = calm_among_floods(RESERVE, alpha)
+    engine = Engine(pol)
+    processed = engine.process(rows)
+    stats = {s["tenant"]: s for s in engine.stats() if s["cls"] is not None}
+    calm, floods = stats.pop("t0"), list(stats.values())
+    assert sum(port_drops(f) for f in floods) > sum(f["packets"] for f in floods) // 2, "the floods should lose most of what they offer at the port"
+    assert calm["packets"] > 600 and port_drops(calm) == 0, calm["outcomes"]
+    # Within its guarantee it waits for the packet on the line, at most one guaranteed packet of
+    # each flood, and one of its own.
+    assert calm["delay_ns"]["p99"] <= (FLOODS + 2) * SIZE * SECOND // LINE, calm["delay_ns"]
+    assert_agrees_with_the_reference(engine, pol, rows, processed, [len(rows)])
+
+
+@pytest.mark.parametrize("alpha", [LOW_ALPHA, 1])
+def test_without_a_reserve_many_floods_take_a_guaranteed_tenants_packets(alpha: float) -> None:
+    """The contrast: the dynamic threshold alone leaves a guaranteed queue alpha / (1 + n alpha)
+    of the buffer against n floods: here 1,500 B at alpha 1/8 (one packet), 2,300 B at alpha 1."""
+    pol, rows = calm_among_floods(0, alpha)
+    engine = Engine(pol)
+    engine.process(rows)
+    calm = next(s for s in engine.stats() if s["tenant"] == "t0" and s["cls"] == 0)
+    assert port_drops(calm) > 0, calm["outcomes"]

@@ -800,7 +800,8 @@ class Rule:
 
 
 def _ports_to_data(ports: tuple[PortRange, ...]) -> int | str | list[str]:
-    # Several entries are written as strings: a list of two integers would read back as a range.
+    # List entries are written as strings, which older isolane versions read the same (they read
+    # a list of exactly two integers as a range).
     texts = [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ports]
     if len(ports) == 1:
         lo, hi = ports[0]
@@ -1473,8 +1474,8 @@ class _Checker:
 
     # -- rule fields ---------------------------------------------------------------------------
 
-    def port(self, value: Any, path: str) -> PortRange | None:
-        """One port or range: an integer, "lo-hi", "port" or [lo, hi]."""
+    def port(self, value: Any, path: str, *, in_list: bool) -> PortRange | None:
+        """One port or range: an integer, "port" or "lo-hi"; in a list also [lo, hi]."""
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -1490,10 +1491,11 @@ class _Checker:
             lo = int(match.group(1))
             hi = int(match.group(2)) if match.group(2) is not None else lo
             return self._range(lo, hi, path, value)
-        if _is_int_pair(value):
+        if in_list and _is_int_pair(value):
             lo, hi = (int(v) for v in value)
             return self._range(lo, hi, path, list(value))
-        self.error(path, f"expected a port (integer), a range ('80-90' or [80, 90]) or a list of them, got {_describe(value)}")
+        expected = "a port (integer) or a range ('80-90' or [80, 90])" if in_list else "a port (integer), a range ('80-90') or a list of them"
+        self.error(path, f"expected {expected}, got {_describe(value)}")
         return None
 
     def _range(self, lo: int, hi: int, path: str, text: Any) -> PortRange | None:
@@ -1508,22 +1510,18 @@ class _Checker:
         return (lo, hi)
 
     def ports(self, value: Any, path: str) -> tuple[PortRange, ...] | None | _Bad:
-        if _is_int_pair(value) and value[1] - value[0] > 1:
-            lo, hi = (int(v) for v in value)
-            self.warnings.append(
-                f"{path}: [{lo}, {hi}] is the range {lo}-{hi}; write '{lo}-{hi}' to say so, or "
-                f"['{lo}', '{hi}'] for the two ports"
-            )
-        if isinstance(value, (list, tuple)) and not _is_int_pair(value):
+        """A port or range, or a list of them: a list is never a range itself, so [80, 443] is
+        two ports (a range in a list is "80-443" or [80, 443] as an entry)."""
+        if isinstance(value, (list, tuple)):
             if not value:
                 self.error(path, "an empty list matches no packet: leave the key out to match any port")
                 return BAD
-            ranges = [self.port(item, _at(path, i)) for i, item in enumerate(value)]
+            ranges = [self.port(item, _at(path, i), in_list=True) for i, item in enumerate(value)]
             if any(r is None for r in ranges):
                 return BAD
             merged = _merge_ranges(r for r in ranges if r is not None)
         else:
-            one = self.port(value, path)
+            one = self.port(value, path, in_list=False)
             if one is None:
                 return BAD
             merged = (one,)
@@ -2445,12 +2443,12 @@ def schema() -> dict[str, Any]:
         "prefixItems": [port_number, port_number],
         "minItems": 2,
         "maxItems": 2,
-        "description": "an inclusive range [lo, hi]",
+        "description": "an inclusive range [lo, hi], as an entry of a list",
     }
     one_port = {"anyOf": [port_number, port_text, port_pair]}
     ports = {
-        "description": "a port, a range or a list of them (a list expands into several table rules); omitted = any",
-        "anyOf": [port_number, port_text, port_pair, {"type": "array", "minItems": 1, "items": one_port}],
+        "description": "a port, a range or a list of them ([80, 443] is two ports; a list expands into several table rules); omitted = any",
+        "anyOf": [port_number, port_text, {"type": "array", "minItems": 1, "items": one_port}],
     }
 
     def named_numbers(names: Iterable[str], hi: int, description: str) -> dict[str, Any]:
