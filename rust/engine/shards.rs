@@ -7,12 +7,12 @@
 //! Packets of no tenant go to shard 0.
 //!
 //! A batch is taken a chunk at a time, in three steps on the pool's threads: the chunk is split
-//! into contiguous parts, one per thread, and each part is classified and its packets copied,
-//! in order, to the shards that enforce them (while the records are still in cache); each shard
-//! enforces its copies, part after part; each part takes its packets' rows back from the
-//! shards. Time is what one enforcer would see: a packet's clock is the latest timestamp of the
-//! whole stream up to it, which its copy carries as its timestamp. The statistics of the shards
-//! are added up. With one shard the engine enforces as it always did: classifying and enforcing
+//! into contiguous parts, one per thread, and each part is classified and what enforcement
+//! reads of its packets (an [`Arrival`] and the verdict, 38 bytes a packet) copied, in order, to
+//! the shards that enforce them; each shard enforces its copies, part after part; each part
+//! takes its packets' rows back from the shards. Time is what one enforcer would see: a
+//! packet's clock is the latest timestamp of the whole stream up to it. The statistics of the
+//! shards are added up. With one shard the engine enforces as it always did: classifying and enforcing
 //! in one pass, with no copies.
 
 use bytemuck::Zeroable;
@@ -21,11 +21,11 @@ use rustc_hash::FxHashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use super::Verdict;
-use crate::enforce::{Enforcer, Processed, QosSpec, QosStats, StatsKey};
+use crate::enforce::{packet_time, Arrival, Enforcer, Processed, QosSpec, QosStats, StatsKey};
 use crate::parse::PacketInfo;
 
-/// Packets a step takes at a time: a chunk's records (96 B each) and the shards' copies of
-/// them stay in the cores' L2 caches between the steps.
+/// Packets a step takes at a time: a chunk's records (96 B each) and the shards' copies stay
+/// in the cores' L2 caches between the steps.
 const CHUNK: usize = 16 * 1024;
 
 /// Batches shorter than this are processed on the calling thread (all shards in turn): waking
@@ -51,10 +51,10 @@ struct Shard {
     staged: Vec<Mutex<Staged>>,
 }
 
-/// Copies of one part's packets of one shard, in arrival order, and what became of them.
+/// One part's packets of one shard, in arrival order, and what became of them.
 #[derive(Default)]
 struct Staged {
-    records: Vec<PacketInfo>,
+    arrivals: Vec<Arrival>,
     verdicts: Vec<Verdict>,
     out: Vec<Processed>,
 }
@@ -174,14 +174,14 @@ impl QosShards {
 }
 
 impl Part {
-    /// Classifies part `p` and copies each packet, with its time so far in the part, to the
-    /// shard that enforces it.
+    /// Classifies part `p` and copies what enforcement reads of each packet, with its time so
+    /// far in the part, to the shard that enforces it.
     fn classify_and_stage(&mut self, p: usize, records: &[PacketInfo], classify: &impl Fn(&[PacketInfo], &mut [Verdict]), owners: &[u32], shards: &[Shard]) {
         self.verdicts.resize(records.len(), Verdict::zeroed());
         classify(records, &mut self.verdicts);
         let mut staged: Vec<_> = shards.iter().map(|shard| lock(&shard.staged[p])).collect();
         for staged in &mut staged {
-            staged.records.clear();
+            staged.arrivals.clear();
             staged.verdicts.clear();
         }
         self.owners.clear();
@@ -192,12 +192,7 @@ impl Part {
             let owner = owners.get(verdict.tenant as usize).copied().unwrap_or(0);
             self.owners.push(owner);
             let staged = &mut staged[owner as usize];
-            // Copied as a slice: a plain 96-byte copy (a pushed packed struct is copied field
-            // by field).
-            staged.records.extend_from_slice(std::slice::from_ref(info));
-            if let Some(copy) = staged.records.last_mut() {
-                copy.timestamp_ns = clock as i64; // at most i64::MAX: a timestamp, or 0
-            }
+            staged.arrivals.push(Arrival::of(info, clock));
             staged.verdicts.push(*verdict);
         }
         self.last_clock = clock;
@@ -220,22 +215,17 @@ impl Shard {
         for (staged, part) in self.staged.iter_mut().zip(parts) {
             let staged = staged.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
             // Times within a part only rise: only the first few can be behind the parts before.
-            for record in staged.records.iter_mut().take_while(|record| (record.timestamp_ns as u64) < part.start_clock) {
-                record.timestamp_ns = part.start_clock as i64;
+            for arrival in staged.arrivals.iter_mut().take_while(|arrival| arrival.clock_ns < part.start_clock) {
+                arrival.clock_ns = part.start_clock;
             }
-            staged.out.resize(staged.records.len(), Processed::zeroed());
-            self.enforcer.enforce(&staged.records, &staged.verdicts, &mut staged.out);
+            staged.out.resize(staged.arrivals.len(), Processed::zeroed());
+            self.enforcer.enforce_arrivals(&staged.arrivals, &staged.verdicts, &mut staged.out);
         }
     }
 }
 
 fn lock(staged: &Mutex<Staged>) -> MutexGuard<'_, Staged> {
     staged.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A packet's time as the enforcer reads it (a negative timestamp is 0).
-fn packet_time(info: &PacketInfo) -> u64 {
-    u64::try_from(info.timestamp_ns).unwrap_or(0)
 }
 
 /// Runs `work` on every item (with its index): on the current pool's threads if `parallel`,
