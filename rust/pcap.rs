@@ -338,7 +338,7 @@ fn pcap_record(bytes: &[u8], big_endian: bool, nanoseconds: bool, snaplen: u32, 
 }
 
 fn check_block_len(block_len: usize) -> std::result::Result<(), String> {
-    if block_len < 12 || block_len % 4 != 0 || block_len > MAX_BLOCK_LEN {
+    if block_len < 12 || !block_len.is_multiple_of(4) || block_len > MAX_BLOCK_LEN {
         return Err(format!("impossible block length {block_len}"));
     }
     Ok(())
