@@ -16,9 +16,9 @@ use crate::memory::prefetch;
 use crate::classify::{prefix_mask, Fields, Forest, Key, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosSpec, QosStats, StatsKey};
 use crate::parse::{PacketInfo, Status, Tunnel};
-use shards::QosShards;
+use pipeline::QosPipeline;
 
-mod shards;
+mod pipeline;
 
 /// Why a packet got its verdict.
 #[repr(u8)]
@@ -536,10 +536,10 @@ pub struct Engine {
     updating: Arc<Mutex<()>>,
     /// Background rebuilds of worn trees, by tenant name.
     rebuilds: Mutex<FxHashMap<String, std::thread::JoinHandle<()>>>,
-    /// QoS state, one enforcer per thread (`engine/shards.rs`), taken once per `process` batch
-    /// (meters must see packets in order) and by updates when they install tables, so a batch
-    /// sees tables and contracts of one policy.
-    qos: Mutex<QosShards>,
+    /// QoS state and the threads that feed it (`engine/pipeline.rs`), taken once per `process`
+    /// batch (meters must see packets in order) and by updates when they install tables, so a
+    /// batch sees tables and contracts of one policy.
+    qos: Mutex<QosPipeline>,
 }
 
 impl Engine {
@@ -548,9 +548,8 @@ impl Engine {
         Engine::with_threads(spec, 1)
     }
 
-    /// An engine that processes each batch on `threads` threads, its QoS state sharded by
-    /// tenant (`engine/shards.rs`): the same results as on one thread. Policies with a port
-    /// need one thread.
+    /// An engine that processes each batch on `threads` threads: they share classification,
+    /// one of them enforces (`engine/pipeline.rs`); the same results as on one thread.
     pub fn with_threads(spec: TablesSpec, threads: usize) -> Result<Self, String> {
         let engine = Engine {
             tables: Arc::new(ArcSwap::from_pointee(EngineTables::default())),
@@ -558,7 +557,7 @@ impl Engine {
             counters: CounterShards::default(),
             updating: Arc::default(),
             rebuilds: Mutex::default(),
-            qos: Mutex::new(QosShards::new(threads)?),
+            qos: Mutex::new(QosPipeline::new(threads)?),
         };
         engine.update(spec)?;
         Ok(engine)
@@ -691,7 +690,7 @@ impl Engine {
     /// change (by name) keep their meters, shapers and queues.
     pub fn update_with_qos(&self, spec: TablesSpec, qos: QosSpec) -> Result<UpdateReport, String> {
         qos.check()?;
-        self.lock_qos().stage(qos)?;
+        self.lock_qos().stage(qos);
         let report = self.update(spec);
         if report.is_err() {
             self.lock_qos().withdraw();
@@ -714,13 +713,12 @@ impl Engine {
     /// Swaps in new tables while holding the QoS state, which follows them by tenant name.
     fn install_tables(&self, tables: EngineTables) {
         let names = tables.tenant_names();
-        let counter_slots: Vec<u32> = tables.hot.iter().map(|hot| hot.counter_slot).collect();
         let mut qos = self.lock_qos();
         self.tables.store(Arc::new(tables));
-        qos.retarget(&names, &counter_slots);
+        qos.retarget(&names);
     }
 
-    fn lock_qos(&self) -> std::sync::MutexGuard<'_, QosShards> {
+    fn lock_qos(&self) -> std::sync::MutexGuard<'_, QosPipeline> {
         self.qos.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

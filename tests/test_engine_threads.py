@@ -1,7 +1,6 @@
 """Engine(policy, threads=N) (docs/qos.md, "Several threads"): the same rows, statistics and
 counters as one thread, packet by packet, on random policies and traffic, across updates that
-keep, reset, add and drop tenants, and when one tenant has every packet; a port needs one
-thread."""
+keep, reset, add and drop tenants, when one tenant has every packet, and with a port."""
 
 from __future__ import annotations
 
@@ -13,8 +12,8 @@ import pytest
 from isolane import Engine, Outcome, Policy
 from test_engine_qos import policy, random_meter, random_policy, random_traffic, records
 
-# Below this many packets a batch runs on the calling thread; the sizes below try both paths
-# and, at 40,000, several chunks (rust/engine/shards.rs).
+# Below 8,192 packets a batch runs on the calling thread; the sizes below try both paths and,
+# at 40,000, several pieces classified ahead of the enforcer (rust/engine/pipeline.rs).
 BATCH_SIZES = (1, 700, 5_000, 40_000)
 
 
@@ -87,16 +86,26 @@ def test_a_batch_of_one_tenant() -> None:
     assert (out["outcome"] == Outcome.DROP_METER).any()
 
 
-def test_a_policy_with_a_port_needs_one_thread() -> None:
-    with_port = policy({"port": {"rate": "1Gbps", "buffer": "1MiB"}, "tenants": [{"name": "a", "vnis": [100]}]})
-    without = policy({"tenants": [{"name": "a", "vnis": [100]}]})
-    with pytest.raises(ValueError, match="threads=1"):
-        Engine(with_port, threads=2)
-    engine = Engine(without, threads=2)
-    with pytest.raises(ValueError, match="port"):
+def test_a_port_on_two_threads_gives_what_one_gives() -> None:
+    rng = np.random.default_rng(11)
+    tenants = random_tenants(rng, 6)
+    with_port = {"count": "wire", "unknown_tenant": "allow", "port": {"rate": "10Mbps", "buffer": "16KiB"}, "tenants": tenants}
+    engines = [Engine(policy(with_port), threads=threads) for threads in (1, 2)]
+    outcomes = np.concatenate([assert_same(engines, traffic(rng, n, [100 + i for i in range(6)], n * 10**6), f"a port, {n} packets")["outcome"] for n in BATCH_SIZES])
+    for outcome in (Outcome.PASS, Outcome.DROP_PORT_QUEUE):
+        assert (outcomes == outcome).sum() > 50, f"{outcome.name}: the port should see it"
+
+
+def test_an_update_adds_a_port_to_a_two_thread_engine() -> None:
+    rng = np.random.default_rng(12)
+    tenants = random_tenants(rng, 3)
+    without = tenants_policy(tenants)
+    with_port = policy({"count": "wire", "unknown_tenant": "allow", "port": {"rate": "1Gbps", "buffer": "1MiB"}, "tenants": tenants})
+    engines = [Engine(without, threads=threads) for threads in (1, 2)]
+    assert_same(engines, traffic(rng, 20_000, [100, 101, 102], 0), "before the port")
+    for engine in engines:
         engine.update(with_port)
-    assert engine.policy is without and engine.process(records([100], 0, 100))["outcome"].tolist() == [Outcome.PASS]
-    assert Engine(with_port).threads == 1
+    assert_same(engines, traffic(rng, 20_000, [100, 101, 102], 10**9), "with the port")
 
 
 def test_threads_must_be_a_positive_int() -> None:

@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_capture_options(replay)
     replay.add_argument("--policy", required=True, help="tenant policy (YAML, TOML or JSON; see docs/policy.md)")
-    replay.add_argument("--threads", type=int, default=1, help="threads enforcing the policy (default 1; a policy with a port needs 1)")
+    replay.add_argument("--threads", type=int, default=1, help="threads processing each batch (default 1; the report is the same on any number)")
     replay.set_defaults(run=_replay)
     schema = commands.add_parser("schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML).")
     schema.set_defaults(run=_schema)

@@ -5,8 +5,8 @@ runs without the GIL; ``update`` swaps in a new policy atomically while other th
 classifying, sharing the tables of tenants that did not change and patching a one-rule change
 instead of rebuilding. ``process`` also enforces the policy's QoS contracts (meters, shapers,
 the egress port; ``docs/qos.md``) in packet time, and ``stats`` reports what they did;
-``Engine(policy, threads=2)`` processes each batch on two threads, its QoS state sharded by
-tenant, with the same results as on one.
+``Engine(policy, threads=2)`` processes each batch on two threads (they share classification,
+one of them enforces), with the same results as on one.
 """
 
 from __future__ import annotations
@@ -227,10 +227,9 @@ class Engine:
     documentation.
 
     ``threads``: how many threads :meth:`process` runs each batch on (``docs/qos.md``, "Several
-    threads"). Each thread meters and shapes the packets of its share of the tenants, so the
-    rows and :meth:`stats` are exactly those of one thread; a batch of one tenant runs on one
-    thread. A policy with a ``port`` needs ``threads=1`` (the port takes every tenant's packets
-    in the order they reach it): with more, the engine refuses it with ``ValueError``."""
+    threads"). The threads classify pieces of the batch ahead of one enforcer, which meters and
+    shapes every packet in arrival order, so the rows and :meth:`stats` are exactly those of one
+    thread, a port included."""
 
     def __init__(self, policy: Policy, *, threads: int = 1) -> None:
         if isinstance(threads, bool) or not isinstance(threads, int):
