@@ -23,7 +23,7 @@ fn main() {
     for _ in 0..rounds {
         let start = Instant::now();
         let mut out: Vec<PacketInfo> = isolane::memory::zeroed_vec(view.len());
-        parse_batch(&view, &ParseConfig::default(), &mut out, 1);
+        parse_batch(&view, &ParseConfig::default(), &[], &mut out, 1);
         let seconds = start.elapsed().as_secs_f64();
         println!("{:.1} Mpps ({} packets, {:.1} ns each)", view.len() as f64 / seconds / 1e6, view.len(), seconds * 1e9 / view.len() as f64);
     }

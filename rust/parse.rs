@@ -120,18 +120,19 @@ impl Default for ParseConfig {
     }
 }
 
-/// Parses every packet of `batch` into `out` (one record per packet), on up to `threads` threads.
-pub fn parse_batch(batch: &BatchView<'_>, config: &ParseConfig, out: &mut [PacketInfo], threads: usize) {
+/// Parses every packet of `batch` into `out` (one record per packet, with its timestamp from
+/// `timestamps_ns` where given), on up to `threads` threads.
+pub fn parse_batch(batch: &BatchView<'_>, config: &ParseConfig, timestamps_ns: &[i64], out: &mut [PacketInfo], threads: usize) {
     assert_eq!(out.len(), batch.len(), "one output record per packet");
     const CHUNK: usize = 4096;
     if threads <= 1 || batch.len() <= CHUNK {
-        parse_range(batch, config, 0, out);
+        parse_range(batch, config, timestamps_ns, 0, out);
         return;
     }
     let mut work = || {
         out.par_chunks_mut(CHUNK)
             .enumerate()
-            .for_each(|(chunk, records)| parse_range(batch, config, chunk * CHUNK, records));
+            .for_each(|(chunk, records)| parse_range(batch, config, timestamps_ns, chunk * CHUNK, records));
     };
     match crate::pool::thread_pool(threads) {
         Some(pool) => pool.install(work),
@@ -139,14 +140,14 @@ pub fn parse_batch(batch: &BatchView<'_>, config: &ParseConfig, out: &mut [Packe
     }
 }
 
-fn parse_range(batch: &BatchView<'_>, config: &ParseConfig, first: usize, out: &mut [PacketInfo]) {
+/// Parses packets `first..` into `out`, each with its timestamp (0 past the end of
+/// `timestamps_ns`) written while its record is in cache.
+fn parse_range(batch: &BatchView<'_>, config: &ParseConfig, timestamps_ns: &[i64], first: usize, out: &mut [PacketInfo]) {
     for (index, record) in (first..).zip(out.iter_mut()) {
-        *record = parse_packet(
-            batch.packet(index),
-            batch.wire_lengths[index],
-            batch.link_types.get(index),
-            config,
-        );
+        *record = PacketInfo {
+            timestamp_ns: timestamps_ns.get(index).copied().unwrap_or(0),
+            ..parse_packet(batch.packet(index), batch.wire_lengths[index], batch.link_types.get(index), config)
+        };
     }
 }
 

@@ -432,10 +432,7 @@ fn parse_records<'py>(
     let timestamps = timestamps.as_slice()?;
     let records = batch.with_view(py, |view| {
         let mut records: Vec<PacketInfo> = memory::zeroed_vec(view.len());
-        parse::parse_batch(view, &config, &mut records, threads.max(1));
-        for (record, &timestamp_ns) in records.iter_mut().zip(timestamps) {
-            record.timestamp_ns = timestamp_ns;
-        }
+        parse::parse_batch(view, &config, timestamps, &mut records, threads.max(1));
         bytemuck::cast_vec::<PacketInfo, u8>(records)
     })?;
     Ok(PyArray1::from_vec(py, records))

@@ -32,6 +32,14 @@ def test_from_arrays_does_not_copy_arrays_of_the_right_dtype() -> None:
     assert batch.packet(-1) == ETH_IPV4_UDP
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_each_record_carries_its_packets_timestamp(threads: int) -> None:
+    count = 10_000  # several of the parser's chunks, so that threads share them
+    timestamps = np.random.default_rng(3).integers(-(10**9), 10**18, count)
+    batch = isolane.PacketBatch.from_arrays(ETH_IPV4_UDP * count, np.arange(count) * 42, np.full(count, 42), timestamps)
+    assert np.array_equal(isolane.parse(batch, threads=threads)["timestamp_ns"], timestamps)
+
+
 def test_from_arrays_converts_same_kind_and_accepts_bytes() -> None:
     batch = isolane.PacketBatch.from_arrays(ETH_IPV4_UDP, [0], [42], [7], wire_lengths=[60])
     assert batch.offsets.dtype == np.uint64 and batch.wire_lengths.tolist() == [60]

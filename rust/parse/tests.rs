@@ -316,7 +316,7 @@ fn batch_parse_matches_per_packet_parse_on_threads() {
         .collect();
     for threads in [1, 2, 3] {
         let mut out = vec![PacketInfo::zeroed(); view.len()];
-        parse_batch(&view, &ParseConfig::default(), &mut out, threads);
+        parse_batch(&view, &ParseConfig::default(), &[], &mut out, threads);
         assert_eq!(out, expected, "threads={threads}");
     }
 }
