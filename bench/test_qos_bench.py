@@ -128,15 +128,16 @@ def _vxlan_pipeline() -> tuple[isolane.PacketBatch, isolane.Policy, int]:
 
 
 def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_report) -> None:
-    """isolane.parse (one thread) then Engine.process, on 1,000,000 VXLAN packets of 1,000
-    tenants (bench/traffic.py), each tenant allowed, metered and shaped at 2/3 of what it
-    offers; a fresh engine each round, so every round starts with full buckets."""
+    """Engine.process on a PacketBatch (parsed, classified, metered and shaped a chunk at a
+    time) on one thread, 1,000,000 VXLAN packets of 1,000 tenants (bench/traffic.py), each
+    tenant allowed, metered and shaped at 2/3 of what it offers; a fresh engine each round, so
+    every round starts with full buckets."""
     batch, policy, tenant_count = _vxlan_pipeline()
     best, outcomes = float("inf"), None
     for _ in range(ROUNDS):
         engine = isolane.Engine(policy)
         start = time.perf_counter()
-        processed = engine.process(isolane.parse(batch, threads=1))
+        processed = engine.process(batch)
         best = min(best, time.perf_counter() - start)
         outcomes = np.bincount(processed["outcome"], minlength=len(isolane.Outcome))
     assert outcomes[isolane.Outcome.PASS] > 0 and outcomes[isolane.Outcome.DROP_CLASSIFIER] == 0
@@ -152,7 +153,7 @@ def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_re
 
 
 def test_full_pipeline_on_two_threads_against_one(bench_report) -> None:
-    """parse + process with threads=1 and threads=2 (Engine(policy, threads=2): two threads
+    """Engine.process on a PacketBatch with threads=1 and threads=2 (two threads parse and
     classify ahead of one enforcer), alternating in the same run so that background load hits both alike; the same
     traffic and policy as the one-core test, a fresh engine each round. The rows must be the
     same; the speed-up is gated only when the run had two otherwise idle CPUs."""
@@ -164,7 +165,7 @@ def test_full_pipeline_on_two_threads_against_one(bench_report) -> None:
             for threads in (1, 2):
                 engine = isolane.Engine(policy, threads=threads)
                 start = time.perf_counter()
-                rows[threads] = engine.process(isolane.parse(batch, threads=threads))
+                rows[threads] = engine.process(batch)
                 best[threads] = min(best[threads], time.perf_counter() - start)
     assert np.array_equal(rows[1], rows[2]), "two threads must give the rows one thread gives"
     speedup = best[1] / best[2]

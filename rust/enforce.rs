@@ -56,8 +56,7 @@ impl Count {
     }
 }
 
-/// What enforcement reads of a packet besides its verdict, 24 bytes: a sharded engine hands
-/// its shards these rather than the 96-byte records (`engine/shards.rs`).
+/// What enforcement reads of a packet besides its verdict.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Arrival {
     /// The packet's time: the latest timestamp of the stream up to it.
@@ -315,8 +314,37 @@ impl Stage {
     }
 }
 
-/// Packets classified, then enforced, at a time: their records (100 B each) stay in L2.
-const CHUNK: usize = 2048;
+/// Packets classified, then enforced, at a time: their records (96 B each) stay in L2.
+pub const CHUNK: usize = 2048;
+
+/// A batch's packets with their verdicts, handed to the enforcer a chunk at a time:
+/// classified records, or a capture parsed and classified as it goes (`engine/pipeline.rs`).
+pub trait Chunks {
+    /// Packets in the batch.
+    fn packets(&self) -> usize;
+
+    /// Packets `first..first + len` (at most [`CHUNK`]) and their verdicts, in scratch space
+    /// the source may fill and return (`records` and `verdicts` hold at least `len`).
+    fn chunk<'s>(&'s mut self, first: usize, len: usize, records: &'s mut [PacketInfo], verdicts: &'s mut [Verdict]) -> (&'s [PacketInfo], &'s [Verdict]);
+}
+
+/// Records classified a chunk at a time by `classify`, just before they are enforced.
+pub struct Classified<'r, C> {
+    pub records: &'r [PacketInfo],
+    pub classify: C,
+}
+
+impl<C: FnMut(&[PacketInfo], &mut [Verdict])> Chunks for Classified<'_, C> {
+    fn packets(&self) -> usize {
+        self.records.len()
+    }
+
+    fn chunk<'s>(&'s mut self, first: usize, len: usize, _: &'s mut [PacketInfo], verdicts: &'s mut [Verdict]) -> (&'s [PacketInfo], &'s [Verdict]) {
+        let (records, verdicts) = (&self.records[first..first + len], &mut verdicts[..len]);
+        (self.classify)(records, verdicts);
+        (records, verdicts)
+    }
+}
 
 /// Below this much state ([`Enforcer::state_bytes`]) it stays in a 2 MiB L2 cache, and
 /// prefetching costs more instructions (~50 a packet) than it saves misses (1,000 tenants of
@@ -392,7 +420,8 @@ pub struct Enforcer {
     port: Option<PortState>,
     in_flight: BinaryHeap<Reverse<InFlight>>,
     departures: Vec<Departure>,
-    /// A chunk's verdicts (kept, so that a batch allocates nothing).
+    /// A chunk's records and verdicts (kept, so that a batch allocates nothing).
+    records: Vec<PacketInfo>,
     verdicts: Vec<Verdict>,
     /// The latest packet time seen: an earlier timestamp is read as this.
     clock_ns: u64,
@@ -505,35 +534,25 @@ impl Enforcer {
     /// Classifies a batch with `classify` and enforces it in packet order, a chunk at a time so
     /// that a chunk's records are still in cache when it is enforced; `out[i]` is packet `i`'s
     /// result.
-    pub fn classify_and_enforce(&mut self, records: &[PacketInfo], out: &mut [Processed], mut classify: impl FnMut(&[PacketInfo], &mut [Verdict])) {
-        let mut port = self.start_batch();
-        let mut verdicts = std::mem::take(&mut self.verdicts);
-        verdicts.resize(CHUNK, Verdict::zeroed());
-        let records = &records[..records.len().min(out.len())];
-        for (first, chunk) in (0..).step_by(CHUNK).zip(records.chunks(CHUNK)) {
-            let verdicts = &mut verdicts[..chunk.len()];
-            classify(chunk, verdicts);
-            self.enforce_chunk(&mut port, chunk, verdicts, out, first);
-        }
-        self.verdicts = verdicts;
-        self.finish_batch(port, out);
+    pub fn classify_and_enforce(&mut self, records: &[PacketInfo], out: &mut [Processed], classify: impl FnMut(&[PacketInfo], &mut [Verdict])) {
+        self.enforce_chunks(&mut Classified { records, classify }, out);
     }
 
-    /// Enforces a shard's share of a batch (`engine/shards.rs`): packets in arrival order, each
-    /// at its `clock_ns`; `out[i]` is packet `i`'s result. For enforcers with no port (a port
-    /// takes every tenant's packets, and is never sharded).
-    #[inline(never)] // a symbol of its own for profilers, like `enforce_chunk`
-    pub fn enforce_arrivals(&mut self, arrivals: &[Arrival], verdicts: &[Verdict], out: &mut [Processed]) {
-        debug_assert!(self.port.is_none(), "a port is never sharded");
-        self.batch += 1;
-        let prefetch = self.state_bytes() > PREFETCH_ABOVE_BYTES;
-        for (i, ((arrival, verdict), slot)) in arrivals.iter().zip(verdicts).zip(out).enumerate() {
-            if prefetch {
-                self.prefetch_ahead(verdicts, i);
-            }
-            self.clock_ns = self.clock_ns.max(arrival.clock_ns);
-            *slot = self.enforce_one(arrival, *verdict, i, false);
+    /// Enforces a batch that `source` hands over a chunk at a time (classified just before, so
+    /// that its records are still in cache); `out[i]` is packet `i`'s result.
+    pub fn enforce_chunks(&mut self, source: &mut impl Chunks, out: &mut [Processed]) {
+        let mut port = self.start_batch();
+        let (mut records, mut verdicts) = (std::mem::take(&mut self.records), std::mem::take(&mut self.verdicts));
+        records.resize(CHUNK, PacketInfo::zeroed());
+        verdicts.resize(CHUNK, Verdict::zeroed());
+        let len = source.packets().min(out.len());
+        for first in (0..len).step_by(CHUNK) {
+            let count = CHUNK.min(len - first);
+            let (chunk, chunk_verdicts) = source.chunk(first, count, &mut records, &mut verdicts);
+            self.enforce_chunk(&mut port, chunk, chunk_verdicts, out, first);
         }
+        (self.records, self.verdicts) = (records, verdicts);
+        self.finish_batch(port, out);
     }
 
     /// The port, taken out of `self` for the batch.
@@ -626,7 +645,6 @@ impl Enforcer {
         }
     }
 
-    #[inline(always)] // two callers, each one loop around it
     fn enforce_one(&mut self, info: &Arrival, verdict: Verdict, index: usize, has_port: bool) -> Processed {
         let now = self.clock_ns;
         // A negative tenant or class is out of range as a u32 or usize.

@@ -17,6 +17,7 @@ use crate::classify::{prefix_mask, Fields, Forest, Key, Rule, RuleTable, DEAD, N
 use crate::enforce::{Processed, QosSpec, QosStats, StatsKey};
 use crate::parse::{PacketInfo, Status, Tunnel};
 use pipeline::QosPipeline;
+pub use pipeline::Packets;
 
 mod pipeline;
 
@@ -701,8 +702,16 @@ impl Engine {
     /// Classifies and enforces one batch (`rust/enforce.rs`) against one policy's tables and
     /// contracts, on the engine's threads; counts the verdicts as `classify` does.
     pub fn process(&self, records: &[PacketInfo], out: &mut [Processed]) {
+        let len = records.len().min(out.len());
+        self.process_packets(Packets::Records(&records[..len]), &mut out[..len]);
+    }
+
+    /// [`Engine::process`] for records or a capture that is parsed as it goes (its records
+    /// never all in memory at once); `out[i]` is packet `i`'s result, one for each packet.
+    pub fn process_packets(&self, packets: Packets<'_>, out: &mut [Processed]) {
+        assert_eq!(packets.len(), out.len(), "one result for each packet");
         let mut qos = self.lock_qos();
-        qos.process(records, out, &|records, verdicts| self.classify(records, verdicts));
+        qos.process(packets, out, &|records, verdicts| self.classify(records, verdicts));
     }
 
     /// QoS statistics per (tenant, class) since the engine was made.

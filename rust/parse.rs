@@ -142,7 +142,7 @@ pub fn parse_batch(batch: &BatchView<'_>, config: &ParseConfig, timestamps_ns: &
 
 /// Parses packets `first..` into `out`, each with its timestamp (0 past the end of
 /// `timestamps_ns`) written while its record is in cache.
-fn parse_range(batch: &BatchView<'_>, config: &ParseConfig, timestamps_ns: &[i64], first: usize, out: &mut [PacketInfo]) {
+pub fn parse_range(batch: &BatchView<'_>, config: &ParseConfig, timestamps_ns: &[i64], first: usize, out: &mut [PacketInfo]) {
     for (index, record) in (first..).zip(out.iter_mut()) {
         *record = PacketInfo {
             timestamp_ns: timestamps_ns.get(index).copied().unwrap_or(0),

@@ -631,6 +631,21 @@ impl Engine {
         per_record::<Processed>(py, records, |records, out| self.engine.process(records, out))
     }
 
+    /// Parses, classifies and enforces a batch a chunk at a time (its parsed records are never
+    /// all in memory) into processed records (raw bytes of a PROCESSED_DTYPE array).
+    #[pyo3(signature = (batch, vxlan_ports, geneve_ports))]
+    fn process_batch<'py>(&self, py: Python<'py>, batch: &PacketBatch, vxlan_ports: Vec<u16>, geneve_ports: Vec<u16>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let config = ParseConfig { vxlan_ports: PortSet::new(&vxlan_ports), geneve_ports: PortSet::new(&geneve_ports) };
+        let timestamps = batch.timestamps_ns.bind(py).readonly();
+        let timestamps_ns = timestamps.as_slice()?;
+        let out = batch.with_view(py, |view| {
+            let mut out: Vec<Processed> = memory::zeroed_vec(view.len());
+            self.engine.process_packets(engine::Packets::Capture { batch: view, config: &config, timestamps_ns }, &mut out);
+            bytemuck::cast_vec::<Processed, u8>(out)
+        })?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+
     /// QoS statistics, one dict per (tenant, class id): counters by colour and outcome,
     /// packets in flight to the port, queueing delay quantiles.
     fn qos_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {

@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+import isolane
 from isolane import Engine, Outcome, Policy
+from locations import ROOT, SAMPLE
 from test_engine_qos import policy, random_meter, random_policy, random_traffic, records
 
 # Below 8,192 packets a batch runs on the calling thread; the sizes below try both paths and,
@@ -115,3 +117,34 @@ def test_threads_must_be_a_positive_int() -> None:
     with pytest.raises(TypeError, match="int"):
         Engine(pol, threads=2.0)  # type: ignore[arg-type]
     assert Engine(pol, threads=4).threads == 4
+
+
+SAMPLE_POLICY = ROOT / "pcaps" / "tenants.yaml"
+
+
+def tiled_capture(copies: int) -> isolane.PacketBatch:
+    """The sample capture `copies` times over, each copy a second after the one before."""
+    sample = isolane.read_pcap(SAMPLE)
+    data = np.asarray(sample.data)
+    times = np.asarray(sample.timestamps_ns)
+    span = int(times.max() - times.min()) + 10**9
+    return isolane.PacketBatch.from_arrays(
+        np.tile(data, copies),
+        np.concatenate([np.asarray(sample.offsets) + i * len(data) for i in range(copies)]),
+        np.tile(np.asarray(sample.lengths), copies),
+        np.concatenate([times + i * span for i in range(copies)]),
+        wire_lengths=np.tile(np.asarray(sample.wire_lengths), copies),
+    )
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_capture_processed_as_it_is_parsed_gives_what_its_records_give(threads: int) -> None:
+    batch = tiled_capture(12)  # 20,352 packets: several pieces on two threads
+    sample_policy = Policy.from_file(SAMPLE_POLICY)
+    from_records, from_capture = Engine(sample_policy, threads=threads), Engine(sample_policy, threads=threads)
+    expected = from_records.process(isolane.parse(batch))
+    got = from_capture.process(batch)
+    differ = np.flatnonzero(got != expected)
+    assert not len(differ), f"packet {differ[0]}: {got[differ[0]]}, from records: {expected[differ[0]]}"
+    assert from_capture.stats() == from_records.stats() and from_capture.counters() == from_records.counters()
+    assert len(np.unique(expected["outcome"])) > 1

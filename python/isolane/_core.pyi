@@ -194,6 +194,10 @@ class Engine:
         """Classifies and enforces parsed records (raw bytes of a PARSED_DTYPE array) into
         processed records (raw bytes of a PROCESSED_DTYPE array)."""
 
+    def process_batch(self, batch: PacketBatch, vxlan_ports: list[int], geneve_ports: list[int]) -> npt.NDArray[np.uint8]:
+        """Parses, classifies and enforces a batch a chunk at a time (its parsed records are
+        never all in memory) into processed records (raw bytes of a PROCESSED_DTYPE array)."""
+
     def qos_stats(self) -> list[dict[str, Any]]:
         """QoS statistics, one dict per (tenant, class id): counters by colour and outcome,
         packets in flight to the port, queueing delay quantiles."""

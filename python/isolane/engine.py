@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
-from isolane.parsing import PARSED_DTYPE, dtype_of, parse
+from isolane.parsing import PARSED_DTYPE, dtype_of, parse, tunnel_ports
 from isolane.policy import CompiledPolicy, CompiledQos, MeterArrays, Policy, PolicyError, ShaperArrays, _Checker, _tenant_tables
 
 
@@ -256,15 +256,26 @@ class Engine:
         raw = self._core.classify_records(self._records(packets, parse_options))
         return raw.view(VERDICT_DTYPE)
 
-    def process(self, packets: _core.PacketBatch | npt.NDArray[np.void], **parse_options: Any) -> npt.NDArray[np.void]:
+    def process(
+        self,
+        packets: _core.PacketBatch | npt.NDArray[np.void],
+        *,
+        vxlan_ports: Iterable[int] = (_core.VXLAN_PORT,),
+        geneve_ports: Iterable[int] = (_core.GENEVE_PORT,),
+    ) -> npt.NDArray[np.void]:
         """Classify and enforce QoS (``docs/qos.md``, "Enforcement"): rows of
         :data:`PROCESSED_DTYPE`, whose verdict fields equal what :meth:`classify` returns. Takes
-        what ``classify`` takes; time is each packet's ``timestamp_ns`` (a capture's time, never
-        the wall clock). Meters, shapers and the port keep their state from batch to batch, so
-        call it with a capture's batches in order; one policy applies to the whole call. Runs on
-        the engine's ``threads`` (a batch of a few thousand packets or less on the calling
-        thread alone)."""
-        raw = self._core.process_records(self._records(packets, parse_options))
+        records :func:`~isolane.parse` returned, or a :class:`~isolane.PacketBatch`, which is
+        parsed (with ``vxlan_ports`` and ``geneve_ports`` as :func:`~isolane.parse` takes them)
+        a few thousand packets at a time as it is processed, so its records never fill memory.
+        Time is each packet's ``timestamp_ns`` (a capture's time, never the wall clock).
+        Meters, shapers and the port keep their state from batch to batch, so call it with a
+        capture's batches in order; one policy applies to the whole call. Runs on the engine's
+        ``threads`` (a batch of a few thousand packets or less on the calling thread alone)."""
+        if isinstance(packets, _core.PacketBatch):
+            raw = self._core.process_batch(packets, *tunnel_ports(vxlan_ports, geneve_ports))
+        else:
+            raw = self._core.process_records(self._records(packets, {}))
         return raw.view(PROCESSED_DTYPE)
 
     def stats(self) -> list[dict[str, Any]]:

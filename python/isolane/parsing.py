@@ -71,14 +71,18 @@ def parse(
     (8472 is Linux's historical VXLAN port). ``threads`` defaults to every available core; the
     GIL is released for the whole call. Returns a structured array of ``PARSED_DTYPE``.
     """
-    vxlan = _ports(vxlan_ports, "vxlan_ports")
-    geneve = _ports(geneve_ports, "geneve_ports")
+    vxlan, geneve = tunnel_ports(vxlan_ports, geneve_ports)
     if threads is None:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
     raw = _core.parse_records(batch, vxlan, geneve, threads)
     return raw.view(PARSED_DTYPE)
+
+
+def tunnel_ports(vxlan_ports: Iterable[int], geneve_ports: Iterable[int]) -> tuple[list[int], list[int]]:
+    """The VXLAN and Geneve ports as the core takes them, checked."""
+    return _ports(vxlan_ports, "vxlan_ports"), _ports(geneve_ports, "geneve_ports")
 
 
 def _ports(ports: Iterable[int], name: str) -> list[int]:

@@ -687,7 +687,7 @@ class Port:
     @property
     def alpha(self) -> int | float:
         """The dynamic threshold's alpha (exact: a power of two)."""
-        return 2**self.alpha_log2
+        return 1 << self.alpha_log2 if self.alpha_log2 >= 0 else 0.5**-self.alpha_log2
 
     def to_dict(self) -> dict[str, Any]:
         out = {"rate": format_rate(self.rate_bps), "buffer": format_size(self.buffer_bytes), "mode": self.mode}

@@ -1,30 +1,69 @@
-//! `Engine::process` on several threads (docs/qos.md, "Several threads").
+//! `Engine::process` on one thread or several (docs/qos.md, "Several threads").
 //!
-//! Classification is spread over the threads; enforcement is not. A batch is cut into pieces
-//! that any thread may classify, claimed in order; one enforcer, on the calling thread, takes
-//! the pieces' verdicts in order and meters and shapes every packet as one thread would. When
-//! the piece it needs has not been claimed yet, the enforcer classifies it itself, so no
-//! thread waits for another unless that one is already classifying the piece it needs. The
-//! rows and statistics are those of one thread by construction (one state, packets in arrival
-//! order, a port included), and two threads run about as fast as the slower half, enforcement
-//! or classification, allows.
+//! A batch is parsed records, or a capture parsed as it goes: a chunk at a time, so that its
+//! records are still in cache when they are classified and enforced, and a capture's records
+//! never fill memory. On several threads, classification (with parsing) is spread over the
+//! threads; enforcement is not. The batch is cut into pieces that any thread may take, in
+//! order; one enforcer, on the calling thread, takes the pieces' verdicts in order and meters
+//! and shapes every packet as one thread would. When the piece it needs has not been taken
+//! yet, the enforcer classifies it itself, so no thread waits for another unless that one is
+//! already working on the piece it needs. The rows and statistics are those of one thread by
+//! construction (one state, packets in arrival order, a port included), and two threads run
+//! about as fast as the slower half, enforcement or the rest, allows.
 
 use bytemuck::Zeroable;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard};
 
 use super::Verdict;
-use crate::enforce::{Enforcer, Processed, QosSpec, QosStats, StatsKey};
-use crate::parse::PacketInfo;
+use crate::batch::BatchView;
+use crate::enforce::{Chunks, Enforcer, Processed, QosSpec, QosStats, StatsKey, CHUNK};
+use crate::parse::{parse_range, PacketInfo, ParseConfig};
 
-/// Packets a thread classifies at a time: big enough that claiming a piece costs nothing, small
-/// enough that the enforcer can start soon and that a piece's verdicts (14 B a packet) are
-/// still in cache when it takes them.
-const PIECE: usize = 4096;
+/// Packets a thread takes at a time: a few of the enforcer's chunks, so that taking a piece
+/// costs nothing next to its work and a chunk never spans two pieces.
+const PIECE: usize = 2 * CHUNK;
 
 /// Batches shorter than this are processed on the calling thread alone: waking the pool costs
 /// more than it saves on them.
 const INLINE_BELOW: usize = 2 * PIECE;
+
+/// What a batch is made of.
+#[derive(Clone, Copy)]
+pub enum Packets<'a> {
+    /// Records `isolane.parse` made.
+    Records(&'a [PacketInfo]),
+    /// A capture, parsed as it is processed.
+    Capture { batch: &'a BatchView<'a>, config: &'a ParseConfig, timestamps_ns: &'a [i64] },
+}
+
+impl<'a> Packets<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            Packets::Records(records) => records.len(),
+            Packets::Capture { batch, .. } => batch.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The records of packets `first..first + len`: the batch's own, or parsed into `scratch`.
+    fn records<'s>(&self, first: usize, len: usize, scratch: &'s mut [PacketInfo]) -> &'s [PacketInfo]
+    where
+        'a: 's,
+    {
+        match *self {
+            Packets::Records(records) => &records[first..first + len],
+            Packets::Capture { batch, config, timestamps_ns } => {
+                let scratch = &mut scratch[..len];
+                parse_range(batch, config, timestamps_ns, first, scratch);
+                scratch
+            }
+        }
+    }
+}
 
 pub(super) struct QosPipeline {
     enforcer: Enforcer,
@@ -63,40 +102,134 @@ impl QosPipeline {
     }
 
     /// Classifies (with `classify`) and enforces a batch; `out[i]` is packet `i`'s result.
-    pub(super) fn process(&mut self, records: &[PacketInfo], out: &mut [Processed], classify: &(impl Fn(&[PacketInfo], &mut [Verdict]) + Sync)) {
-        let records = &records[..records.len().min(out.len())];
-        let pool = if self.threads == 1 || records.len() < INLINE_BELOW { None } else { crate::pool::thread_pool(self.threads) };
+    pub(super) fn process(&mut self, packets: Packets<'_>, out: &mut [Processed], classify: &(impl Fn(&[PacketInfo], &mut [Verdict]) + Sync)) {
+        let pool = if self.threads == 1 || packets.len() < INLINE_BELOW { None } else { crate::pool::thread_pool(self.threads) };
         match pool {
-            Some(pool) => pool.install(|| self.process_on_pool(records, out, classify)),
-            None => self.enforcer.classify_and_enforce(records, out, classify),
+            Some(pool) => pool.install(|| self.process_on_pool(packets, out, classify)),
+            None => self.enforcer.enforce_chunks(&mut Inline { packets, classify }, out),
         }
     }
 
     /// The enforcer on this thread, the pool's other threads classifying ahead of it.
-    fn process_on_pool(&mut self, records: &[PacketInfo], out: &mut [Processed], classify: &(impl Fn(&[PacketInfo], &mut [Verdict]) + Sync)) {
-        let pieces = Pieces::new(records, classify);
+    fn process_on_pool(&mut self, packets: Packets<'_>, out: &mut [Processed], classify: &(impl Fn(&[PacketInfo], &mut [Verdict]) + Sync)) {
+        let pieces = Pieces::new(packets, classify);
         rayon::scope(|scope| {
             for _ in 1..self.threads {
                 scope.spawn(|_| while pieces.classify_next() {});
             }
-            let mut taken = 0;
-            self.enforcer.classify_and_enforce(records, out, |chunk, verdicts| {
-                pieces.copy_verdicts(taken, &mut verdicts[..chunk.len()]);
-                taken += chunk.len();
-            });
+            self.enforcer.enforce_chunks(&mut Ahead { pieces: &pieces, current: None }, out);
         });
     }
 }
 
-/// A batch's pieces and their verdicts once classified.
+/// A batch classified a chunk at a time on the enforcer's thread.
+struct Inline<'p, C> {
+    packets: Packets<'p>,
+    classify: &'p C,
+}
+
+impl<C: Fn(&[PacketInfo], &mut [Verdict])> Chunks for Inline<'_, C> {
+    fn packets(&self) -> usize {
+        self.packets.len()
+    }
+
+    fn chunk<'s>(&'s mut self, first: usize, len: usize, records: &'s mut [PacketInfo], verdicts: &'s mut [Verdict]) -> (&'s [PacketInfo], &'s [Verdict]) {
+        let records = self.packets.records(first, len, records);
+        let verdicts = &mut verdicts[..len];
+        (self.classify)(records, verdicts);
+        (records, verdicts)
+    }
+}
+
+/// A piece's records (a capture's, parsed; none for records given) and verdicts.
+#[derive(Default)]
+struct Piece {
+    records: Vec<PacketInfo>,
+    verdicts: Vec<Verdict>,
+}
+
+/// A batch's pieces: taken in order by whichever thread comes first, and handed to the
+/// enforcer once classified.
 struct Pieces<'a, C> {
-    records: &'a [PacketInfo],
+    packets: Packets<'a>,
     classify: &'a C,
-    /// The first piece no thread has claimed.
+    /// The first piece no thread has taken.
     next: AtomicUsize,
-    verdicts: Vec<OnceLock<Vec<Verdict>>>,
-    /// A thread panicked while classifying: the piece it claimed will never come.
+    done: Vec<Mutex<Option<Piece>>>,
+    /// Pieces the enforcer is through with, to be filled again (no allocation per piece).
+    spare: Mutex<Vec<Piece>>,
+    /// A thread panicked while classifying: the piece it took will never come.
     failed: AtomicBool,
+}
+
+impl<'a, C: Fn(&[PacketInfo], &mut [Verdict]) + Sync> Pieces<'a, C> {
+    fn new(packets: Packets<'a>, classify: &'a C) -> Self {
+        let done = (0..packets.len().div_ceil(PIECE)).map(|_| Mutex::new(None)).collect();
+        Pieces { packets, classify, next: AtomicUsize::new(0), done, spare: Mutex::default(), failed: AtomicBool::new(false) }
+    }
+
+    /// Takes and classifies the next piece; false once every piece is taken.
+    fn classify_next(&self) -> bool {
+        let index = self.next.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = self.done.get(index) else { return false };
+        let first = index * PIECE;
+        let len = PIECE.min(self.packets.len() - first);
+        let mut piece = lock(&self.spare).pop().unwrap_or_default();
+        let flag = PanicFlag(&self.failed);
+        if let Packets::Capture { .. } = self.packets {
+            piece.records.resize(len, PacketInfo::zeroed());
+        }
+        piece.verdicts.resize(len, Verdict::zeroed());
+        let records = self.packets.records(first, len, &mut piece.records);
+        (self.classify)(records, &mut piece.verdicts);
+        drop(flag);
+        *lock(slot) = Some(piece);
+        true
+    }
+
+    /// Piece `index`, classifying others (or, once all are taken, waiting) until it is done.
+    fn take(&self, index: usize) -> Piece {
+        loop {
+            if let Some(piece) = lock(&self.done[index]).take() {
+                return piece;
+            }
+            // Taken by another thread, which is classifying it now (or failed to: its panic
+            // ends the pool's scope once this thread stops waiting).
+            assert!(!self.failed.load(Ordering::Acquire), "a thread classifying for the enforcer panicked");
+            if !self.classify_next() {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// The enforcer's side of [`Pieces`]: the piece it is in.
+struct Ahead<'p, 'a, C> {
+    pieces: &'p Pieces<'a, C>,
+    current: Option<(usize, Piece)>,
+}
+
+impl<C: Fn(&[PacketInfo], &mut [Verdict]) + Sync> Chunks for Ahead<'_, '_, C> {
+    fn packets(&self) -> usize {
+        self.pieces.packets.len()
+    }
+
+    fn chunk<'s>(&'s mut self, first: usize, len: usize, _: &'s mut [PacketInfo], _: &'s mut [Verdict]) -> (&'s [PacketInfo], &'s [Verdict]) {
+        let index = first / PIECE;
+        if self.current.as_ref().is_none_or(|(current, _)| *current != index) {
+            if let Some((_, done)) = self.current.take() {
+                lock(&self.pieces.spare).push(done);
+            }
+            self.current = Some((index, self.pieces.take(index)));
+        }
+        let piece = &self.current.as_ref().expect("set above").1;
+        let at = first - index * PIECE; // chunks never span pieces: PIECE is a multiple of CHUNK
+        let records = match self.pieces.packets {
+            Packets::Records(records) => &records[first..first + len],
+            Packets::Capture { .. } => &piece.records[at..at + len],
+        };
+        (records, &piece.verdicts[at..at + len])
+    }
 }
 
 /// Marks `failed` if dropped while its thread unwinds.
@@ -110,53 +243,8 @@ impl Drop for PanicFlag<'_> {
     }
 }
 
-impl<'a, C: Fn(&[PacketInfo], &mut [Verdict]) + Sync> Pieces<'a, C> {
-    fn new(records: &'a [PacketInfo], classify: &'a C) -> Self {
-        let verdicts = (0..records.len().div_ceil(PIECE)).map(|_| OnceLock::new()).collect();
-        Pieces { records, classify, next: AtomicUsize::new(0), verdicts, failed: AtomicBool::new(false) }
-    }
-
-    /// Claims and classifies the next piece; false once every piece is claimed.
-    fn classify_next(&self) -> bool {
-        let piece = self.next.fetch_add(1, Ordering::Relaxed);
-        let Some(slot) = self.verdicts.get(piece) else { return false };
-        let records = &self.records[piece * PIECE..self.records.len().min((piece + 1) * PIECE)];
-        let mut verdicts = vec![Verdict::zeroed(); records.len()];
-        let flag = PanicFlag(&self.failed);
-        (self.classify)(records, &mut verdicts);
-        drop(flag);
-        // Only the thread that claimed the piece sets it.
-        let _ = slot.set(verdicts);
-        true
-    }
-
-    /// Copies the verdicts of packets `first..first + out.len()` into `out`, classifying
-    /// pieces itself (or, if all are claimed, waiting) until they are there.
-    fn copy_verdicts(&self, first: usize, out: &mut [Verdict]) {
-        let mut copied = 0;
-        while copied < out.len() {
-            let index = first + copied;
-            let piece = self.wait_for(index / PIECE);
-            let from = &piece[index % PIECE..];
-            let count = from.len().min(out.len() - copied);
-            out[copied..copied + count].copy_from_slice(&from[..count]);
-            copied += count;
-        }
-    }
-
-    fn wait_for(&self, piece: usize) -> &[Verdict] {
-        loop {
-            if let Some(verdicts) = self.verdicts[piece].get() {
-                return verdicts;
-            }
-            // Claimed by another thread, which is classifying it now (or failed to: its
-            // panic ends the pool's scope once this thread stops waiting).
-            assert!(!self.failed.load(Ordering::Acquire), "a thread classifying for the enforcer panicked");
-            if !self.classify_next() {
-                std::hint::spin_loop();
-            }
-        }
-    }
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]
