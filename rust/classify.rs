@@ -3,10 +3,12 @@
 //! Decision trees for fast lookups ([`tree`]), tuple space for one-rule updates in
 //! microseconds ([`tuples`]); [`RuleTable`] puts the two together.
 
+mod chunked;
 mod tree;
 mod tuples;
 
 use std::sync::Arc;
+pub(crate) use chunked::{Chunked, Item};
 pub use tree::{Fields, Forest, NO_RULE};
 use tuples::TupleSpace;
 
@@ -100,6 +102,8 @@ struct Ranked {
     anchored: bool,
 }
 
+impl Item for Ranked {}
+
 /// Marks a tree rule removed since the trees were built.
 pub const DEAD: u32 = u32::MAX;
 
@@ -109,12 +113,12 @@ pub const DEAD: u32 = u32::MAX;
 /// trees ([`tree`]), which look up fast but cannot be edited; edits go to tuple space
 /// ([`tuples`]), which takes one rule in microseconds: a new rule joins `fresh`, a removed
 /// tree rule is marked dead, and once enough edits pile up the trees are rebuilt. The other
-/// rules live in tuple space only. Cloning is cheap (trees and buckets are shared), so a live
-/// update can patch a copy.
+/// rules live in tuple space only. Cloning is cheap (rules, trees and buckets are shared), so a
+/// live update can patch a copy.
 #[derive(Debug, Clone, Default)]
 pub struct RuleTable {
     /// The rules in order; ranks strictly increase.
-    rows: Vec<Ranked>,
+    rows: Chunked<Ranked>,
     /// The IPv4 rules as of the last build, their ids in rank order.
     trees: Forest,
     /// Rank of each tree id (sorted): finds a removed rule's id.
@@ -149,8 +153,8 @@ impl RuleTable {
     /// the others in `ipv6`; the edit buffers empty.
     fn rebuild(&mut self) {
         let (mut ranks, mut rules, mut indices, mut ipv6) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for (index, row) in self.rows.iter_mut().enumerate() {
-            *row = Ranked { rank: (index as Rank + 1) * RANK_GAP, anchored: true, ..*row };
+        self.rows = self.rows.iter().enumerate().map(|(index, row)| Ranked { rank: (index as Rank + 1) * RANK_GAP, anchored: true, ..*row }).collect();
+        for (index, row) in self.rows.iter().enumerate() {
             if tree::matches_ipv4(&row.rule) {
                 ranks.push(row.rank);
                 rules.push(row.rule);
@@ -201,7 +205,7 @@ impl RuleTable {
 
     /// Bytes held by the rules, trees and tuple tables (buckets counted at their capacity).
     pub fn memory_bytes(&self) -> usize {
-        let rules = self.rows.capacity() * std::mem::size_of::<Ranked>();
+        let rules = self.rows.len() * std::mem::size_of::<Ranked>();
         let trees = self.trees.memory_bytes() + self.tree_ranks.len() * std::mem::size_of::<Rank>() + self.tree_index.len() * 4;
         rules + trees + self.fresh.memory_bytes() + self.ipv6.memory_bytes()
     }
@@ -300,14 +304,14 @@ impl RuleTable {
 
     /// An appended rule's rank: the next multiple of [`RANK_GAP`], an anchor.
     fn appended_rank(&self) -> Rank {
-        let last = self.rows.last().map_or(0, |row| row.rank);
+        let last = self.rows.iter().next_back().map_or(0, |row| row.rank);
         (last / RANK_GAP + 1) * RANK_GAP
     }
 
     /// A free rank between rules `index - 1` and `index`: halfway, after respreading the run
     /// there if there is no room (after ~32 inserts at one place).
     fn rank_before(&mut self, index: usize) -> Rank {
-        let neighbours = |rows: &[Ranked]| (if index == 0 { 0 } else { rows[index - 1].rank }, rows[index].rank);
+        let neighbours = |rows: &Chunked<Ranked>| (if index == 0 { 0 } else { rows[index - 1].rank }, rows[index].rank);
         let (mut below, mut above) = neighbours(&self.rows);
         if above - below < 2 {
             self.respread_run(index);
@@ -321,21 +325,21 @@ impl RuleTable {
     /// room between the anchors that bound it, at least [`RANK_GAP`]. Only the run's rules
     /// change, in place: no tree, no other rule, and tuple space only where the run is.
     fn respread_run(&mut self, index: usize) {
-        let start = index - self.rows[..index].iter().rev().take_while(|row| !row.anchored).count();
-        let end = index + self.rows[index..].iter().take_while(|row| !row.anchored).count();
-        let floor = if start == 0 { 0 } else { self.rows[start - 1].rank };
+        let rows = &self.rows;
+        let start = index - (0..index).rev().take_while(|&at| !rows[at].anchored).count();
+        let end = index + (index..rows.len()).take_while(|&at| !rows[at].anchored).count();
+        let floor = if start == 0 { 0 } else { rows[start - 1].rank };
         // No anchor after the run: the next multiple of the gap is free.
-        let ceiling = self.rows.get(end).map_or((self.rows[end - 1].rank / RANK_GAP + 1) * RANK_GAP, |row| row.rank);
+        let ceiling = if end < rows.len() { rows[end].rank } else { (rows[end - 1].rank / RANK_GAP + 1) * RANK_GAP };
         let step = (ceiling - floor) / (end - start + 1) as Rank;
         debug_assert!(step >= 2, "a run of {} rules in {} ranks", end - start, ceiling - floor);
-        let old: Vec<Rank> = self.rows[start..end].iter().map(|row| row.rank).collect();
+        let run: Vec<(Rank, Rule)> = (start..end).map(|at| (rows[at].rank, rows[at].rule)).collect();
+        let old: Vec<Rank> = run.iter().map(|&(rank, _)| rank).collect();
         let new_rank = |rank: Rank| old.binary_search(&rank).map_or(rank, |k| floor + step * (k as Rank + 1));
-        let (ipv4, others): (Vec<_>, Vec<_>) = self.rows[start..end].iter().map(|row| (row.rank, row.rule)).partition(|(_, rule)| tree::matches_ipv4(rule));
-        self.fresh.rerank(&ipv4, &new_rank);
-        self.ipv6.rerank(&others, &new_rank);
-        for row in &mut self.rows[start..end] {
-            row.rank = new_rank(row.rank);
-        }
+        let (ipv4, others): (Vec<_>, Vec<_>) = run.into_iter().partition(|(_, rule)| tree::matches_ipv4(rule));
+        self.fresh.rerank(&ipv4, new_rank);
+        self.ipv6.rerank(&others, new_rank);
+        self.rows.edit_range(start..end, |row| row.rank = new_rank(row.rank));
     }
 
     /// Removes the rule at `index`; the rules after it move up by one.
