@@ -3,10 +3,12 @@
 //! Decision trees for fast lookups ([`tree`]), tuple space for one-rule updates in
 //! microseconds ([`tuples`]); [`RuleTable`] puts the two together.
 
+mod chunked;
 mod tree;
 mod tuples;
 
 use std::sync::Arc;
+pub(crate) use chunked::{Chunked, Item};
 pub use tree::{Fields, Forest, NO_RULE};
 use tuples::TupleSpace;
 
@@ -86,23 +88,37 @@ pub fn prefix_mask(len: u8) -> u128 {
 /// inserted between two others takes a rank between theirs and no other rule is renumbered
 /// (which would copy every bucket of a table that is being patched).
 type Rank = u64;
-const RANK_GAP: Rank = 1 << 20;
+/// The gap between the ranks a build gives consecutive rules: 32 inserts at one place before
+/// the rules inserted there are respread.
+const RANK_GAP: Rank = 1 << 32;
+
+/// A rule with its rank. Anchored rules (those ranked by the last build, and appended ones)
+/// keep their rank until the next build; their ranks are distinct multiples of [`RANK_GAP`],
+/// so the rules inserted between two anchors (a run) always have room to be respread.
+#[derive(Debug, Clone, Copy)]
+struct Ranked {
+    rank: Rank,
+    rule: Rule,
+    anchored: bool,
+}
+
+impl Item for Ranked {}
 
 /// Marks a tree rule removed since the trees were built.
 pub const DEAD: u32 = u32::MAX;
 
 /// An ordered rule set: index 0 is checked first, and the first match wins.
 ///
-/// IPv4 rules are compiled into decision trees ([`tree`]), which look up fast but cannot be
-/// edited; edits go to tuple space ([`tuples`]), which takes one rule in microseconds: a new
-/// rule joins `fresh`, a removed tree rule is marked dead, and once enough edits pile up the
-/// trees are rebuilt. Rules that can match IPv6 packets live in tuple space only.
-/// Cloning is cheap (trees and buckets are shared), so a live update can patch a copy.
+/// IPv4 rules (rules that can match a packet with IPv4 addresses) are compiled into decision
+/// trees ([`tree`]), which look up fast but cannot be edited; edits go to tuple space
+/// ([`tuples`]), which takes one rule in microseconds: a new rule joins `fresh`, a removed
+/// tree rule is marked dead, and once enough edits pile up the trees are rebuilt. The other
+/// rules live in tuple space only. Cloning is cheap (rules, trees and buckets are shared), so a
+/// live update can patch a copy.
 #[derive(Debug, Clone, Default)]
 pub struct RuleTable {
-    rules: Vec<Rule>,
-    /// `ranks[i]` is rule `i`'s rank; strictly increasing.
-    ranks: Vec<Rank>,
+    /// The rules in order; ranks strictly increase.
+    rows: Chunked<Ranked>,
     /// The IPv4 rules as of the last build, their ids in rank order.
     trees: Forest,
     /// Rank of each tree id (sorted): finds a removed rule's id.
@@ -112,8 +128,11 @@ pub struct RuleTable {
     dead: usize,
     /// IPv4 rules added since the trees were built.
     fresh: TupleSpace,
-    /// Every rule that can match a packet with an IPv6 address.
+    /// The rules that match no IPv4 packet (one of their prefixes holds no IPv4 address).
     ipv6: TupleSpace,
+    /// Of those, how many were inserted between two rules since the build (an edit the next
+    /// build undoes: it anchors them).
+    ipv6_inserted: usize,
     /// Set by an owner that rebuilds worn trees itself, off its update path
     /// ([`RuleTable::rebuilt`]): edits then rebuild in line only when long past due.
     rebuilds_elsewhere: bool,
@@ -124,43 +143,47 @@ impl RuleTable {
         for (index, rule) in rules.iter().enumerate() {
             rule.check().map_err(|why| (index, why))?;
         }
-        let ranks = (1..=rules.len() as Rank).map(|i| i * RANK_GAP).collect();
-        let mut table = RuleTable { rules, ranks, ..RuleTable::default() };
-        let ipv6: Vec<(Rank, Rule)> = table.ranked().filter(|(_, rule)| matches_ipv6(rule)).collect();
-        table.ipv6.extend(ipv6);
-        table.rebuild_trees();
+        let rows = rules.into_iter().map(|rule| Ranked { rank: 0, rule, anchored: true }).collect();
+        let mut table = RuleTable { rows, ..RuleTable::default() };
+        table.rebuild();
         Ok(table)
     }
 
-    fn ranked(&self) -> impl Iterator<Item = (Rank, Rule)> + '_ {
-        self.ranks.iter().copied().zip(self.rules.iter().copied())
-    }
-
-    /// Compiles every IPv4 rule into fresh trees; the edit buffers empty.
-    fn rebuild_trees(&mut self) {
-        let (mut ranks, mut rules, mut indices) = (Vec::new(), Vec::new(), Vec::new());
-        for (index, (rank, rule)) in self.ranked().enumerate().filter(|(_, (_, rule))| tree::matches_ipv4(rule)) {
-            ranks.push(rank);
-            rules.push(rule);
-            indices.push(index as u32);
+    /// Ranks and anchors every rule anew, compiles the IPv4 rules into fresh trees and files
+    /// the others in `ipv6`; the edit buffers empty.
+    fn rebuild(&mut self) {
+        let (mut ranks, mut rules, mut indices, mut ipv6) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        self.rows = self.rows.iter().enumerate().map(|(index, row)| Ranked { rank: (index as Rank + 1) * RANK_GAP, anchored: true, ..*row }).collect();
+        for (index, row) in self.rows.iter().enumerate() {
+            if tree::matches_ipv4(&row.rule) {
+                ranks.push(row.rank);
+                rules.push(row.rule);
+                indices.push(index as u32);
+            } else {
+                ipv6.push((row.rank, row.rule));
+            }
         }
         self.trees = Forest::new(&rules);
         self.tree_ranks = ranks.into();
         self.tree_index = indices.into();
         self.dead = 0;
         self.fresh = TupleSpace::default();
+        self.ipv6 = TupleSpace::default();
+        self.ipv6.extend(ipv6);
+        self.ipv6_inserted = 0;
     }
 
     pub fn len(&self) -> usize {
-        self.rules.len()
+        self.rows.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.rows.is_empty()
     }
 
-    pub fn rules(&self) -> &[Rule] {
-        &self.rules
+    /// The rules in order.
+    pub fn rules(&self) -> impl DoubleEndedIterator<Item = Rule> + '_ {
+        self.rows.iter().map(|row| row.rule)
     }
 
     /// The trees and each tree id's current rule index ([`DEAD`] once removed), for a caller
@@ -182,7 +205,7 @@ impl RuleTable {
 
     /// Bytes held by the rules, trees and tuple tables (buckets counted at their capacity).
     pub fn memory_bytes(&self) -> usize {
-        let rules = self.rules.capacity() * std::mem::size_of::<Rule>() + self.ranks.capacity() * std::mem::size_of::<Rank>();
+        let rules = self.rows.len() * std::mem::size_of::<Ranked>();
         let trees = self.trees.memory_bytes() + self.tree_ranks.len() * std::mem::size_of::<Rank>() + self.tree_index.len() * 4;
         rules + trees + self.fresh.memory_bytes() + self.ipv6.memory_bytes()
     }
@@ -191,15 +214,31 @@ impl RuleTable {
     #[inline]
     pub fn lookup(&self, key: &Key) -> Option<usize> {
         let Some(fields) = Fields::of(key) else {
-            return self.ipv6.lookup(key, Rank::MAX).map(|rank| self.index_of(rank));
+            return self.lookup_beyond_ipv4(key);
         };
         let tree_index = &self.tree_index;
         let id = self.trees.lookup(&fields, tree::NO_RULE, |id| tree_index[id as usize] != DEAD);
         self.with_fresh(key, id)
     }
 
-    /// The first match, given the trees' best `id` for an IPv4 key: a rule added since the
-    /// trees were built may come first.
+    /// The first match of a key with an IPv6 address. An IPv4 rule matches it only through
+    /// prefixes that hold every IPv4 address (`::/0`, ...), which the trees file under any
+    /// IPv4 address: so the trees are walked with `0.0.0.0` in place of each IPv6 address,
+    /// every candidate is checked in full, and `ipv6` holds the other rules that can match.
+    fn lookup_beyond_ipv4(&self, key: &Key) -> Option<usize> {
+        let as_ipv4 = |address: u128| if is_ipv4_mapped(address) { address } else { ipv4_mapped(0) };
+        let fields = Fields::new(as_ipv4(key.src), as_ipv4(key.dst), key.src_port, key.dst_port, key.proto, key.dscp).expect("IPv4 addresses");
+        let matches = |id: u32| match self.tree_index[id as usize] {
+            DEAD => false,
+            index => self.rows[index as usize].rule.matches(key),
+        };
+        let found = self.with_fresh(key, self.trees.lookup(&fields, tree::NO_RULE, matches));
+        let bound = found.map_or(Rank::MAX, |index| self.rows[index].rank);
+        self.ipv6.lookup(key, bound).map(|rank| self.index_of(rank)).or(found)
+    }
+
+    /// The first match, given the trees' best `id` for the key: a rule added since the trees
+    /// were built may come first.
     #[inline]
     fn with_fresh(&self, key: &Key, id: u32) -> Option<usize> {
         let from_trees = || (id != tree::NO_RULE).then(|| self.tree_index[id as usize] as usize);
@@ -214,7 +253,7 @@ impl RuleTable {
     }
 
     fn index_of(&self, rank: Rank) -> usize {
-        self.ranks.partition_point(|&r| r < rank)
+        self.rows.partition_point(|row| row.rank < rank)
     }
 
     /// The first match of each key (-1 for none); IPv4 keys are looked up a group at a time.
@@ -246,41 +285,73 @@ impl RuleTable {
     /// down by one.
     pub fn insert(&mut self, index: usize, rule: Rule) -> Result<(), String> {
         rule.check()?;
-        if index > self.rules.len() {
-            return Err(format!("index {index} is past the end ({} rules)", self.rules.len()));
+        if index > self.rows.len() {
+            return Err(format!("index {index} is past the end ({} rules)", self.rows.len()));
         }
-        let neighbours = |ranks: &[Rank]| {
-            let below = if index == 0 { 0 } else { ranks[index - 1] };
-            (below, ranks.get(index).copied().unwrap_or(below + 2 * RANK_GAP))
-        };
-        let (mut below, mut above) = neighbours(&self.ranks);
-        if above - below < 2 {
-            // No room between the neighbours (after ~20 inserts at one place).
-            self.respread_ranks();
-            (below, above) = neighbours(&self.ranks);
-        }
-        self.rules.insert(index, rule);
-        let rank = below + (above - below) / 2;
-        self.ranks.insert(index, rank);
+        let appended = index == self.rows.len();
+        let rank = if appended { self.appended_rank() } else { self.rank_before(index) };
+        self.rows.insert(index, Ranked { rank, rule, anchored: appended });
         self.renumber_tree_rules(|at| if at != DEAD && at as usize >= index { at + 1 } else { at });
-        if matches_ipv6(&rule) {
-            self.ipv6.insert(rank, rule);
-        }
         if tree::matches_ipv4(&rule) {
             self.fresh.insert(rank, rule);
-            self.rebuild_if_worn();
+        } else {
+            self.ipv6.insert(rank, rule);
+            self.ipv6_inserted += usize::from(!appended);
         }
+        self.rebuild_if_worn();
         Ok(())
+    }
+
+    /// An appended rule's rank: the next multiple of [`RANK_GAP`], an anchor.
+    fn appended_rank(&self) -> Rank {
+        let last = self.rows.iter().next_back().map_or(0, |row| row.rank);
+        (last / RANK_GAP + 1) * RANK_GAP
+    }
+
+    /// A free rank between rules `index - 1` and `index`: halfway, after respreading the run
+    /// there if there is no room (after ~32 inserts at one place).
+    fn rank_before(&mut self, index: usize) -> Rank {
+        let neighbours = |rows: &Chunked<Ranked>| (if index == 0 { 0 } else { rows[index - 1].rank }, rows[index].rank);
+        let (mut below, mut above) = neighbours(&self.rows);
+        if above - below < 2 {
+            self.respread_run(index);
+            (below, above) = neighbours(&self.rows);
+        }
+        below + (above - below) / 2
+    }
+
+    /// Spreads the ranks of the run around the gap before rule `index` (the unanchored rules
+    /// there: at least one of its neighbours is, since anchors are far apart) evenly over the
+    /// room between the anchors that bound it, at least [`RANK_GAP`]. Only the run's rules
+    /// change, in place: no tree, no other rule, and tuple space only where the run is.
+    fn respread_run(&mut self, index: usize) {
+        let rows = &self.rows;
+        let start = index - (0..index).rev().take_while(|&at| !rows[at].anchored).count();
+        let end = index + (index..rows.len()).take_while(|&at| !rows[at].anchored).count();
+        let floor = if start == 0 { 0 } else { rows[start - 1].rank };
+        // No anchor after the run: the next multiple of the gap is free.
+        let ceiling = if end < rows.len() { rows[end].rank } else { (rows[end - 1].rank / RANK_GAP + 1) * RANK_GAP };
+        let step = (ceiling - floor) / (end - start + 1) as Rank;
+        debug_assert!(step >= 2, "a run of {} rules in {} ranks", end - start, ceiling - floor);
+        let run: Vec<(Rank, Rule)> = (start..end).map(|at| (rows[at].rank, rows[at].rule)).collect();
+        let old: Vec<Rank> = run.iter().map(|&(rank, _)| rank).collect();
+        let new_rank = |rank: Rank| old.binary_search(&rank).map_or(rank, |k| floor + step * (k as Rank + 1));
+        let (ipv4, others): (Vec<_>, Vec<_>) = run.into_iter().partition(|(_, rule)| tree::matches_ipv4(rule));
+        self.fresh.rerank(&ipv4, new_rank);
+        self.ipv6.rerank(&others, new_rank);
+        self.rows.edit_range(start..end, |row| row.rank = new_rank(row.rank));
     }
 
     /// Removes the rule at `index`; the rules after it move up by one.
     pub fn remove(&mut self, index: usize) -> Result<Rule, String> {
-        if index >= self.rules.len() {
-            return Err(format!("no rule {index} ({} rules)", self.rules.len()));
+        if index >= self.rows.len() {
+            return Err(format!("no rule {index} ({} rules)", self.rows.len()));
         }
-        let (rule, rank) = (self.rules.remove(index), self.ranks.remove(index));
-        self.ipv6.remove(rank, &rule);
-        if !self.fresh.remove(rank, &rule) && self.tree_ranks.binary_search(&rank).is_ok() {
+        let Ranked { rank, rule, anchored } = self.rows.remove(index);
+        if !tree::matches_ipv4(&rule) {
+            self.ipv6.remove(rank, &rule);
+            self.ipv6_inserted -= usize::from(!anchored);
+        } else if !self.fresh.remove(rank, &rule) && self.tree_ranks.binary_search(&rank).is_ok() {
             self.dead += 1;
         }
         // The tree rule at `index`, if it is one, dies; the ones after it move up.
@@ -303,39 +374,13 @@ impl RuleTable {
     }
 
     /// Gives every tree rule its new index, in one pass over a copy (readers keep theirs).
-    /// Gives the rules evenly spaced ranks again, in the same order, so that the trees (which
-    /// number rules by order, not rank) stay as they are: only the rank lists and the tuple
-    /// spaces, keyed by rank, are redone.
-    fn respread_ranks(&mut self) {
-        let spread = |index: usize| (index as Rank + 1) * RANK_GAP;
-        let mut in_trees = vec![false; self.rules.len()];
-        let mut tree_ranks = Vec::with_capacity(self.tree_index.len());
-        for &at in self.tree_index.iter() {
-            // A removed tree rule keeps a rank just past the live one before it: still sorted.
-            let rank = match at {
-                DEAD => tree_ranks.last().map_or(1, |&rank| rank + 1),
-                at => {
-                    in_trees[at as usize] = true;
-                    spread(at as usize)
-                }
-            };
-            tree_ranks.push(rank);
-        }
-        self.tree_ranks = tree_ranks.into();
-        self.ranks = (0..self.rules.len()).map(spread).collect();
-        let fresh: Vec<(Rank, Rule)> = self.ranked().enumerate().filter(|&(index, (_, rule))| tree::matches_ipv4(&rule) && !in_trees[index]).map(|(_, ranked)| ranked).collect();
-        let ipv6: Vec<(Rank, Rule)> = self.ranked().filter(|(_, rule)| matches_ipv6(rule)).collect();
-        (self.fresh, self.ipv6) = (TupleSpace::default(), TupleSpace::default());
-        self.fresh.extend(fresh);
-        self.ipv6.extend(ipv6);
-    }
-
     fn renumber_tree_rules(&mut self, new_index: impl Fn(u32) -> u32) {
         self.tree_index = self.tree_index.iter().map(|&at| new_index(at)).collect();
     }
 
     /// Whether the edits since the last build slow lookups down enough to rebuild the trees:
-    /// every fresh rule is a tuple probe away, every dead one a wasted check.
+    /// every fresh rule is a tuple probe away, every dead one a wasted check (and rules
+    /// inserted between others wait for the build to anchor them).
     pub fn is_worn(&self) -> bool {
         self.edits_since_build() > self.edits_due()
     }
@@ -349,23 +394,24 @@ impl RuleTable {
     /// This table with its trees rebuilt over its current rules.
     pub fn rebuilt(&self) -> RuleTable {
         let mut table = self.clone();
-        table.rebuild_trees();
+        table.rebuild();
         table
     }
 
     fn edits_since_build(&self) -> usize {
-        self.fresh.len() + self.dead
+        self.fresh.len() + self.dead + self.ipv6_inserted
     }
 
-    /// Edits the trees take before a rebuild is due (more for large tables: 1/16 of them).
+    /// Edits a table takes before a rebuild is due (more for large tables: 1/16 of their rules,
+    /// so that rebuilds cost each edit a bounded share).
     fn edits_due(&self) -> usize {
-        REBUILD_EDITS.max(self.tree_ranks.len() / 16)
+        REBUILD_EDITS.max(self.rows.len() / 16)
     }
 
     fn rebuild_if_worn(&mut self) {
         let overdue = if self.rebuilds_elsewhere { OVERDUE } else { 1 };
         if self.edits_since_build() > self.edits_due() * overdue {
-            self.rebuild_trees();
+            self.rebuild();
         }
     }
 }
@@ -384,10 +430,8 @@ fn group_fields<const N: usize>(keys: &[Key; N]) -> Option<[Fields; N]> {
     Some(fields)
 }
 
-/// Whether a rule can match a packet with an IPv6 (not IPv4-mapped) address.
-fn matches_ipv6(rule: &Rule) -> bool {
-    let within_ipv4 = |prefix: u128, len: u8| len >= 96 && (prefix ^ ipv4_mapped(0)) >> 32 == 0;
-    !(within_ipv4(rule.src, rule.src_len) && within_ipv4(rule.dst, rule.dst_len))
+fn is_ipv4_mapped(address: u128) -> bool {
+    address >> 32 == 0xffff
 }
 
 /// Parses a ClassBench rule file (`@src/len dst/len sp : sp dp : dp proto/mask flags/mask`).

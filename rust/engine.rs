@@ -13,7 +13,7 @@ use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
 
 use crate::memory::prefetch;
-use crate::classify::{prefix_mask, Fields, Forest, Key, Rule, RuleTable, DEAD, NO_RULE};
+use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosSpec, QosStats, StatsKey};
 use crate::parse::{PacketInfo, Status, Tunnel};
 use pipeline::QosPipeline;
@@ -90,10 +90,32 @@ pub struct TenantSpec {
     pub default_class: u16,
 }
 
+/// A tenant as the engine keeps it: its rules in a [`RuleTable`] and what each table row does
+/// beside them, both in chunks that an edited copy shares (an edit copies kilobytes, not the
+/// tenant).
 #[derive(Debug, Clone)]
 pub struct TenantTables {
-    pub spec: TenantSpec,
+    pub name: String,
     pub table: RuleTable,
+    /// Per table row, in the table's order.
+    rows: Chunked<RowOutcome>,
+    default_action: u8,
+    default_class: u16,
+}
+
+/// What a table row does. The first row of each policy rule opens a group, so that policy rules
+/// are numbered by counting (inserting or removing one renumbers nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RowOutcome {
+    action: u8,
+    class: u16,
+    first_of_policy_rule: bool,
+}
+
+impl Item for RowOutcome {
+    fn opens_group(&self) -> bool {
+        self.first_of_policy_rule
+    }
 }
 
 /// A table rule with what it does: the rows one policy rule compiles to.
@@ -113,14 +135,61 @@ pub enum RuleEdit {
 }
 
 impl TenantTables {
+    /// The tables of `spec`, whose rules `table` holds (`spec` checked by [`check_tenant`]; its
+    /// rules may have been taken).
+    fn new(spec: TenantSpec, table: RuleTable) -> TenantTables {
+        let first = |row: usize| row == 0 || spec.policy_rules[row] != spec.policy_rules[row - 1];
+        let outcome = |row: usize| RowOutcome { action: spec.actions[row], class: spec.classes[row], first_of_policy_rule: first(row) };
+        let rows = (0..spec.actions.len()).map(outcome).collect();
+        TenantTables { rows, table, name: spec.name, default_action: spec.default_action, default_class: spec.default_class }
+    }
+
+    /// The spec these tables hold (as edited since).
+    pub fn spec(&self) -> TenantSpec {
+        let numbered: Vec<(i32, RowOutcome)> = self.numbered_rows().collect();
+        TenantSpec {
+            name: self.name.clone(),
+            rules: self.table.rules().collect(),
+            actions: numbered.iter().map(|(_, row)| row.action).collect(),
+            classes: numbered.iter().map(|(_, row)| row.class).collect(),
+            policy_rules: numbered.iter().map(|&(policy_rule, _)| policy_rule).collect(),
+            default_action: self.default_action,
+            default_class: self.default_class,
+        }
+    }
+
+    /// Whether these tables hold `spec`, compared where they lie (no copy).
+    fn holds(&self, spec: &TenantSpec) -> bool {
+        let held = self.numbered_rows().zip(self.table.rules()).map(|((policy_rule, row), rule)| (policy_rule, rule, row.action, row.class));
+        let wanted = (0..spec.rules.len()).map(|i| (spec.policy_rules[i], spec.rules[i], spec.actions[i], spec.classes[i]));
+        self.name == spec.name && (self.default_action, self.default_class) == (spec.default_action, spec.default_class) && held.eq(wanted)
+    }
+
+    /// These tables with `table` in place of theirs.
+    fn with_table(&self, table: RuleTable) -> TenantTables {
+        TenantTables { name: self.name.clone(), table, rows: self.rows.clone(), ..*self }
+    }
+
+    /// Every table row with its policy rule, in order.
+    fn numbered_rows(&self) -> impl Iterator<Item = (i32, RowOutcome)> + '_ {
+        self.rows.iter().scan(-1, |policy_rule, row| {
+            *policy_rule += i32::from(row.first_of_policy_rule);
+            Some((*policy_rule, *row))
+        })
+    }
+
+    /// Table row `row`'s policy rule and what it does.
+    fn outcome(&self, row: usize) -> (i32, RowOutcome) {
+        (self.rows.group_of(row) as i32, self.rows[row])
+    }
+
     fn policy_rule_count(&self) -> i32 {
-        self.spec.policy_rules.last().map_or(0, |last| last + 1)
+        self.rows.group_count() as i32
     }
 
     /// The table rows policy rule `at` compiled to (they are contiguous: rules compile in order).
-    fn rows_of(&self, at: i32) -> std::ops::Range<usize> {
-        let rules = &self.spec.policy_rules;
-        rules.partition_point(|&p| p < at)..rules.partition_point(|&p| p <= at)
+    fn rows_of(&self, at: usize) -> std::ops::Range<usize> {
+        self.rows.group_start(at)..self.rows.group_start(at + 1)
     }
 
     fn apply(&mut self, edit: RuleEdit) -> Result<(), String> {
@@ -138,35 +207,22 @@ impl TenantTables {
         if !(0..=self.policy_rule_count()).contains(&at) || rows.is_empty() {
             return Err(format!("cannot insert policy rule {at}: the tenant has {} rules", self.policy_rule_count()));
         }
-        let start = self.rows_of(at).start;
-        for later in &mut self.spec.policy_rules[start..] {
-            *later += 1;
-        }
+        let start = self.rows_of(at as usize).start;
         for (offset, row) in rows.into_iter().enumerate() {
-            let position = start + offset;
-            self.table.insert(position, row.rule)?;
-            self.spec.rules.insert(position, row.rule);
-            self.spec.actions.insert(position, row.action);
-            self.spec.classes.insert(position, row.class);
-            self.spec.policy_rules.insert(position, at);
+            self.table.insert(start + offset, row.rule)?;
+            self.rows.insert(start + offset, RowOutcome { action: row.action, class: row.class, first_of_policy_rule: offset == 0 });
         }
         Ok(())
     }
 
     fn remove_rows(&mut self, at: i32) -> Result<(), String> {
-        let rows = self.rows_of(at);
-        if rows.is_empty() {
+        if !(0..self.policy_rule_count()).contains(&at) {
             return Err(format!("no policy rule {at}: the tenant has {} rules", self.policy_rule_count()));
         }
+        let rows = self.rows_of(at as usize);
         for _ in rows.clone() {
             self.table.remove(rows.start)?;
-        }
-        self.spec.rules.drain(rows.clone());
-        self.spec.actions.drain(rows.clone());
-        self.spec.classes.drain(rows.clone());
-        self.spec.policy_rules.drain(rows.clone());
-        for later in &mut self.spec.policy_rules[rows.start..] {
-            *later -= 1;
+            self.rows.remove(rows.start);
         }
         Ok(())
     }
@@ -200,13 +256,15 @@ struct HotTenant {
 
 impl HotTenant {
     fn of(tenant: &TenantTables, counter_slot: u32) -> HotTenant {
-        let spec = &tenant.spec;
         let (trees, indices) = tenant.table.trees();
-        let outcome = |index: u32| match index {
+        // Live tree rules are in row order: one pass over the rows numbers their policy rules.
+        let (mut rows, mut next_row) = (tenant.numbered_rows(), 0);
+        let mut outcome = |index: u32| match index {
             DEAD => Outcome::default(),
             index => {
-                let index = index as usize;
-                Outcome { policy_rule: spec.policy_rules[index], class: spec.classes[index], action: spec.actions[index], live: true }
+                let (policy_rule, row) = rows.nth(index as usize - next_row).expect("a live tree rule's row");
+                next_row = index as usize + 1;
+                Outcome { policy_rule, class: row.class, action: row.action, live: true }
             }
         };
         HotTenant {
@@ -214,8 +272,8 @@ impl HotTenant {
             outcomes: indices.iter().map(|&index| outcome(index)).collect(),
             fresh: tenant.table.has_fresh(),
             all_live: !indices.contains(&DEAD),
-            default_action: spec.default_action,
-            default_class: spec.default_class,
+            default_action: tenant.default_action,
+            default_class: tenant.default_class,
             counter_slot,
         }
     }
@@ -246,19 +304,24 @@ impl HotTenant {
 }
 
 /// VNI to tenant over the 24-bit space: a direct index in 4096 blocks of 4096, a block
-/// allocated only where a VNI is claimed (a flat array would be 64 MB).
+/// allocated only where a VNI is claimed (a flat array would be 64 MB). Shared between the
+/// tables of successive edits, which do not change it.
 #[derive(Debug, Clone, Default)]
 struct VniMap {
-    blocks: Vec<Option<Box<[i32; 4096]>>>,
+    blocks: Arc<[Option<Box<[i32; 4096]>>]>,
 }
 
 impl VniMap {
-    fn insert(&mut self, vni: u32, tenant: i32) {
-        if self.blocks.is_empty() {
-            self.blocks = vec![None; 4096];
+    fn new(vnis: impl IntoIterator<Item = (u32, i32)>) -> VniMap {
+        let mut blocks: Vec<Option<Box<[i32; 4096]>>> = Vec::new();
+        for (vni, tenant) in vnis {
+            if blocks.is_empty() {
+                blocks = vec![None; 4096];
+            }
+            let block = blocks[(vni >> 12) as usize & 0xfff].get_or_insert_with(|| Box::new([-1; 4096]));
+            block[(vni & 0xfff) as usize] = tenant;
         }
-        let block = self.blocks[(vni >> 12) as usize & 0xfff].get_or_insert_with(|| Box::new([-1; 4096]));
-        block[(vni & 0xfff) as usize] = tenant;
+        VniMap { blocks: blocks.into() }
     }
 
     #[inline]
@@ -290,7 +353,7 @@ pub struct EngineTables {
 
 impl EngineTables {
     pub fn tenant_names(&self) -> Vec<String> {
-        self.tenants.iter().map(|t| t.spec.name.clone()).collect()
+        self.tenants.iter().map(|t| t.name.clone()).collect()
     }
 
     #[inline]
@@ -386,16 +449,9 @@ impl EngineTables {
             dscp: info.dscp,
         };
         let tables = &self.tenants[tenant as usize];
-        let spec = &tables.spec;
-        match tables.table.lookup(&key) {
-            Some(rule) => Verdict {
-                tenant,
-                rule: spec.policy_rules[rule],
-                cls: class_id(spec.classes[rule]),
-                action: spec.actions[rule],
-                reason: Reason::Rule as u8,
-            },
-            None => Verdict { tenant, rule: -1, cls: class_id(spec.default_class), action: spec.default_action, reason: Reason::Default as u8 },
+        match tables.table.lookup(&key).map(|row| tables.outcome(row)) {
+            Some((policy_rule, row)) => Verdict { tenant, rule: policy_rule, cls: class_id(row.class), action: row.action, reason: Reason::Rule as u8 },
+            None => Verdict { tenant, rule: -1, cls: class_id(tables.default_class), action: tables.default_action, reason: Reason::Default as u8 },
         }
     }
 }
@@ -594,7 +650,7 @@ impl Engine {
     pub fn edit_tenant(&self, name: &str, edit: RuleEdit) -> Result<(), String> {
         let _serial = self.updating.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.tables.load_full();
-        let index = current.tenants.iter().position(|t| t.spec.name == name).ok_or_else(|| format!("no tenant '{name}'"))?;
+        let index = current.tenants.iter().position(|t| t.name == name).ok_or_else(|| format!("no tenant '{name}'"))?;
         let mut tenant = (*current.tenants[index]).clone();
         tenant.apply(edit)?;
         let worn = tenant.table.is_worn();
@@ -617,12 +673,12 @@ impl Engine {
         let (tables, updating, tenant) = (Arc::clone(&self.tables), Arc::clone(&self.updating), name.to_string());
         let rebuild = std::thread::spawn(move || loop {
             let snapshot = tables.load_full();
-            let Some(old) = snapshot.tenants.iter().find(|t| t.spec.name == tenant).filter(|t| t.table.is_worn()) else { return };
+            let Some(old) = snapshot.tenants.iter().find(|t| t.name == tenant).filter(|t| t.table.is_worn()) else { return };
             let table = old.table.rebuilt();
             let _serial = updating.lock().unwrap_or_else(|p| p.into_inner());
             let current = tables.load_full();
             if let Some(index) = current.tenants.iter().position(|t| Arc::ptr_eq(t, old)) {
-                install(&tables, &current, index, TenantTables { spec: old.spec.clone(), table });
+                install(&tables, &current, index, old.with_table(table));
                 return;
             }
         });
@@ -642,20 +698,20 @@ impl Engine {
     pub fn update(&self, spec: TablesSpec) -> Result<UpdateReport, String> {
         let _serial = self.updating.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.tables.load_full();
-        let by_name: FxHashMap<&str, &Arc<TenantTables>> = current.tenants.iter().map(|t| (t.spec.name.as_str(), t)).collect();
+        let by_name: FxHashMap<&str, &Arc<TenantTables>> = current.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
         let mut report = UpdateReport::default();
         let mut tenants = Vec::with_capacity(spec.tenants.len());
         for (index, tenant) in spec.tenants.into_iter().enumerate() {
             check_tenant(&tenant).map_err(|why| format!("tenant {index} ({}): {why}", tenant.name))?;
             let tables = match by_name.get(tenant.name.as_str()) {
-                Some(old) if old.spec == tenant => {
+                Some(old) if old.holds(&tenant) => {
                     report.kept += 1;
                     Arc::clone(old)
                 }
                 Some(old) => match incremental(old, &tenant) {
                     Some(table) => {
                         report.incremental += 1;
-                        Arc::new(TenantTables { spec: tenant, table })
+                        Arc::new(TenantTables::new(tenant, table))
                     }
                     None => {
                         report.rebuilt += 1;
@@ -670,16 +726,13 @@ impl Engine {
             tenants.push(tables);
         }
         let mut names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner());
-        let hot = tenants.iter().map(|t| HotTenant::of(t, names.slot(&t.spec.name))).collect();
+        let hot = tenants.iter().map(|t| HotTenant::of(t, names.slot(&t.name))).collect();
         let counter_slots = names.names.len();
         drop(names);
-        let mut tables = EngineTables { tenants, hot, unknown_action: spec.unknown_action, counter_slots, ..Default::default() };
-        for (vni, tenant) in spec.vnis {
-            tables.vnis.insert(vni, tenant);
-        }
+        let mut tables = EngineTables { tenants, hot, vnis: VniMap::new(spec.vnis), unknown_action: spec.unknown_action, counter_slots, ..Default::default() };
         tables.vlans = spec.vlans.into_iter().collect();
         tables.sources = spec.sources;
-        let worn: Vec<String> = tables.tenants.iter().filter(|t| t.table.is_worn()).map(|t| t.spec.name.clone()).collect();
+        let worn: Vec<String> = tables.tenants.iter().filter(|t| t.table.is_worn()).map(|t| t.name.clone()).collect();
         self.install_tables(tables);
         for name in worn {
             self.rebuild_in_background(&name);
@@ -745,23 +798,33 @@ fn check_tenant(tenant: &TenantSpec) -> Result<(), String> {
     if tenant.actions.len() != n || tenant.classes.len() != n || tenant.policy_rules.len() != n {
         return Err(format!("{n} rules but {} actions, {} classes, {} policy rule indices", tenant.actions.len(), tenant.classes.len(), tenant.policy_rules.len()));
     }
+    // The engine numbers policy rules by counting their first rows.
+    let mut previous = -1;
+    for (row, &policy_rule) in tenant.policy_rules.iter().enumerate() {
+        if !(policy_rule == previous + 1 || (row > 0 && policy_rule == previous)) {
+            return Err(format!("row {row} is of policy rule {policy_rule} after {previous}: policy rules must be numbered from 0, in order"));
+        }
+        previous = policy_rule;
+    }
     Ok(())
 }
 
-fn build(tenant: TenantSpec, index: usize) -> Result<TenantTables, String> {
-    let mut table = RuleTable::new(tenant.rules.clone()).map_err(|(rule, why)| format!("tenant {index} ({}), rule {rule}: {why}", tenant.name))?;
+fn build(mut tenant: TenantSpec, index: usize) -> Result<TenantTables, String> {
+    let rules = std::mem::take(&mut tenant.rules);
+    let mut table = RuleTable::new(rules).map_err(|(rule, why)| format!("tenant {index} ({}), rule {rule}: {why}", tenant.name))?;
     table.rebuild_elsewhere(); // the engine rebuilds worn trees in the background
-    Ok(TenantTables { spec: tenant, table })
+    Ok(TenantTables::new(tenant, table))
 }
 
 /// The old table with the one rule that differs inserted, removed or replaced; `None` when
 /// the rule lists differ by more than that.
 fn incremental(old: &TenantTables, new: &TenantSpec) -> Option<RuleTable> {
-    let (a, b) = (&old.spec.rules, &new.rules);
-    let head = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let tail = a[head..].iter().rev().zip(b[head..].iter().rev()).take_while(|(x, y)| x == y).count();
+    let b = &new.rules;
+    let (old_len, shorter) = (old.table.len(), old.table.len().min(b.len()));
+    let head = old.table.rules().zip(b).take_while(|(x, y)| x == *y).count();
+    let tail = old.table.rules().rev().zip(b.iter().rev()).take(shorter - head).take_while(|(x, y)| x == *y).count();
     let mut table = old.table.clone();
-    match (a.len() - head - tail, b.len() - head - tail) {
+    match (old_len - head - tail, b.len() - head - tail) {
         (0, 0) => {}
         (0, 1) => table.insert(head, b[head]).ok()?,
         (1, 0) => {

@@ -151,6 +151,31 @@ def test_rule_edits_reach_the_data_path_and_match_a_fresh_compile() -> None:
     assert [r.dst_ports for r in engine.policy.tenant("a").rules] == [((7, 7),), ((9000, 9100),)]
 
 
+def test_rule_edits_show_in_the_policy_in_order_and_an_update_replaces_them() -> None:
+    tcp = lambda port, action="allow": {"dst_ports": port, "proto": "tcp", "action": action}  # noqa: E731
+    engine = Engine(_policy({"a": [1], "b": [2]}, [tcp(80), tcp(81)]))
+    engine.insert_rule("b", 0, tcp(22, "drop"))
+    engine.insert_rule("a", 2, tcp(82))
+    engine.remove_rule("a", 0)
+    engine.replace_rule("a", 1, tcp(83))
+    engine.replace_rule("b", 0, tcp(23, "drop"))  # "b" has a rule now, though the policy was not read since
+    try:
+        engine.remove_rule("b", 1)
+    except IndexError:
+        pass
+    else:
+        raise AssertionError("an index past the edited rules was accepted")
+    ports = lambda name: [rule.dst_ports[0][0] for rule in engine.policy.tenant(name).rules]  # noqa: E731
+    assert (ports("a"), ports("b")) == ([81, 83], [23])
+    assert engine.policy is engine.policy
+    assert engine.update(engine.policy) == isolane.UpdateReport(kept=2, incremental=0, rebuilt=0)
+    engine.remove_rule("b", 0)
+    original = _policy({"a": [1], "b": [2]}, [tcp(80), tcp(81)])
+    engine.update(original)
+    assert engine.policy is original, "the update replaced the edit made before it"
+    assert [engine.classify(records([1, 2], port))["rule"].tolist() for port in (80, 23)] == [[0, -1], [-1, -1]]
+
+
 def test_rule_edits_refuse_what_is_not_a_rule() -> None:
     engine = Engine(_policy({"a": [1]}, [{"dst_ports": 80, "action": "allow"}]))
     try:

@@ -33,7 +33,7 @@ fn updates_shift_later_rules() {
     assert_eq!(table.lookup(&key), Some(0));
     table.insert(0, b).unwrap();
     assert_eq!(table.lookup(&key), Some(0));
-    assert_eq!(table.rules()[1], a);
+    assert_eq!(table.rules().nth(1), Some(a));
     table.remove(0).unwrap();
     table.remove(0).unwrap();
     assert_eq!(table.lookup(&key), Some(0));
@@ -61,6 +61,58 @@ fn many_inserts_at_one_place_use_up_the_rank_gap_and_still_order_right() {
     }
     // Ranks were respread (40 inserts at one place), but the trees were never rebuilt.
     assert_eq!(table.fresh.len(), 40);
+}
+
+/// A rule with an IPv4 prefix on one side and none on the other (a policy rule that names only
+/// `dst: 10.0.0.0/24`) is an IPv4 rule: it stays out of the IPv6 tuple space, yet still matches a
+/// key whose other address is IPv6 (an IPv6 packet may carry an IPv4-mapped address).
+#[test]
+fn ipv4_rules_with_an_open_side_stay_out_of_ipv6_tuple_space_and_still_match_ipv6_keys() {
+    let web = |third: u8| Rule { dst: v4([10, 0, third, 0]), dst_len: 120, dst_ports: (80, 80), ..Rule::ANY };
+    let ipv6_src = Rule { src: 0x2001_0db8u128 << 96, src_len: 32, ..Rule::ANY };
+    let rules = vec![web(1), ipv6_src, web(2), Rule::ANY];
+    let table = RuleTable::new(rules.clone()).unwrap();
+    assert_eq!(table.ipv6.len(), 1, "only the rule with no IPv4 address on a side");
+    let ipv6 = (0x2001_0db8u128 << 96) | 7;
+    let mixed = |src, third| Key { src, dst: v4([10, 0, third, 9]), dst_port: 80, ..Key::default() };
+    for key in [mixed(ipv6, 2), mixed(ipv6 ^ (1 << 100), 2), mixed(ipv6, 3), mixed(v4([1, 2, 3, 4]), 1), Key { src: ipv6, dst: ipv6, ..Key::default() }] {
+        assert_eq!(table.lookup(&key), brute_force(&rules, &key), "{key:x?}");
+    }
+    assert_eq!(table.lookup(&mixed(ipv6 ^ (1 << 100), 2)), Some(2), "past the IPv6 rule, to an IPv4 one");
+}
+
+/// Inserts piling up at a few places, some IPv6 rules among them, respread only the rules
+/// inserted there since the build: the trees and every other rank stay as they were.
+#[test]
+fn respreading_moves_only_the_run_of_inserted_rules() {
+    let port_rule = |port: u16| Rule { dst_ports: (port, port), ..Rule::ANY };
+    let ipv6_rule = |port: u16| Rule { dst: 0x2001_0db8u128 << 96, dst_len: 32, dst_ports: (port, port), ..Rule::ANY };
+    let mut reference: Vec<Rule> = (0..50).map(port_rule).collect();
+    let mut table = RuleTable::new(reference.clone()).unwrap();
+    table.rebuild_elsewhere();
+    let (trees_before, anchors_before) = (table.tree_ranks.clone(), table.rows.iter().map(|row| row.rank).collect::<Vec<_>>());
+    for n in 0..120u16 {
+        // At the front, in the middle and at the end (no anchor after the run there).
+        let at = [0, reference.len() / 2, reference.len() - 1][usize::from(n % 3)];
+        let rule = if n % 4 == 0 { ipv6_rule(1000 + n) } else { port_rule(1000 + n) };
+        table.insert(at, rule).unwrap();
+        reference.insert(at, rule);
+        if n == 45 {
+            table.remove(reference.len() - 1).unwrap(); // the last anchor: the end run grows over it
+            reference.pop();
+        }
+        for probe in [0, 1, 25, 49, 1000 + n, 1000 + n / 2, 999 + n / 3] {
+            for dst in [0, v4([10, 0, 0, 1]), (0x2001_0db8u128 << 96) | 5] {
+                let key = Key { dst, dst_port: probe, ..Key::default() };
+                assert_eq!(table.lookup(&key), brute_force(&reference, &key), "port {probe} to {dst:x} after {n} inserts");
+            }
+        }
+    }
+    assert!(Arc::ptr_eq(&trees_before, &table.tree_ranks), "no tree rule moved, no rebuild");
+    let anchors: Vec<Rank> = table.rows.iter().filter(|row| row.anchored).map(|row| row.rank).collect();
+    assert_eq!(anchors, anchors_before[..49], "the anchors kept their ranks (but the removed last)");
+    let ranks: Vec<Rank> = table.rows.iter().map(|row| row.rank).collect();
+    assert!(ranks.windows(2).all(|pair| pair[0] < pair[1]));
 }
 
 #[test]
@@ -224,6 +276,43 @@ proptest! {
                 let key = key_for(rule, noise.rotate_left(step as u32), step as u16);
                 prop_assert_eq!(table.lookup(&key), brute_force(&reference, &key), "after {} edits", step + 1);
             }
+        }
+        for (i, rule) in reference.iter().enumerate() {
+            let key = key_for(rule, noise.rotate_right(i as u32), i as u16);
+            prop_assert_eq!(table.lookup(&key), brute_force(&reference, &key));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("ISOLANE_FUZZ_CASES").ok().and_then(|n| n.parse::<u32>().ok()).map_or(24, |n| (n / 10).max(1))
+    ))]
+
+    /// Inserts piling up at three places (and removals there), so that runs of inserted rules
+    /// use up their rank gaps and are respread, many times over.
+    #[test]
+    fn fuzz_tables_agree_with_brute_force_through_inserts_piling_up(
+        rules in proptest::collection::vec(rule_strategy(), 1..40),
+        edits in proptest::collection::vec((0usize..3, proptest::option::weighted(0.8, rule_strategy())), 100..250),
+        noise in any::<u128>(),
+    ) {
+        let mut reference = rules.clone();
+        let mut table = RuleTable::new(rules).unwrap();
+        table.rebuild_elsewhere();
+        for (step, (place, rule)) in edits.into_iter().enumerate() {
+            let at = [0, reference.len() / 3, reference.len().saturating_sub(1)][place];
+            match rule {
+                Some(rule) => {
+                    table.insert(at, rule).unwrap();
+                    reference.insert(at, rule);
+                }
+                None if reference.len() > 1 => prop_assert_eq!(table.remove(at).unwrap(), reference.remove(at)),
+                None => {}
+            }
+            let rule = reference[step % reference.len()];
+            let key = key_for(&rule, noise.rotate_left(step as u32), step as u16);
+            prop_assert_eq!(table.lookup(&key), brute_force(&reference, &key), "after {} edits", step + 1);
         }
         for (i, rule) in reference.iter().enumerate() {
             let key = key_for(rule, noise.rotate_right(i as u32), i as u16);

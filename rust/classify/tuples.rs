@@ -150,6 +150,29 @@ impl TupleSpace {
         true
     }
 
+    /// Gives the rules `moved` (rank, rule) the ranks `new_rank` maps theirs to (every other
+    /// rank maps to itself). The map must keep every rank's place among all of them, so the
+    /// tables and buckets stay in order; each bucket is mapped once, so that a new rank is
+    /// never taken for an old one.
+    pub fn rerank(&mut self, moved: &[(Rank, Rule)], new_rank: impl Fn(Rank) -> Rank) {
+        let mut buckets: Vec<(usize, (u128, u128))> = moved
+            .iter()
+            .map(|(rank, rule)| {
+                let slot = self.tables.iter().position(|t| t.holds(rule, *rank)).expect("a rule of this tuple space");
+                (slot, self.tables[slot].bucket_key(rule.src, rule.dst))
+            })
+            .collect();
+        buckets.sort_unstable();
+        buckets.dedup();
+        for (slot, key) in buckets {
+            let bucket = self.tables[slot].buckets.get_mut(&key).expect("the rule's bucket");
+            *bucket = bucket.iter().map(|&(rank, rule)| (new_rank(rank), rule)).collect();
+        }
+        for table in &mut self.tables {
+            table.best = new_rank(table.best);
+        }
+    }
+
     /// Puts a rule into the first table (best first) that can hash it without overfilling its
     /// bucket, or into a new table cut to the rule's own lengths.
     fn place(&mut self, rank: Rank, rule: Rule) {

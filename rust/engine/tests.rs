@@ -204,22 +204,54 @@ fn worn_trees_are_rebuilt_in_the_background_not_by_the_edit() {
 }
 
 #[test]
+fn a_tenant_is_kept_only_if_every_row_does_the_same() {
+    let engine = Engine::new(spec()).unwrap();
+    let changes: [fn(&mut TenantSpec); 4] = [
+        |red| red.classes[1] = 7,
+        |red| red.actions[1] = DROP,
+        |red| red.policy_rules[1] = 0, // its two rows are one policy rule now
+        |red| red.default_class = 3,
+    ];
+    for change in changes {
+        let mut next = spec();
+        change(&mut next.tenants[0]);
+        assert_eq!(engine.update(next.clone()).unwrap(), UpdateReport { kept: 1, incremental: 1, rebuilt: 0 });
+        assert_eq!(engine.tables().tenants[0].spec(), next.tenants[0]);
+        assert_eq!(engine.update(spec()).unwrap().kept, 1);
+    }
+    assert_eq!(engine.update(spec()).unwrap().kept, 2);
+}
+
+#[test]
+fn policy_rules_must_be_numbered_from_0_in_order() {
+    let mut skipping = spec();
+    skipping.tenants[0].policy_rules = vec![0, 2];
+    let mut from_1 = spec();
+    from_1.tenants[1].policy_rules = vec![1];
+    for bad in [skipping, from_1] {
+        assert!(Engine::new(bad).err().is_some_and(|why| why.contains("policy rules must be numbered from 0, in order")));
+    }
+    let mut two_rows = spec();
+    two_rows.tenants[0].policy_rules = vec![0, 0];
+    assert_eq!({ classify_one(&Engine::new(two_rows).unwrap(), packet(100, 443)).rule }, 0, "one policy rule of two rows");
+}
+
+#[test]
 fn vni_map_covers_24_bits_and_nothing_else() {
-    let mut map = VniMap::default();
-    map.insert(0xff_ffff, 3);
-    map.insert(0, 1);
+    let map = VniMap::new([(0xff_ffff, 3), (0, 1)]);
     assert_eq!((map.get(0xff_ffff), map.get(0), map.get(5), map.get(-1), map.get(1 << 24)), (3, 1, -1, -1, -1));
 }
 
 #[test]
 fn editing_one_policy_rule_shifts_later_ones_and_keeps_other_tenants() {
     let engine = Engine::new(spec()).unwrap();
-    let blue_before = Arc::clone(&engine.tables().tenants[1]);
+    let (blue_before, vnis_before) = (Arc::clone(&engine.tables().tenants[1]), Arc::clone(&engine.tables().vnis.blocks));
     let two_rows = vec![RuleRow { rule: web_rule(8080), action: DROP, class: NO_CLASS }, RuleRow { rule: web_rule(8081), action: DROP, class: NO_CLASS }];
     engine.edit_tenant("red", RuleEdit::Insert { at: 1, rows: two_rows }).unwrap();
     let rule_of = |port| { let v = classify_one(&engine, packet(100, port)); (v.rule, v.action) };
     assert_eq!((rule_of(80), rule_of(8080), rule_of(8081), rule_of(443)), ((0, ALLOW), (1, DROP), (1, DROP), (2, ALLOW)));
     assert!(Arc::ptr_eq(&blue_before, &engine.tables().tenants[1]));
+    assert!(Arc::ptr_eq(&vnis_before, &engine.tables().vnis.blocks), "an edit shares the VNI map");
     engine.edit_tenant("red", RuleEdit::Replace { at: 1, rows: vec![RuleRow { rule: web_rule(9000), action: ALLOW, class: 4 }] }).unwrap();
     assert_eq!((rule_of(8080), rule_of(9000), rule_of(443)), ((-1, DROP), (1, ALLOW), (2, ALLOW)));
     engine.edit_tenant("red", RuleEdit::Remove { at: 0 }).unwrap();
@@ -228,7 +260,7 @@ fn editing_one_policy_rule_shifts_later_ones_and_keeps_other_tenants() {
     assert!(engine.edit_tenant("red", RuleEdit::Insert { at: 3, rows: vec![] }).is_err());
     assert!(engine.edit_tenant("green", RuleEdit::Remove { at: 0 }).is_err());
     let red = engine.tables();
-    let red = &red.tenants[0].spec;
+    let red = red.tenants[0].spec();
     assert_eq!((red.policy_rules.clone(), red.rules.len(), red.actions.len(), red.classes.len()), (vec![0, 1], 2, 2, 2));
 }
 
@@ -273,6 +305,21 @@ mod fuzz {
         }
     }
 
+    /// The tenants `specs` with the policy rules `policies`, each the rows it compiles to.
+    fn specs_of(specs: &[TenantSpec], policies: &[Vec<Vec<RuleRow>>]) -> Vec<TenantSpec> {
+        let spec_of = |(spec, policy): (&TenantSpec, &Vec<Vec<RuleRow>>)| {
+            let rows = || policy.iter().enumerate().flat_map(|(p, rows)| rows.iter().map(move |row| (p as i32, row)));
+            TenantSpec {
+                rules: rows().map(|(_, row)| row.rule).collect(),
+                actions: rows().map(|(_, row)| row.action).collect(),
+                classes: rows().map(|(_, row)| row.class).collect(),
+                policy_rules: rows().map(|(p, _)| p).collect(),
+                ..spec.clone()
+            }
+        };
+        specs.iter().zip(policies).map(spec_of).collect()
+    }
+
     /// Every tenant's rules probed (and a stray key, and a packet of no tenant), several
     /// tenants interleaved in one batch, longer than the engine's walking groups.
     fn check(engine: &Engine, specs: &[TenantSpec], noise: u128) -> Result<(), TestCaseError> {
@@ -305,15 +352,16 @@ mod fuzz {
         ))]
 
         /// The engine's own walk of the trees (by tree id, with the outcome of each tree rule
-        /// beside them) against a first-match scan, through inserts and removals that leave
-        /// rules dead in the trees, fresh ones beside them, and rebuilds.
+        /// beside them) against a first-match scan, through inserts, replacements and removals
+        /// of policy rules of one to three rows that leave rules dead in the trees, fresh ones
+        /// beside them, and rebuilds.
         #[test]
         fn fuzz_engine_verdicts_agree_with_first_match_through_edits(
             rules in proptest::collection::vec(proptest::collection::vec(rule_strategy(), 0..50), 1..4),
-            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), proptest::option::of(rule_strategy())), 0..240),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), proptest::option::of(proptest::collection::vec(rule_strategy(), 1..4))), 0..240),
             noise in any::<u128>(),
         ) {
-            let mut specs: Vec<TenantSpec> = rules.into_iter().enumerate().map(|(t, rules)| tenant_of(&format!("t{t}"), rules)).collect();
+            let specs: Vec<TenantSpec> = rules.into_iter().enumerate().map(|(t, rules)| tenant_of(&format!("t{t}"), rules)).collect();
             let tables = TablesSpec {
                 tenants: specs.clone(),
                 vnis: (0..specs.len()).map(|t| (100 + t as u32, t as i32)).collect(),
@@ -322,33 +370,39 @@ mod fuzz {
             };
             let engine = Engine::new(tables).unwrap();
             check(&engine, &specs, noise)?;
-            for (step, (which, at, rule)) in edits.into_iter().enumerate() {
+            // Each tenant's policy rules, each the rows it compiles to.
+            let mut policies: Vec<Vec<Vec<RuleRow>>> = specs.iter().map(|spec| {
+                (0..spec.rules.len()).map(|i| vec![RuleRow { rule: spec.rules[i], action: spec.actions[i], class: spec.classes[i] }]).collect()
+            }).collect();
+            for (step, (which, at, rules)) in edits.into_iter().enumerate() {
                 let t = which.index(specs.len());
-                let spec = &mut specs[t];
-                let edit = match rule {
-                    Some(rule) => {
-                        let at = at.index(spec.rules.len() + 1);
-                        let row = RuleRow { rule, action: (step % 2) as u8, class: (step % 5) as u16 };
-                        spec.rules.insert(at, rule);
-                        spec.actions.insert(at, row.action);
-                        spec.classes.insert(at, row.class);
-                        RuleEdit::Insert { at: at as i32, rows: vec![row] }
+                let policy = &mut policies[t];
+                let rows: Vec<RuleRow> = rules.iter().flatten().enumerate().map(|(i, &rule)| RuleRow { rule, action: ((step + i) % 2) as u8, class: (step % 5) as u16 }).collect();
+                let edit = match rules {
+                    Some(_) if step % 4 == 0 && !policy.is_empty() => {
+                        let at = at.index(policy.len());
+                        policy[at] = rows.clone();
+                        RuleEdit::Replace { at: at as i32, rows }
                     }
-                    None if spec.rules.is_empty() => continue,
+                    Some(_) => {
+                        let at = at.index(policy.len() + 1);
+                        policy.insert(at, rows.clone());
+                        RuleEdit::Insert { at: at as i32, rows }
+                    }
+                    None if policy.is_empty() => continue,
                     None => {
-                        let at = at.index(spec.rules.len());
-                        spec.rules.remove(at);
-                        spec.actions.remove(at);
-                        spec.classes.remove(at);
+                        let at = at.index(policy.len());
+                        policy.remove(at);
                         RuleEdit::Remove { at: at as i32 }
                     }
                 };
-                spec.policy_rules = (0..spec.rules.len() as i32).collect();
-                engine.edit_tenant(&spec.name, edit).unwrap();
+                engine.edit_tenant(&specs[t].name, edit).unwrap();
                 if step % 3 == 0 {
-                    check(&engine, &specs, noise.rotate_right(step as u32))?;
+                    check(&engine, &specs_of(&specs, &policies), noise.rotate_right(step as u32))?;
                 }
             }
+            let specs = specs_of(&specs, &policies);
+            prop_assert!(engine.tables().tenants.iter().zip(&specs).all(|(tables, spec)| tables.spec() == *spec));
             check(&engine, &specs, !noise)?;
         }
     }
