@@ -107,6 +107,14 @@ impl Item for Ranked {}
 /// Marks a tree rule removed since the trees were built.
 pub const DEAD: u32 = u32::MAX;
 
+/// Where a key's first match is: a tree rule, by tree id ([`RuleTable::trees`] gives its row),
+/// or another rule, by row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Match {
+    Tree(u32),
+    Row(usize),
+}
+
 /// An ordered rule set: index 0 is checked first, and the first match wins.
 ///
 /// IPv4 rules (rules that can match a packet with IPv4 addresses) are compiled into decision
@@ -125,6 +133,9 @@ pub struct RuleTable {
     tree_ranks: Arc<[Rank]>,
     /// Current index of each tree id, [`DEAD`] once removed.
     tree_index: Arc<[u32]>,
+    /// Whether some tree rule's source (destination) prefix reaches beyond IPv4: only then can
+    /// a key with an IPv6 source (destination) match in the trees.
+    trees_reach_ipv6: [bool; 2],
     dead: usize,
     /// IPv4 rules added since the trees were built.
     fresh: TupleSpace,
@@ -163,6 +174,7 @@ impl RuleTable {
                 ipv6.push((row.rank, row.rule));
             }
         }
+        self.trees_reach_ipv6 = [rules.iter().any(|rule| rule.src_len < 96), rules.iter().any(|rule| rule.dst_len < 96)];
         self.trees = Forest::new(&rules);
         self.tree_ranks = ranks.into();
         self.tree_index = indices.into();
@@ -213,43 +225,66 @@ impl RuleTable {
     /// The first rule matching `key`, if any.
     #[inline]
     pub fn lookup(&self, key: &Key) -> Option<usize> {
+        self.find(key).map(|found| self.row_of(found))
+    }
+
+    /// The first rule matching `key`, if any, as the trees found it if they did: a caller that
+    /// keeps what each tree rule does by tree id needs no row.
+    #[inline]
+    pub fn find(&self, key: &Key) -> Option<Match> {
         let Some(fields) = Fields::of(key) else {
-            return self.lookup_beyond_ipv4(key);
+            return self.find_beyond_ipv4(key);
         };
         let tree_index = &self.tree_index;
         let id = self.trees.lookup(&fields, tree::NO_RULE, |id| tree_index[id as usize] != DEAD);
         self.with_fresh(key, id)
     }
 
+    fn row_of(&self, found: Match) -> usize {
+        match found {
+            Match::Tree(id) => self.tree_index[id as usize] as usize,
+            Match::Row(row) => row,
+        }
+    }
+
     /// The first match of a key with an IPv6 address. An IPv4 rule matches it only through
-    /// prefixes that hold every IPv4 address (`::/0`, ...), which the trees file under any
-    /// IPv4 address: so the trees are walked with `0.0.0.0` in place of each IPv6 address,
-    /// every candidate is checked in full, and `ipv6` holds the other rules that can match.
-    fn lookup_beyond_ipv4(&self, key: &Key) -> Option<usize> {
+    /// prefixes that reach beyond IPv4 (shorter than 96 bits: `::/0`, none given), on each side
+    /// where the key's address is IPv6; such a prefix holds every IPv4 address, and the trees
+    /// file it under any. So the trees are walked if they hold such prefixes, and `ipv6` holds
+    /// the other rules that can match.
+    fn find_beyond_ipv4(&self, key: &Key) -> Option<Match> {
+        let [src_reach, dst_reach] = self.trees_reach_ipv6;
+        let walk = (src_reach || is_ipv4_mapped(key.src)) && (dst_reach || is_ipv4_mapped(key.dst));
+        let found = self.with_fresh(key, if walk { self.tree_match_beyond_ipv4(key) } else { tree::NO_RULE });
+        let bound = found.map_or(Rank::MAX, |found| match found {
+            Match::Tree(id) => self.tree_ranks[id as usize],
+            Match::Row(row) => self.rows[row].rank,
+        });
+        self.ipv6.lookup(key, bound).map(|rank| Match::Row(self.index_of(rank))).or(found)
+    }
+
+    /// The trees' first match of a key with an IPv6 address: walked with `0.0.0.0` in place of
+    /// each IPv6 address, every candidate checked in full.
+    fn tree_match_beyond_ipv4(&self, key: &Key) -> u32 {
         let as_ipv4 = |address: u128| if is_ipv4_mapped(address) { address } else { ipv4_mapped(0) };
         let fields = Fields::new(as_ipv4(key.src), as_ipv4(key.dst), key.src_port, key.dst_port, key.proto, key.dscp).expect("IPv4 addresses");
         let matches = |id: u32| match self.tree_index[id as usize] {
             DEAD => false,
             index => self.rows[index as usize].rule.matches(key),
         };
-        let found = self.with_fresh(key, self.trees.lookup(&fields, tree::NO_RULE, matches));
-        let bound = found.map_or(Rank::MAX, |index| self.rows[index].rank);
-        self.ipv6.lookup(key, bound).map(|rank| self.index_of(rank)).or(found)
+        self.trees.lookup(&fields, tree::NO_RULE, matches)
     }
 
     /// The first match, given the trees' best `id` for the key: a rule added since the trees
     /// were built may come first.
     #[inline]
-    fn with_fresh(&self, key: &Key, id: u32) -> Option<usize> {
-        let from_trees = || (id != tree::NO_RULE).then(|| self.tree_index[id as usize] as usize);
+    fn with_fresh(&self, key: &Key, id: u32) -> Option<Match> {
+        let from_trees = (id != tree::NO_RULE).then_some(Match::Tree(id));
         if self.fresh.is_empty() {
-            return from_trees();
+            return from_trees;
         }
         let bound = self.tree_ranks.get(id as usize).copied().unwrap_or(Rank::MAX);
-        match self.fresh.lookup(key, bound) {
-            Some(rank) => Some(self.index_of(rank)),
-            None => from_trees(),
-        }
+        self.fresh.lookup(key, bound).map(|rank| Match::Row(self.index_of(rank))).or(from_trees)
     }
 
     fn index_of(&self, rank: Rank) -> usize {
@@ -273,7 +308,7 @@ impl RuleTable {
             let tree_index = &self.tree_index;
             self.trees.lookup_group(&fields, &mut best, |id| tree_index[id as usize] != DEAD);
             for ((key, id), slot) in keys.iter().zip(best).zip(out) {
-                *slot = as_index(self.with_fresh(key, id));
+                *slot = as_index(self.with_fresh(key, id).map(|found| self.row_of(found)));
             }
         }
         for (key, slot) in key_groups.remainder().iter().zip(out_groups.into_remainder()) {

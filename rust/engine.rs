@@ -13,7 +13,7 @@ use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
 
 use crate::memory::prefetch;
-use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Rule, RuleTable, DEAD, NO_RULE};
+use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosSpec, QosStats, StatsKey};
 use crate::parse::{PacketInfo, Status, Tunnel};
 use pipeline::QosPipeline;
@@ -180,7 +180,8 @@ impl TenantTables {
 
     /// Table row `row`'s policy rule and what it does.
     fn outcome(&self, row: usize) -> (i32, RowOutcome) {
-        (self.rows.group_of(row) as i32, self.rows[row])
+        let (policy_rule, outcome) = self.rows.numbered(row);
+        (policy_rule as i32, *outcome)
     }
 
     fn policy_rule_count(&self) -> i32 {
@@ -449,10 +450,17 @@ impl EngineTables {
             dscp: info.dscp,
         };
         let tables = &self.tenants[tenant as usize];
-        match tables.table.lookup(&key).map(|row| tables.outcome(row)) {
-            Some((policy_rule, row)) => Verdict { tenant, rule: policy_rule, cls: class_id(row.class), action: row.action, reason: Reason::Rule as u8 },
-            None => Verdict { tenant, rule: -1, cls: class_id(tables.default_class), action: tables.default_action, reason: Reason::Default as u8 },
-        }
+        // A tree rule's outcome is kept by tree id (exact for every live one), so only a rule
+        // added since the build is looked up by its row.
+        let id = match tables.table.find(&key) {
+            Some(Match::Row(row)) => {
+                let (policy_rule, row) = tables.outcome(row);
+                return Verdict { tenant, rule: policy_rule, cls: class_id(row.class), action: row.action, reason: Reason::Rule as u8 };
+            }
+            Some(Match::Tree(id)) => id,
+            None => NO_RULE,
+        };
+        self.hot[tenant as usize].verdict(tenant, id)
     }
 }
 

@@ -84,14 +84,15 @@ impl<T: Item> Chunked<T> {
         }
     }
 
-    /// The group of item `index`: the groups opened by it and the items before it, less one.
-    pub fn group_of(&self, index: usize) -> usize {
+    /// Item `index` and its group: the groups opened by it and the items before it, less one.
+    pub fn numbered(&self, index: usize) -> (usize, &T) {
         let (chunk, offset) = self.locate(index);
         let (groups_before, found) = (self.groups_start(chunk), &self.chunks[chunk]);
         if found.groups == found.items.len() {
-            return groups_before + offset; // every item opens its group: nothing to count
+            return (groups_before + offset, &found.items[offset]); // every item opens its group
         }
-        groups_before + found.items[..=offset].iter().filter(|item| item.opens_group()).count() - 1
+        let opened = found.items[..=offset].iter().filter(|item| item.opens_group()).count();
+        (groups_before + opened - 1, &found.items[offset])
     }
 
     /// The index of the item that opens `group`, or the length if there is no such group.
@@ -225,7 +226,7 @@ mod tests {
                 group += 1;
             }
             if group > 0 {
-                prop_assert_eq!(chunked.group_of(index), group - 1);
+                prop_assert_eq!(chunked.numbered(index), (group - 1, item));
             }
         }
         prop_assert_eq!((chunked.group_count(), chunked.group_start(group)), (group, reference.len()));
