@@ -360,11 +360,10 @@ impl Stage {
 /// Packets classified, then enforced, at a time: their records (100 B each) stay in L2.
 const CHUNK: usize = 2048;
 
-/// Below this much state ([`Enforcer::state_bytes`]) it stays in the 48 KiB L1 cache. Above,
-/// prefetching (~30 instructions a packet) pays even while the state fits in L2: 1,000 tenants
-/// of one class each (~0.5 MB) on the fast lane, enforced over classification, 23.4-24.5 ->
-/// 22.5-22.7 ns a packet (`examples/enforce_speed.rs`).
-const PREFETCH_ABOVE_BYTES: usize = 64 << 10;
+/// Below this much state ([`Enforcer::state_bytes`]) it stays in a 2 MiB L2 cache, and
+/// prefetching costs more instructions (~30-50 a packet) than it saves misses (1,000 tenants of
+/// one class each: ~0.5 MB).
+const PREFETCH_ABOVE_BYTES: usize = 1 << 20;
 
 /// The profile of a tenant with no contract in the spec: its packets pass, green.
 const NO_CONTRACT: u32 = u32::MAX;
