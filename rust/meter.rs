@@ -12,6 +12,8 @@
 //! (the RFCs add a byte CIR times a second: the same rate, without its steps); what a full
 //! bucket cannot hold is lost (in srTCM it spills from C into E first).
 
+use std::hint::select_unpredictable;
+
 use bytemuck::{Pod, Zeroable};
 
 /// Nano-bytes per byte: the token unit.
@@ -131,19 +133,40 @@ fn check_bucket(bucket: &str, rate_name: &str, rate: u64, size_name: &str, size:
     }
 }
 
-/// A meter profile with its bucket sizes in nano-bytes, computed once rather than per packet.
+/// A meter profile as the per-packet path reads it, computed once: the three RFCs differ only
+/// in where E's (or P's) tokens come from and in which bucket a packet tries first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MeterConsts {
     pub params: MeterParams,
     /// CBS, and EBS or PBS, in nano-bytes.
     committed_cap: u64,
     excess_or_peak_cap: u64,
+    /// CIR, and EIR or PIR (0 for srTCM, whose E fills only with what C cannot hold).
+    committed_rate: u64,
+    excess_or_peak_rate: u64,
+    /// srTCM: what C cannot hold spills into E.
+    spills: bool,
+    /// trTCM: a packet tries P first.
+    peak_first: bool,
 }
 
 impl MeterConsts {
     pub fn new(params: &MeterParams) -> Self {
         let (committed, excess_or_peak) = params.burst_sizes();
-        MeterConsts { params: *params, committed_cap: nano(committed), excess_or_peak_cap: nano(excess_or_peak) }
+        let (committed_rate, excess_or_peak_rate) = match params.kind {
+            MeterKind::SrTcm { cir, .. } => (cir, 0),
+            MeterKind::TrTcm { pir, cir, .. } => (cir, pir),
+            MeterKind::Rfc4115 { cir, eir, .. } => (cir, eir),
+        };
+        MeterConsts {
+            params: *params,
+            committed_cap: nano(committed),
+            excess_or_peak_cap: nano(excess_or_peak),
+            committed_rate,
+            excess_or_peak_rate,
+            spills: matches!(params.kind, MeterKind::SrTcm { .. }),
+            peak_first: matches!(params.kind, MeterKind::TrTcm { .. }),
+        }
     }
 }
 
@@ -183,30 +206,21 @@ impl MeterState {
         self.mark_with(&MeterConsts::new(params), now_ns, bytes, color_in)
     }
 
-    /// [`mark`](MeterState::mark) with the bucket sizes computed beforehand.
+    /// [`mark`](MeterState::mark) with the constants computed beforehand.
     #[inline]
     pub fn mark_with(&mut self, consts: &MeterConsts, now_ns: u64, bytes: u32, color_in: Color) -> Color {
         let elapsed_ns = self.advance_clock(now_ns);
         // The RFCs' colour-blind rules are their colour-aware rules for a packet that came in green.
-        let color_in = if consts.params.color_aware { color_in } else { Color::Green };
+        let color_in = select_unpredictable(consts.params.color_aware, color_in, Color::Green);
         let cost = u64::from(bytes) * NANO;
-        let (committed_cap, excess_or_peak_cap) = (consts.committed_cap, consts.excess_or_peak_cap);
-        match consts.params.kind {
-            MeterKind::SrTcm { cir, .. } => {
-                let spill = fill(&mut self.committed, committed_cap, arrivals(cir, elapsed_ns));
-                fill(&mut self.excess_or_peak, excess_or_peak_cap, spill);
-                self.committed_then_excess(cost, color_in)
-            }
-            MeterKind::Rfc4115 { cir, eir, .. } => {
-                fill(&mut self.committed, committed_cap, arrivals(cir, elapsed_ns));
-                fill(&mut self.excess_or_peak, excess_or_peak_cap, arrivals(eir, elapsed_ns));
-                self.committed_then_excess(cost, color_in)
-            }
-            MeterKind::TrTcm { pir, cir, .. } => {
-                fill(&mut self.committed, committed_cap, arrivals(cir, elapsed_ns));
-                fill(&mut self.excess_or_peak, excess_or_peak_cap, arrivals(pir, elapsed_ns));
-                self.peak_then_committed(cost, color_in)
-            }
+        let spill = fill(&mut self.committed, consts.committed_cap, arrivals(consts.committed_rate, elapsed_ns));
+        // One of the two terms is 0: srTCM has no E rate, the others drop C's spill.
+        let excess_or_peak_in = arrivals(consts.excess_or_peak_rate, elapsed_ns) + select_unpredictable(consts.spills, spill, 0);
+        fill(&mut self.excess_or_peak, consts.excess_or_peak_cap, excess_or_peak_in);
+        if consts.peak_first {
+            self.peak_then_committed(cost, color_in)
+        } else {
+            self.committed_then_excess(cost, color_in)
         }
     }
 
@@ -236,35 +250,34 @@ impl MeterState {
 
     /// srTCM and RFC 4115: a green packet that fits in C stays green and spends C; otherwise a
     /// green or yellow one that fits in E is yellow and spends E; anything else is red and
-    /// spends nothing.
+    /// spends nothing. Without branches: the colour depends on the traffic.
     #[inline]
     fn committed_then_excess(&mut self, cost: u64, color_in: Color) -> Color {
-        if color_in == Color::Green && self.committed >= cost {
-            self.committed -= cost;
-            Color::Green
-        } else if color_in != Color::Red && self.excess_or_peak >= cost {
-            self.excess_or_peak -= cost;
-            Color::Yellow
-        } else {
-            Color::Red
-        }
+        let green = (color_in == Color::Green) & (self.committed >= cost);
+        let yellow = !green & (color_in != Color::Red) & (self.excess_or_peak >= cost);
+        self.committed -= select_unpredictable(green, cost, 0);
+        self.excess_or_peak -= select_unpredictable(yellow, cost, 0);
+        pick_color(green, yellow)
     }
 
     /// trTCM: a red packet, or one over the peak bucket, is red and spends nothing; a yellow
     /// one, or one over C, is yellow and spends only P; a green one spends both.
     #[inline]
     fn peak_then_committed(&mut self, cost: u64, color_in: Color) -> Color {
-        if color_in == Color::Red || self.excess_or_peak < cost {
-            Color::Red
-        } else if color_in == Color::Yellow || self.committed < cost {
-            self.excess_or_peak -= cost;
-            Color::Yellow
-        } else {
-            self.excess_or_peak -= cost;
-            self.committed -= cost;
-            Color::Green
-        }
+        let red = (color_in == Color::Red) | (self.excess_or_peak < cost);
+        let green = !red & (color_in == Color::Green) & (self.committed >= cost);
+        self.excess_or_peak -= select_unpredictable(red, 0, cost);
+        self.committed -= select_unpredictable(green, cost, 0);
+        pick_color(green, !red & !green)
     }
+}
+
+/// Green, else yellow, else red (at most one of the two is true), without a branch: LLVM
+/// turns a select between enum values back into a jump.
+#[inline]
+fn pick_color(green: bool, yellow: bool) -> Color {
+    const BY_FLAGS: [Color; 4] = [Color::Red, Color::Yellow, Color::Green, Color::Green];
+    BY_FLAGS[usize::from(green) * 2 + usize::from(yellow)]
 }
 
 /// A burst size in nano-bytes: exact for the bursts `check` accepts, saturating beyond.

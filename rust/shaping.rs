@@ -18,7 +18,7 @@ pub mod histogram;
 pub mod port;
 mod wdrr;
 
-pub use edt::{ShapeDrop, ShaperConsts, ShaperParams, ShaperState};
+pub use edt::{Offer, ShapeDrop, ShaperConsts, ShaperParams, ShaperState};
 pub use histogram::LogHistogram;
 pub use port::{bucket_bytes, Departure, Port, PortConfig, PortDrop, PortMode, QueueConfig, QueueStats};
 

@@ -40,9 +40,14 @@ impl QosCounters {
 #[repr(C, align(64))]
 #[derive(Debug, Clone, Copy, Default, Zeroable)]
 pub(super) struct RowCounters {
-    colors: [[u64; 2]; 3],
-    outcomes: [[u64; 2]; OUTCOMES],
+    colors: [Pair; 3],
+    outcomes: [Pair; OUTCOMES],
 }
+
+/// Packets in the low 64 bits, bytes in the high: one 128-bit add counts both (two
+/// instructions; a pair of u64 becomes vector loads and stores). Packets never carry into
+/// bytes: that would take 2^64 of them.
+type Pair = u128;
 
 impl RowCounters {
     #[inline]
@@ -55,24 +60,37 @@ impl RowCounters {
         count(&mut self.outcomes[outcome as usize], bytes);
     }
 
+    /// A packet whose colour and outcome are known at once.
+    #[inline]
+    pub(super) fn count(&mut self, color: Color, outcome: Outcome, bytes: u32) {
+        self.count_color(color, bytes);
+        self.count_outcome(outcome, bytes);
+    }
+
     pub(super) fn counters(&self) -> QosCounters {
-        let dropped = self.outcomes[Outcome::DropClassifier as usize];
-        let colored = self.colors.iter().fold([0, 0], |sum, pair| [sum[0] + pair[0], sum[1] + pair[1]]);
+        let in_total = self.colors.iter().sum::<Pair>() + self.outcomes[Outcome::DropClassifier as usize];
         QosCounters {
-            packets: colored[0] + dropped[0],
-            bytes: colored[1] + dropped[1],
-            color_packets: std::array::from_fn(|c| self.colors[c][0]),
-            color_bytes: std::array::from_fn(|c| self.colors[c][1]),
-            outcome_packets: std::array::from_fn(|o| self.outcomes[o][0]),
-            outcome_bytes: std::array::from_fn(|o| self.outcomes[o][1]),
+            packets: packets(in_total),
+            bytes: bytes(in_total),
+            color_packets: self.colors.map(packets),
+            color_bytes: self.colors.map(bytes),
+            outcome_packets: self.outcomes.map(packets),
+            outcome_bytes: self.outcomes.map(bytes),
         }
     }
 }
 
 #[inline]
-fn count(pair: &mut [u64; 2], bytes: u32) {
-    pair[0] += 1;
-    pair[1] += u64::from(bytes);
+fn count(pair: &mut Pair, bytes: u32) {
+    *pair += 1 | Pair::from(bytes) << 64;
+}
+
+fn packets(pair: Pair) -> u64 {
+    pair as u64
+}
+
+fn bytes(pair: Pair) -> u64 {
+    (pair >> 64) as u64
 }
 
 fn add_all(sums: &mut [u64], values: &[u64]) {

@@ -7,6 +7,8 @@
 //! bucket holds it, at `max(now, TAT - burst/rate)`. The TAT is kept as whole nanoseconds plus a
 //! remainder in 1/rate ns, so that a billion packets at a rate land exactly where they should.
 
+use std::hint::select_unpredictable;
+
 use super::{MAX_RATE, NS_PER_S};
 
 /// The smallest Ethernet frame: a burst below it could never let a frame through at once.
@@ -44,13 +46,14 @@ impl ShaperParams {
     }
 }
 
-/// Why a packet was dropped at the tail of the shaper's queue.
+/// Why a packet was dropped at the tail of the shaper's queue (numbered, to index tables).
+#[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShapeDrop {
     /// Waiting bytes would exceed `max_queue_bytes` (checked first).
-    QueueBytes,
+    QueueBytes = 0,
     /// The packet would wait longer than `max_delay_ns`.
-    QueueTime,
+    QueueTime = 1,
 }
 
 /// One flow's shaper: 24 bytes. Starts with a full bucket.
@@ -69,29 +72,39 @@ pub struct ShaperState {
 pub struct ShaperConsts {
     pub params: ShaperParams,
     rate: Divisor,
-    /// `burst` in ns at the rate: whole ns plus a remainder in 1/rate ns.
-    burst_ns: u128,
-    burst_rem: u64,
+    /// `burst` in ns at the rate, as a [`Pair`].
+    burst: Pair,
     /// The same for `burst + max_queue_bytes`: how far ahead of now the TAT may be.
-    limit_ns: u128,
-    limit_rem: u64,
+    limit: Pair,
 }
 
 impl ShaperConsts {
     /// `params` must have passed [`ShaperParams::check`].
     pub fn new(params: &ShaperParams) -> Self {
-        let rate = u128::from(params.rate);
         let burst_scaled = u128::from(params.burst) * NS_PER_S;
         let limit_scaled = burst_scaled + u128::from(params.max_queue_bytes) * NS_PER_S;
-        ShaperConsts {
-            params: *params,
-            rate: Divisor::new(params.rate),
-            burst_ns: burst_scaled / rate,
-            burst_rem: (burst_scaled % rate) as u64,
-            limit_ns: limit_scaled / rate,
-            limit_rem: (limit_scaled % rate) as u64,
-        }
+        ShaperConsts { params: *params, rate: Divisor::new(params.rate), burst: Pair::of_scaled(burst_scaled, params.rate), limit: Pair::of_scaled(limit_scaled, params.rate) }
     }
+
+    /// How long a packet that leaves the TAT `ahead` of now waits, or why it is dropped. Owing
+    /// nothing beyond the burst, it does not wait; otherwise the part of a ns left over rounds up.
+    #[inline]
+    fn wait(&self, ahead: Pair) -> (u64, Option<ShapeDrop>) {
+        let (owed, within_burst) = ahead.0.overflowing_sub(self.burst.0);
+        let owed = select_unpredictable(within_burst, 0, owed);
+        let wait = (owed >> 64) as u64 + u64::from(owed as u64 != 0);
+        let too_late = select_unpredictable(wait > self.params.max_delay_ns, Some(ShapeDrop::QueueTime), None);
+        (wait, select_unpredictable(ahead > self.limit, Some(ShapeDrop::QueueBytes), too_late))
+    }
+}
+
+/// What a shaper would do with a packet: its release time, or why it would be dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offer {
+    /// The shaper's state once the packet is sent (a dropped packet leaves it as it was).
+    pub sent: ShaperState,
+    pub release_ns: u64,
+    pub drop: Option<ShapeDrop>,
 }
 
 impl ShaperState {
@@ -102,37 +115,66 @@ impl ShaperState {
         self.shape_with(&ShaperConsts::new(params), now_ns, bytes)
     }
 
-    /// [`shape`](ShaperState::shape) with the constants computed beforehand. In 1/rate ns the
-    /// TAT moves to `max(TAT, now) + bytes x 1e9`; what the packet owes beyond the burst is
-    /// `TAT - now x rate - burst x 1e9`, and it waits `ceil(owed / rate)` for it. All of it is
-    /// done on (whole ns, remainder in 1/rate ns) pairs, where a remainder is below the rate, so
-    /// that comparing two amounts is comparing pairs, and the one division left (of a 64-bit
-    /// number, by the rate) is a multiply by a precomputed reciprocal.
+    /// [`shape`](ShaperState::shape) with the constants computed beforehand.
     #[inline]
     pub fn shape_with(&mut self, consts: &ShaperConsts, now_ns: u64, bytes: u32) -> Result<u64, ShapeDrop> {
+        let offer = self.offer(consts, now_ns, bytes);
+        match offer.drop {
+            None => {
+                *self = offer.sent;
+                Ok(offer.release_ns)
+            }
+            Some(drop) => Err(drop),
+        }
+    }
+
+    /// What [`shape_with`](ShaperState::shape_with) would do, without doing it (so that a
+    /// caller can decide without a branch whether to send the packet). In 1/rate ns the TAT moves
+    /// to `max(TAT, now) + bytes x 1e9`; what the packet owes beyond the burst is
+    /// `TAT - now x rate - burst x 1e9`, and it waits `ceil(owed / rate)` for it. All of it is
+    /// done on (whole ns, remainder in 1/rate ns) [`Pair`]s, so that comparing two amounts is
+    /// comparing pairs, and the one division left (of a 64-bit number, by the rate) is a
+    /// multiply by a precomputed reciprocal. No branch depends on the traffic.
+    #[inline]
+    pub fn offer(&self, consts: &ShaperConsts, now_ns: u64, bytes: u32) -> Offer {
         let rate = consts.rate.divisor;
         let now = now_ns.max(self.last_ns);
         // max(TAT, now): the remainder is below the rate, so whole ns decide.
-        let (base_ns, base_rem) = if self.tat_ns >= now { (self.tat_ns, self.tat_rem.min(rate - 1)) } else { (now, 0) };
+        let behind = self.tat_ns < now;
+        let base_ns = self.tat_ns.max(now);
+        let base_rem = select_unpredictable(behind, 0, self.tat_rem.min(rate - 1));
         // Below 2^42 + 2^32 x 1e9 < 2^64.
         let (add_ns, tat_rem) = consts.rate.div_rem(base_rem + u64::from(bytes) * NS_PER_S as u64);
-        let tat_ns = u128::from(base_ns) + u128::from(add_ns);
-        // How far the new TAT is ahead of now (never behind: base_ns >= now), in whole ns and
-        // tat_rem.
-        let ahead_ns = tat_ns - u128::from(now);
-        if exceeds(ahead_ns, tat_rem, consts.limit_ns, consts.limit_rem) {
-            return Err(ShapeDrop::QueueBytes);
+        // How far the new TAT is ahead of now (never behind: base_ns >= now).
+        let (ahead_ns, beyond_u64) = (base_ns - now).overflowing_add(add_ns);
+        let (wait, drop) = if beyond_u64 { Self::wait_far_ahead(&consts.params, ahead_ns, tat_rem) } else { consts.wait(Pair::new(ahead_ns, tat_rem)) };
+        // Past u64::MAX ns (far ahead, or late in time), the TAT saturates.
+        let sent = ShaperState { tat_ns: base_ns.saturating_add(add_ns), tat_rem, last_ns: now };
+        Offer { sent, release_ns: now.saturating_add(wait), drop }
+    }
+
+    /// Takes the state `offer` leaves if the packet is `sent`; without a branch.
+    #[inline]
+    pub fn settle(&mut self, offer: &Offer, sent: bool) {
+        self.tat_ns = select_unpredictable(sent, offer.sent.tat_ns, self.tat_ns);
+        self.tat_rem = select_unpredictable(sent, offer.sent.tat_rem, self.tat_rem);
+        self.last_ns = select_unpredictable(sent, offer.sent.last_ns, self.last_ns);
+    }
+
+    /// [`ShaperConsts::wait`] for a TAT 2^64 ns or more ahead of now (`ahead_ns` is how far
+    /// beyond 2^64; only a queue limit that large lets a TAT get there): exact, by plain
+    /// division in 1/rate ns.
+    #[cold]
+    fn wait_far_ahead(params: &ShaperParams, ahead_ns: u64, tat_rem: u64) -> (u64, Option<ShapeDrop>) {
+        let rate = u128::from(params.rate);
+        let ahead = ((1u128 << 64) + u128::from(ahead_ns)) * rate + u128::from(tat_rem);
+        if ahead > (u128::from(params.burst) + u128::from(params.max_queue_bytes)) * NS_PER_S {
+            return (0, Some(ShapeDrop::QueueBytes));
         }
-        // Owing nothing beyond the burst: no wait. Otherwise ahead >= burst in whole ns, and
-        // the part of a ns left over rounds up.
-        let wait = if exceeds(ahead_ns, tat_rem, consts.burst_ns, consts.burst_rem) { ahead_ns - consts.burst_ns + u128::from(tat_rem > consts.burst_rem) } else { 0 };
-        if wait > u128::from(consts.params.max_delay_ns) {
-            return Err(ShapeDrop::QueueTime);
+        match u64::try_from(ceil_div(ahead.saturating_sub(u128::from(params.burst) * NS_PER_S), rate)) {
+            Ok(wait) if wait <= params.max_delay_ns => (wait, None),
+            _ => (0, Some(ShapeDrop::QueueTime)),
         }
-        self.tat_ns = saturate(tat_ns);
-        self.tat_rem = tat_rem;
-        self.last_ns = now;
-        Ok(now.saturating_add(wait as u64))
     }
 
     /// Bytes still owed at `now_ns` beyond the burst: the fluid backlog. It differs from the
@@ -152,11 +194,22 @@ impl ShaperState {
     }
 }
 
-/// Whether (ns, rem) is more than (limit_ns, limit_rem): remainders are below the rate, so
-/// whole ns decide unless equal.
-#[inline]
-fn exceeds(ns: u128, rem: u64, limit_ns: u128, limit_rem: u64) -> bool {
-    ns > limit_ns || (ns == limit_ns && rem > limit_rem)
+/// An amount of time at a rate, `ns << 64 | remainder in 1/rate ns`: remainders are below the
+/// rate, so pairs compare as their amounts do, in one comparison. One beyond `u64::MAX` ns is
+/// `u128::MAX`, which every amount the per-packet path compares with it stays below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Pair(u128);
+
+impl Pair {
+    fn new(ns: u64, rem: u64) -> Self {
+        Pair(u128::from(ns) << 64 | u128::from(rem))
+    }
+
+    /// `scaled` (in 1/rate ns) as a pair.
+    fn of_scaled(scaled: u128, rate: u64) -> Self {
+        let rate = u128::from(rate);
+        u64::try_from(scaled / rate).map_or(Pair(u128::MAX), |ns| Pair::new(ns, (scaled % rate) as u64))
+    }
 }
 
 /// Exact division of 64-bit numbers by a fixed divisor: a multiply by its reciprocal, which
@@ -174,16 +227,13 @@ impl Divisor {
         Divisor { divisor, reciprocal }
     }
 
-    /// (n / divisor, n % divisor).
+    /// (n / divisor, n % divisor), without a branch.
     #[inline]
     fn div_rem(&self, n: u64) -> (u64, u64) {
         let quotient = ((u128::from(n) * u128::from(self.reciprocal)) >> 64) as u64;
         let rem = n - quotient * self.divisor;
-        if rem >= self.divisor {
-            (quotient + 1, rem - self.divisor)
-        } else {
-            (quotient, rem)
-        }
+        let short = rem >= self.divisor;
+        (quotient + u64::from(short), rem - select_unpredictable(short, self.divisor, 0))
     }
 }
 

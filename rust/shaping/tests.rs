@@ -171,9 +171,27 @@ impl RefShaper {
         if wait > u128::from(p.max_delay_ns) {
             return Err(ShapeDrop::QueueTime);
         }
-        (self.tat, self.last_ns) = (tat, now);
-        Ok(now + wait as u64)
+        // As the shaper keeps it: whole ns that saturate at u64::MAX, and the remainder.
+        let whole_ns = (tat / rate).min(u128::from(u64::MAX));
+        (self.tat, self.last_ns) = (whole_ns * rate + tat % rate, now);
+        Ok(now.saturating_add(wait as u64))
     }
+
+    fn backlog_bytes(&self, p: &ShaperParams, now_ns: u64) -> u64 {
+        let (rate, ns) = (u128::from(p.rate), 1_000_000_000u128);
+        let owed = self.tat.saturating_sub(u128::from(now_ns.max(self.last_ns)) * rate + u128::from(p.burst) * ns);
+        u64::try_from(up(owed, ns)).unwrap_or(u64::MAX)
+    }
+}
+
+/// Rates that do and do not divide a second, from 1 B/s to the largest.
+fn any_rate() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(1u64), Just(3), Just(999_999_937), Just(MAX_RATE), 1u64..2000, 1u64..=MAX_RATE]
+}
+
+/// From nothing to `u64::MAX`, with the ends weighted in.
+fn any_amount(small: u64) -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0u64), 0..small, any::<u64>(), Just(u64::MAX)]
 }
 
 proptest! {
@@ -191,6 +209,65 @@ proptest! {
         for (gap, bytes) in steps {
             now += gap;
             prop_assert_eq!(fast.shape(&params, now, bytes), plain.shape(&params, now, bytes));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// The ends of every range: rates of 1 B/s and 2^42, bursts and queues up to `u64::MAX`
+    /// bytes, packets of 0 bytes and of `u32::MAX`, times near 0 and near `u64::MAX`, gaps of
+    /// nothing and of centuries, time going back.
+    #[test]
+    fn the_shaper_agrees_with_plain_division_at_the_ends_of_its_ranges(
+        rate in any_rate(),
+        burst in prop_oneof![Just(MIN_BURST), MIN_BURST..100_000, MIN_BURST..=u64::MAX],
+        queue in any_amount(100_000),
+        max_delay_ns in any_amount(10 * SECOND),
+        start in prop_oneof![0u64..1000, u64::MAX - (1 << 40)..=u64::MAX, any::<u64>()],
+        steps in proptest::collection::vec((any::<bool>(), any_amount(10 * MS), prop_oneof![Just(0u32), 1u32..64, 64u32..9216, Just(u32::MAX)]), 1..100),
+    ) {
+        let params = ShaperParams { rate, burst, max_queue_bytes: queue, max_delay_ns };
+        let (mut fast, mut plain) = (ShaperState::default(), RefShaper { tat: 0, last_ns: 0 });
+        let mut now = start;
+        for (back, gap, bytes) in steps {
+            now = if back { now.saturating_sub(gap) } else { now.saturating_add(gap) };
+            prop_assert_eq!(fast.shape(&params, now, bytes), plain.shape(&params, now, bytes));
+            prop_assert_eq!(fast.backlog_bytes(&params, now), plain.backlog_bytes(&params, now));
+        }
+    }
+}
+
+/// The shaper and the plain reference, packet by packet: the releases.
+fn agree(params: &ShaperParams, packets: &[(u64, u32)]) -> Vec<Result<u64, ShapeDrop>> {
+    let (mut fast, mut plain) = (ShaperState::default(), RefShaper { tat: 0, last_ns: 0 });
+    let mut releases = Vec::new();
+    for (index, &(now, bytes)) in packets.iter().enumerate() {
+        let release = plain.shape(params, now, bytes);
+        assert_eq!(fast.shape(params, now, bytes), release, "{params:?}, packet {index}");
+        assert_eq!(fast.backlog_bytes(params, now), plain.backlog_bytes(params, now), "{params:?}, packet {index}");
+        releases.push(release);
+    }
+    releases
+}
+
+#[test]
+fn a_tat_more_than_2_64_ns_ahead_is_still_exact() {
+    // At 1 B/s a packet of u32::MAX bytes moves the TAT ~4.3e18 ns: four of them and a few of a
+    // billion bytes take it past 2^64 ns ahead, where only a queue of ~2e10 bytes or more lets
+    // it get, and where a burst of 1e10 bytes still lets a packet leave within u64 ns.
+    let sizes = [u32::MAX, u32::MAX, u32::MAX, u32::MAX, 1_000_000_000, 1_000_000_000, 1_000_000_000, 1_000_000_000];
+    let packets: Vec<(u64, u32)> = sizes.into_iter().enumerate().map(|(step, bytes)| (step as u64 * 1000, bytes)).collect();
+    for (burst, queue) in [(10_000_000_000, 10_000_000_000), (10_000_000_000, 30_000_000_000), (MIN_BURST, u64::MAX), (MIN_BURST, u64::MAX / 2)] {
+        let params = ShaperParams { rate: 1, burst, max_queue_bytes: queue, max_delay_ns: u64::MAX };
+        let releases = agree(&params, &packets);
+        // Each wait as the longest allowed, and one ns short of it.
+        for (release, (now, _)) in releases.into_iter().zip(&packets) {
+            if let Ok(wait) = release.map(|r| r - now) {
+                agree(&ShaperParams { max_delay_ns: wait, ..params }, &packets);
+                agree(&ShaperParams { max_delay_ns: wait.saturating_sub(1), ..params }, &packets);
+            }
         }
     }
 }
