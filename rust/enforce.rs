@@ -628,13 +628,12 @@ impl Enforcer {
     #[inline(never)] // one call a chunk; a symbol of its own for profilers
     fn enforce_chunk(&mut self, port: &mut Option<PortState>, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
         let prefetch = self.state_bytes() > PREFETCH_ABOVE_BYTES;
-        let arrival = |info: &PacketInfo| Arrival::of(info, packet_time(info));
         let Some(state) = port else {
             let out = &mut out[first..];
             if prefetch {
-                self.enforce_without_port::<true, _>(records, verdicts, out, first, arrival);
+                self.enforce_without_port::<true>(records, verdicts, out, first);
             } else {
-                self.enforce_without_port::<false, _>(records, verdicts, out, first, arrival);
+                self.enforce_without_port::<false>(records, verdicts, out, first);
             }
             return;
         };
@@ -648,16 +647,16 @@ impl Enforcer {
         }
     }
 
-    /// Enforces `packets` (classified as `verdicts`), which start at `first` in the batch, into
+    /// Enforces `records` (classified as `verdicts`), which start at `first` in the batch, into
     /// `out`, with no port: a loop of its own for each way of prefetching, so that the fast
     /// lane keeps its values in registers.
     #[inline(always)]
-    fn enforce_without_port<const PREFETCH: bool, T>(&mut self, packets: &[T], verdicts: &[Verdict], out: &mut [Processed], first: usize, arrival: impl Fn(&T) -> Arrival) {
-        for (i, ((packet, verdict), slot)) in packets.iter().zip(verdicts).zip(out).enumerate() {
+    fn enforce_without_port<const PREFETCH: bool>(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
+        for (i, ((info, verdict), slot)) in records.iter().zip(verdicts).zip(out).enumerate() {
             if PREFETCH {
                 self.prefetch_ahead(verdicts, i);
             }
-            let mut arrival = arrival(packet);
+            let mut arrival = Arrival::of(info, packet_time(info));
             arrival.clock_ns = arrival.clock_ns.max(self.clock_ns);
             self.clock_ns = arrival.clock_ns;
             self.enforce_one(arrival, *verdict, first + i, false, slot);
