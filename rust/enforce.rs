@@ -74,7 +74,7 @@ impl Arrival {
 
 /// A packet's time as the enforcer reads it (a negative timestamp is 0).
 #[inline]
-pub fn packet_time(info: &PacketInfo) -> u64 {
+fn packet_time(info: &PacketInfo) -> u64 {
     u64::try_from(info.timestamp_ns).unwrap_or(0)
 }
 
