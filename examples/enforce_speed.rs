@@ -25,7 +25,7 @@ const RUNS: usize = 5;
 const SIZE: u32 = 114;
 const SECOND_NS: u64 = 1_000_000_000;
 /// The engine's chunk (`enforce.rs`): the stand-in classifier sees the same ones.
-const CHUNK: usize = 2048;
+const CHUNK: usize = 256;
 
 fn main() {
     let packets: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10_000_000);

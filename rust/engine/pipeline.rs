@@ -22,7 +22,8 @@ use crate::parse::{parse_range, PacketInfo, ParseConfig};
 
 /// Packets a thread takes at a time: a few of the enforcer's chunks, so that taking a piece
 /// costs nothing next to its work and a chunk never spans two pieces.
-const PIECE: usize = 2 * CHUNK;
+const PIECE: usize = 4096;
+const _: () = assert!(PIECE.is_multiple_of(CHUNK), "a chunk never spans two pieces");
 
 /// Batches shorter than this are processed on the calling thread alone: waking the pool costs
 /// more than it saves on them.
