@@ -1,6 +1,5 @@
 //! The fast lane ([`Lane::Fast`]): a tenant whose contract is one meter and one shaper of its
-//! own, with no class contract and no port, enforced by a loop of its own that keeps every
-//! table in a register and leaves at the first packet it does not take.
+//! own, with no class contract and no port.
 //!
 //! The same results as `Enforcer::enforce_general` would give, with no branch that depends on
 //! the traffic: the shaper sees every packet, and keeps its new state only if the meter passed
@@ -9,8 +8,8 @@
 use std::hint::select_unpredictable;
 
 use super::stats::RowCounters;
-use super::{packet_time, prefetch_ahead, Count, Lane, Outcome, Processed, Profile, Stage, TenantState};
-use crate::engine::{Verdict, DROP};
+use super::{Count, Outcome, Processed, Profile, TenantState};
+use crate::engine::Verdict;
 use crate::meter::Color;
 use crate::parse::PacketInfo;
 
@@ -20,39 +19,15 @@ pub(super) struct FastLane<'e> {
     pub tenants: &'e mut [TenantState],
     pub profiles: &'e [Profile],
     pub rows: &'e mut [RowCounters],
-    /// Read only to prefetch.
-    pub class_stages: &'e [Stage],
     pub class_rows: usize,
     pub count: Count,
     pub color_map: &'e [Color; 64],
 }
 
 impl FastLane<'_> {
-    /// Enforces packets from the first of `records` (classified as `verdicts`) into `out` for as
-    /// long as they are on the fast lane, moving `clock_ns` (the latest packet time) on; returns
-    /// how many it took.
-    #[inline(always)]
-    pub fn run<const PREFETCH: bool>(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], clock_ns: &mut u64) -> usize {
-        let mut clock = *clock_ns;
-        let mut taken = 0;
-        for (info, verdict) in records.iter().zip(verdicts) {
-            if PREFETCH {
-                prefetch_ahead(self.tenants, self.rows, self.class_stages, self.class_rows, verdicts, taken);
-            }
-            let tenant = verdict.tenant as usize; // a negative one is out of range
-            let fast = self.tenants.get(tenant).is_some_and(|t| t.stage.lane == Lane::Fast);
-            let Some(slot) = out.get_mut(taken).filter(|_| fast && verdict.action != DROP) else { break };
-            clock = clock.max(packet_time(info));
-            *slot = self.enforce(tenant, info, *verdict, clock);
-            taken += 1;
-        }
-        *clock_ns = clock;
-        taken
-    }
-
     /// One packet of fast-lane `tenant`, at `now`.
     #[inline(always)]
-    fn enforce(&mut self, tenant: usize, info: &PacketInfo, verdict: Verdict, now: u64) -> Processed {
+    pub fn enforce(&mut self, tenant: usize, info: &PacketInfo, verdict: Verdict, now: u64) -> Processed {
         let state = &mut self.tenants[tenant];
         // Its class's row, else its own (a class id out of range is large as a u32).
         let in_class = (verdict.cls as u32) < state.classes;
