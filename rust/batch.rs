@@ -100,6 +100,19 @@ impl<'a> BatchView<'a> {
         let start = self.offsets[index] as usize;
         &self.data[start..start + self.lengths[index] as usize]
     }
+
+    /// Asks the cache for the first two lines of packet `index` (a tunnel's headers and the
+    /// tenant's), if there is one.
+    #[inline]
+    pub fn prefetch_headers(&self, index: usize) {
+        let Some(&start) = self.offsets.get(index) else { return };
+        if let Some(first) = self.data.get(start as usize) {
+            crate::memory::prefetch(first);
+        }
+        if let Some(second) = self.data.get(start as usize + 64) {
+            crate::memory::prefetch(second);
+        }
+    }
 }
 
 fn fits(data_len: usize, offset: u64, length: u32) -> bool {

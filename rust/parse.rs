@@ -140,10 +140,16 @@ pub fn parse_batch(batch: &BatchView<'_>, config: &ParseConfig, timestamps_ns: &
     }
 }
 
+/// Packets ahead whose headers the parser asks the cache for: a batch's bytes are read in
+/// order, but at offsets the hardware prefetcher does not follow across packets (1,000,000
+/// VXLAN packets through the whole pipeline: 4 ahead saved 3 ns a packet, 16 and 32 about 4.5).
+const PREFETCH_AHEAD: usize = 16;
+
 /// Parses packets `first..` into `out`, each with its timestamp (0 past the end of
 /// `timestamps_ns`) written while its record is in cache.
 pub fn parse_range(batch: &BatchView<'_>, config: &ParseConfig, timestamps_ns: &[i64], first: usize, out: &mut [PacketInfo]) {
     for (index, record) in (first..).zip(out.iter_mut()) {
+        batch.prefetch_headers(index + PREFETCH_AHEAD);
         *record = PacketInfo {
             timestamp_ns: timestamps_ns.get(index).copied().unwrap_or(0),
             ..parse_packet(batch.packet(index), batch.wire_lengths[index], batch.link_types.get(index), config)
