@@ -253,6 +253,9 @@ struct HotTenant {
     default_class: u16,
     /// Where the engine counts this tenant's packets.
     counter_slot: u32,
+    /// The tenant has no rules: every IP packet of it takes the default (a tenant that is a
+    /// VNI and a contract, the common case, skips the trees and their fields).
+    ruleless: bool,
 }
 
 impl HotTenant {
@@ -276,6 +279,7 @@ impl HotTenant {
             default_action: tenant.default_action,
             default_class: tenant.default_class,
             counter_slot,
+            ruleless: tenant.table.is_empty(),
         }
     }
 
@@ -384,10 +388,13 @@ impl EngineTables {
         const GROUP: usize = 16;
         for (records, out) in records.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
             let mut packets = [(-1i32, None, None); GROUP];
-            for ((tenant, fields, _), info) in packets.iter_mut().zip(records) {
-                (*tenant, *fields) = (self.tenant_of(info), fields_of(info));
-                if let (Some(hot), Some(fields)) = (self.hot_of(*tenant), fields) {
-                    hot.trees.prefetch(fields);
+            for ((tenant, fields, id), info) in packets.iter_mut().zip(records) {
+                *tenant = self.tenant_of(info);
+                let Some(hot) = self.hot_of(*tenant) else { continue };
+                if hot.ruleless {
+                    *id = Some(NO_RULE); // its default, whatever the packet's fields
+                } else if let Some(found) = fields_of(info) {
+                    hot.trees.prefetch(fields.insert(found));
                 }
             }
             for (tenant, fields, _) in &packets[..records.len()] {

@@ -107,6 +107,29 @@ fn broken_and_non_ip_packets_are_counted_by_reason() {
 }
 
 #[test]
+fn a_tenant_without_rules_takes_its_default_until_a_rule_is_added() {
+    let mut tables = spec();
+    tables.tenants.push(TenantSpec { default_action: ALLOW, default_class: 3, ..tenant("green", vec![]) });
+    tables.vnis.push((300, 2));
+    let engine = Engine::new(tables).unwrap();
+    let mut ipv6 = packet(300, 80);
+    (ipv6.ip_version, ipv6.dst) = (6, [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    for info in [packet(300, 80), ipv6] {
+        let v = classify_one(&engine, info);
+        assert_eq!((v.tenant, v.rule, v.cls, v.action, v.reason), (2, -1, 3, ALLOW, Reason::Default as u8));
+    }
+    let mut truncated = packet(300, 80);
+    truncated.status = Status::Truncated as u8;
+    let mut arp = packet(300, 0);
+    (arp.status, arp.ip_version) = (Status::Unsupported as u8, 0);
+    assert_eq!({ classify_one(&engine, truncated).reason }, Reason::Truncated as u8);
+    assert_eq!({ classify_one(&engine, arp).reason }, Reason::NotIp as u8);
+    engine.edit_tenant("green", RuleEdit::Insert { at: 0, rows: vec![RuleRow { rule: web_rule(80), action: DROP, class: 1 }] }).unwrap();
+    let v = classify_one(&engine, packet(300, 80));
+    assert_eq!((v.tenant, v.rule, v.cls, v.action, v.reason), (2, 0, 1, DROP, Reason::Rule as u8));
+}
+
+#[test]
 fn updates_keep_patch_or_rebuild_and_counters_run_on() {
     let engine = Engine::new(spec()).unwrap();
     classify_one(&engine, packet(100, 80));
