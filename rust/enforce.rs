@@ -12,7 +12,6 @@
 //! the port, which sees the packet at its release time.
 
 mod columns;
-mod fast;
 mod stats;
 
 use std::cmp::Reverse;
@@ -49,9 +48,9 @@ pub enum Count {
 impl Count {
     /// Without a branch (a `match` here compiles to a jump, taken twice a packet).
     #[inline]
-    pub fn bytes(self, wire_len: u32, inner_len: u32) -> u32 {
+    pub fn bytes(self, arrival: &Arrival) -> u32 {
         const ADDED: [u32; 4] = [0, 0, 20, 24];
-        let frame = select_unpredictable(self == Count::Inner, inner_len, wire_len);
+        let frame = select_unpredictable(self == Count::Inner, arrival.inner_len, arrival.wire_len);
         frame.saturating_add(ADDED[self as usize])
     }
 }
@@ -410,7 +409,7 @@ const NO_CONTRACT: u32 = u32::MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lane {
     /// A meter and a shaper of the tenant's own, nothing of its classes', no port:
-    /// `FastLane::enforce` (`enforce/fast.rs`).
+    /// [`Enforcer::enforce_fast`].
     Fast,
     /// Anything else, a contract or none: [`Enforcer::enforce_general`].
     General,
@@ -664,7 +663,7 @@ impl Enforcer {
         };
         for (i, (info, verdict)) in records.iter().zip(verdicts).enumerate() {
             if prefetch {
-                prefetch_ahead(&self.tenants, &self.rows, &self.class_stages, self.class_rows, verdicts, i);
+                self.prefetch_ahead(verdicts, i);
             }
             self.clock_ns = self.clock_ns.max(packet_time(info));
             self.arrive_at_port(&mut state.port, self.clock_ns, out);
@@ -673,28 +672,19 @@ impl Enforcer {
     }
 
     /// Enforces `records` (classified as `verdicts`), which start at `first` in the batch, into
-    /// `out`, with no port: runs of fast-lane packets in a loop of their own, each packet
-    /// between them on the general path; a loop for each way of prefetching.
+    /// `out`, with no port: a loop of its own for each way of prefetching, so that the fast
+    /// lane keeps its values in registers.
     #[inline(always)]
     fn enforce_without_port<const PREFETCH: bool>(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
         for (i, ((info, verdict), slot)) in records.iter().zip(verdicts).zip(out).enumerate() {
             if PREFETCH {
-                prefetch_ahead(&self.tenants, &self.rows, &self.class_stages, self.class_rows, verdicts, i);
+                self.prefetch_ahead(verdicts, i);
             }
-            self.clock_ns = self.clock_ns.max(packet_time(info));
-            let tenant = self.tenants.get(verdict.tenant as usize); // a negative one is out of range
-            if tenant.is_some_and(|t| t.stage.lane == Lane::Fast) && verdict.action != DROP {
-                let now = self.clock_ns;
-                *slot = self.fast_lane().enforce(verdict.tenant as usize, info, *verdict, now);
-            } else {
-                *slot = self.enforce_general(Arrival::of(info, self.clock_ns), *verdict, first + i, false);
-            }
+            let mut arrival = Arrival::of(info, packet_time(info));
+            arrival.clock_ns = arrival.clock_ns.max(self.clock_ns);
+            self.clock_ns = arrival.clock_ns;
+            self.enforce_one(arrival, *verdict, first + i, false, slot);
         }
-    }
-
-    fn fast_lane(&mut self) -> fast::FastLane<'_> {
-        let Enforcer { spec, tenants, profiles, rows, class_rows, .. } = self;
-        fast::FastLane { tenants, profiles, rows, class_rows: *class_rows, count: spec.count, color_map: &spec.color_map }
     }
 
     /// The port takes what was released by the batch's last packet time and sends what it can
@@ -715,6 +705,37 @@ impl Enforcer {
         size_of_val(self.tenants.as_slice()) + size_of_val(self.class_stages.as_slice()) + size_of_val(self.rows.as_slice())
     }
 
+    /// Asks the cache for the state of packets ahead, so that the misses of several packets
+    /// overlap (with a million tenants each packet's lines are far apart): the tenant's line
+    /// two steps ahead, then, from it, the statistics row and the class's stage one step ahead.
+    #[inline]
+    fn prefetch_ahead(&self, verdicts: &[Verdict], index: usize) {
+        const AHEAD: usize = 8;
+        if let Some(tenant) = verdicts.get(index + 2 * AHEAD).and_then(|v| self.tenants.get(v.tenant as usize)) {
+            prefetch(tenant);
+        }
+        if let Some(verdict) = verdicts.get(index + AHEAD) {
+            let tenant = self.tenants.get(verdict.tenant as usize);
+            let row = self.row_of(verdict, tenant);
+            prefetch(&self.rows[row]);
+            if tenant.is_some_and(|t| t.stage.classes_enforced) && row < self.class_rows {
+                prefetch(&self.class_stages[row]);
+            }
+        }
+    }
+
+    /// The packet's statistics row: its class's (class rows are the class stages' rows), else
+    /// its tenant's, else the row of packets of no tenant. A tenant without a contract has no
+    /// classes here.
+    #[inline]
+    fn row_of(&self, verdict: &Verdict, tenant: Option<&TenantState>) -> usize {
+        match tenant {
+            None => self.class_rows + self.tenants.len(),
+            Some(t) if (verdict.cls as u32) < t.classes => (t.first_row + verdict.cls as u32) as usize,
+            Some(_) => self.class_rows + verdict.tenant as usize,
+        }
+    }
+
     /// Hands the port every packet released by `until_ns`, in release order.
     fn arrive_at_port(&mut self, port: &mut Port, until_ns: u64, out: &mut [Processed]) {
         while let Some(&Reverse(packet)) = self.in_flight.peek() {
@@ -733,14 +754,59 @@ impl Enforcer {
         }
     }
 
+    /// Enforces packet `index` of the batch into `slot`; `arrival.clock_ns` is its time as
+    /// enforced, the latest seen so far.
+    #[inline(always)] // two callers, each one loop around it
+    fn enforce_one(&mut self, arrival: Arrival, verdict: Verdict, index: usize, has_port: bool, slot: &mut Processed) {
+        let fast = self.tenants.get(verdict.tenant as usize).is_some_and(|t| t.stage.lane == Lane::Fast);
+        if fast && verdict.action != DROP {
+            self.enforce_fast(arrival, verdict, slot);
+        } else {
+            *slot = self.enforce_general(arrival, verdict, index, has_port);
+        }
+    }
+
+    /// [`Lane::Fast`]: the tenant's meter, its colour action, the tenant's shaper. The same
+    /// results as [`enforce_general`](Enforcer::enforce_general) would give, with no branch
+    /// that depends on the traffic: the shaper sees every packet, and keeps its new state only
+    /// if the meter passed the packet and the shaper sent it.
+    #[inline(always)]
+    fn enforce_fast(&mut self, info: Arrival, verdict: Verdict, slot: &mut Processed) {
+        let now = info.clock_ns;
+        let Enforcer { spec, tenants, profiles, rows, class_rows, .. } = self;
+        let tenant = &mut tenants[verdict.tenant as usize];
+        // Its class's row, else its own (a class id out of range is large as a u32).
+        let in_class = (verdict.cls as u32) < tenant.classes;
+        let row = select_unpredictable(in_class, (tenant.first_row + verdict.cls as u32) as usize, *class_rows + verdict.tenant as usize);
+        let tenant = &mut tenant.stage;
+        let Some(contract) = &profiles[tenant.profile as usize].fast else { unreachable!("a fast lane has a fast profile") };
+        // The meter counts the bytes the shaper does (or the tenant is not on this lane).
+        let bytes = spec.count.bytes(&info);
+        let incoming = spec.color_map[usize::from(info.dscp & 63)];
+        let color = tenant.meter.mark_with(&contract.meter, now, bytes, incoming);
+        let metered = contract.actions.outcome[color as usize];
+        let remark = contract.actions.remark[color as usize];
+        let offer = tenant.shaper.offer(&contract.shaper, now, bytes);
+        let metered_out = metered == Outcome::DropMeter;
+        let sent = !metered_out & offer.drop.is_none();
+        tenant.shaper.settle(&offer, sent);
+        // A table, not a `match`: LLVM would jump.
+        const SHAPED_OUT: [Outcome; 3] = [Outcome::DropShaperBytes, Outcome::DropShaperTime, Outcome::Pass];
+        let shaped_out = SHAPED_OUT[offer.drop.map_or(2, |drop| drop as usize)];
+        let outcome = select_unpredictable(sent | metered_out, metered, shaped_out);
+        rows[row].count(color, outcome, bytes);
+        let release_ns = select_unpredictable(sent, i64::try_from(offer.release_ns).unwrap_or(i64::MAX), -1);
+        *slot = Processed { verdict, color: color as u8, outcome: outcome as u8, dscp: remark.unwrap_or(info.dscp), release_ns };
+    }
+
     /// Every lane: the general path, stage by stage.
     #[inline(never)]
     fn enforce_general(&mut self, info: Arrival, verdict: Verdict, index: usize, has_port: bool) -> Processed {
         let (now, info) = (info.clock_ns, &info);
         // A negative tenant or class is out of range as a u32 or usize.
-        let row = row_of(self.class_rows, self.tenants.len(), &verdict, self.tenants.get(verdict.tenant as usize));
+        let row = self.row_of(&verdict, self.tenants.get(verdict.tenant as usize));
         let Enforcer { spec, tenants, profiles, class_stages, rows, class_rows, in_flight, sequence, batch, .. } = self;
-        let bytes = spec.count.bytes(info.wire_len, info.inner_len);
+        let bytes = spec.count.bytes(info);
         let counters = &mut rows[row];
         let mut result = Processed { verdict, color: NO_COLOR, outcome: Outcome::DropClassifier as u8, dscp: info.dscp, release_ns: -1 };
         if verdict.action == DROP {
@@ -823,36 +889,6 @@ impl Enforcer {
     }
 }
 
-/// The packet's statistics row: its class's (class rows are the class stages' rows), else its
-/// tenant's, else the row of packets of no tenant. A tenant without a contract has no classes.
-#[inline]
-fn row_of(class_rows: usize, tenant_count: usize, verdict: &Verdict, tenant: Option<&TenantState>) -> usize {
-    match tenant {
-        None => class_rows + tenant_count,
-        Some(t) if (verdict.cls as u32) < t.classes => (t.first_row + verdict.cls as u32) as usize,
-        Some(_) => class_rows + verdict.tenant as usize,
-    }
-}
-
-/// Asks the cache for the state of packets ahead, so that the misses of several packets
-/// overlap (with a million tenants each packet's lines are far apart): the tenant's line two
-/// steps ahead, then, from it, the statistics row and the class's stage one step ahead.
-#[inline]
-fn prefetch_ahead(tenants: &[TenantState], rows: &[RowCounters], class_stages: &[Stage], class_rows: usize, verdicts: &[Verdict], index: usize) {
-    const AHEAD: usize = 8;
-    if let Some(tenant) = verdicts.get(index + 2 * AHEAD).and_then(|v| tenants.get(v.tenant as usize)) {
-        prefetch(tenant);
-    }
-    if let Some(verdict) = verdicts.get(index + AHEAD) {
-        let tenant = tenants.get(verdict.tenant as usize);
-        let row = row_of(class_rows, tenants.len(), verdict, tenant);
-        prefetch(&rows[row]);
-        if tenant.is_some_and(|t| t.stage.classes_enforced) && row < class_rows {
-            prefetch(&class_stages[row]);
-        }
-    }
-}
-
 /// The statistics rows' keys: every class of the tenants with a contract, every tenant, none.
 fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> Vec<StatsKey> {
     let classes = contracts.iter().flatten().flat_map(|t| (0..t.classes.len()).map(|c| (Some(t.name.clone()), Some(c as u16))));
@@ -880,7 +916,7 @@ impl Metered {
     /// One meter (the tenant's, then the class's) and its action for the colour it gives.
     #[inline]
     fn meter(&mut self, (consts, spec): &(MeterConsts, MeterSpec), state: &mut MeterState, info: &Arrival, now: u64) {
-        let color = state.mark_with(consts, now, spec.count.bytes(info.wire_len, info.inner_len), self.incoming);
+        let color = state.mark_with(consts, now, spec.count.bytes(info), self.incoming);
         self.color = self.color.max(color);
         self.incoming = color;
         match spec.actions[color as usize] {

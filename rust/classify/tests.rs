@@ -282,12 +282,6 @@ proptest! {
             prop_assert_eq!(table.lookup(&key), brute_force(&reference, &key));
         }
     }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("ISOLANE_FUZZ_CASES").ok().and_then(|n| n.parse::<u32>().ok()).map_or(24, |n| (n / 10).max(1))
-    ))]
 
     /// Inserts piling up at three places (and removals there), so that runs of inserted rules
     /// use up their rank gaps and are respread, many times over.
