@@ -150,22 +150,27 @@ const PREFETCH_AHEAD: usize = 16;
 pub fn parse_range(batch: &BatchView<'_>, config: &ParseConfig, timestamps_ns: &[i64], first: usize, out: &mut [PacketInfo]) {
     for (index, record) in (first..).zip(out.iter_mut()) {
         batch.prefetch_headers(index + PREFETCH_AHEAD);
-        *record = PacketInfo {
-            timestamp_ns: timestamps_ns.get(index).copied().unwrap_or(0),
-            ..parse_packet(batch.packet(index), batch.wire_lengths[index], batch.link_types.get(index), config)
-        };
+        parse_packet_into(batch.packet(index), batch.wire_lengths[index], batch.link_types.get(index), config, record);
+        record.timestamp_ns = timestamps_ns.get(index).copied().unwrap_or(0);
     }
 }
 
 /// Parses one packet of the given link type.
 #[inline]
 pub fn parse_packet(packet: &[u8], wire_len: u32, link_type: u16, config: &ParseConfig) -> PacketInfo {
-    if link_type == linktype::ETHERNET {
-        if let Some(info) = vxlan_ipv4_fast_path(packet, wire_len, config) {
-            return info;
-        }
+    let mut info = PacketInfo::zeroed();
+    parse_packet_into(packet, wire_len, link_type, config, &mut info);
+    info
+}
+
+/// [`parse_packet`] into `out`, field by field: a record built elsewhere and copied in was
+/// reloaded before its narrow stores had landed, which stalled every packet.
+#[inline]
+fn parse_packet_into(packet: &[u8], wire_len: u32, link_type: u16, config: &ParseConfig, out: &mut PacketInfo) {
+    if link_type == linktype::ETHERNET && vxlan_ipv4_fast_path(packet, wire_len, config, out) {
+        return;
     }
-    parse_packet_general(packet, wire_len, link_type, config)
+    *out = parse_packet_general(packet, wire_len, link_type, config);
 }
 
 /// Offsets of the common case: Ethernet / IPv4 (no options) / UDP / VXLAN / Ethernet / IPv4.
@@ -178,13 +183,14 @@ mod fixed {
     pub const INNER_L4: usize = INNER_IP + 20;
 }
 
-/// The common case at fixed offsets, with one length check up front; `None` sends anything
-/// else (VLAN tags, options, IPv6, fragments, short or odd lengths) to the general parser,
-/// which gives the same record (a property test holds the two to that).
+/// The common case at fixed offsets, with one length check up front, into `out`; `false`
+/// (with `out` untouched) sends anything else (VLAN tags, options, IPv6, fragments, short or
+/// odd lengths) to the general parser, which gives the same record (a property test holds the
+/// two to that).
 #[inline]
-fn vxlan_ipv4_fast_path(packet: &[u8], wire_len: u32, config: &ParseConfig) -> Option<PacketInfo> {
+fn vxlan_ipv4_fast_path(packet: &[u8], wire_len: u32, config: &ParseConfig, out: &mut PacketInfo) -> bool {
     use fixed::*;
-    let p = packet.get(..INNER_L4 + 4)?;
+    let Some(p) = packet.get(..INNER_L4 + 4) else { return false };
     let be16 = |at: usize| u16::from_be_bytes([p[at], p[at + 1]]);
     let outer_len = usize::from(be16(OUTER_IP + 2));
     let inner_len = usize::from(be16(INNER_IP + 2));
@@ -195,7 +201,7 @@ fn vxlan_ipv4_fast_path(packet: &[u8], wire_len: u32, config: &ParseConfig) -> O
         && OUTER_IP + outer_len <= packet.len()
         && outer_len >= INNER_L4 + 4 - OUTER_IP;
     if !outer_ok || !config.vxlan_ports.contains(be16(UDP + 2)) || p[VXLAN] & VXLAN_FLAG_VNI == 0 {
-        return None;
+        return false;
     }
     let proto = p[INNER_IP + 9];
     let has_ports = matches!(proto, PROTO_TCP | PROTO_UDP | PROTO_SCTP | PROTO_DCCP | PROTO_UDPLITE);
@@ -204,10 +210,10 @@ fn vxlan_ipv4_fast_path(packet: &[u8], wire_len: u32, config: &ParseConfig) -> O
         && be16(INNER_IP + 6) & 0x3fff == 0
         && inner_len >= if has_ports { 24 } else { 20 };
     if !inner_ok {
-        return None;
+        return false;
     }
     let (src_port, dst_port) = if has_ports { (be16(INNER_L4), be16(INNER_L4 + 2)) } else { (0, 0) };
-    Some(PacketInfo {
+    *out = PacketInfo {
         outer_src: ipv4_mapped(&p[OUTER_IP + 12..OUTER_IP + 16]),
         outer_dst: ipv4_mapped(&p[OUTER_IP + 16..OUTER_IP + 20]),
         src: ipv4_mapped(&p[INNER_IP + 12..INNER_IP + 16]),
@@ -225,7 +231,8 @@ fn vxlan_ipv4_fast_path(packet: &[u8], wire_len: u32, config: &ParseConfig) -> O
         is_fragment: 0,
         timestamp_ns: 0,
         inner_len: inner_frame_len(wire_len, VXLAN + 8),
-    })
+    };
+    true
 }
 
 /// The bytes of a frame from `start` (where the tunnelled frame begins) to its end on the wire.
