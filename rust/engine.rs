@@ -791,16 +791,15 @@ impl Engine {
     }
 
     /// Classifies and enforces one batch (`rust/enforce.rs`) against one policy's tables and
-    /// contracts, on the engine's threads; counts the verdicts as `classify` does.
-    pub fn process(&self, records: &[PacketInfo], out: &mut [Processed]) {
-        let len = records.len().min(out.len());
-        self.process_packets(Packets::Records(&records[..len]), &mut out[..len]);
+    /// contracts, on the engine's threads; counts the verdicts as `classify` does. Appends a
+    /// row to `out` for each record, in order.
+    pub fn process(&self, records: &[PacketInfo], out: &mut Vec<Processed>) {
+        self.process_packets(Packets::Records(records), out);
     }
 
     /// [`Engine::process`] for records or a capture that is parsed as it goes (its records
-    /// never all in memory at once); `out[i]` is packet `i`'s result, one for each packet.
-    pub fn process_packets(&self, packets: Packets<'_>, out: &mut [Processed]) {
-        assert_eq!(packets.len(), out.len(), "one result for each packet");
+    /// never all in memory at once): appends a row to `out` for each packet, in order.
+    pub fn process_packets(&self, packets: Packets<'_>, out: &mut Vec<Processed>) {
         let mut qos = self.lock_qos();
         qos.process(packets, out, &|records, verdicts| self.classify(records, verdicts));
     }

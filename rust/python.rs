@@ -622,13 +622,21 @@ impl Engine {
 
     /// Classifies parsed records (raw bytes of a PARSED_DTYPE array) into verdict records.
     fn classify_records<'py>(&self, py: Python<'py>, records: &Bound<'py, PyArray1<u8>>) -> PyResult<Bound<'py, PyArray1<u8>>> {
-        per_record::<Verdict>(py, records, |records, out| self.engine.classify(records, out))
+        per_record(py, records, |records| {
+            let mut out: Vec<Verdict> = memory::zeroed_vec(records.len());
+            self.engine.classify(records, &mut out);
+            out
+        })
     }
 
     /// Classifies and enforces parsed records (raw bytes of a PARSED_DTYPE array) into
     /// processed records (raw bytes of a PROCESSED_DTYPE array).
     fn process_records<'py>(&self, py: Python<'py>, records: &Bound<'py, PyArray1<u8>>) -> PyResult<Bound<'py, PyArray1<u8>>> {
-        per_record::<Processed>(py, records, |records, out| self.engine.process(records, out))
+        per_record(py, records, |records| {
+            let mut out: Vec<Processed> = memory::with_capacity(records.len());
+            self.engine.process(records, &mut out);
+            out
+        })
     }
 
     /// Parses, classifies and enforces a batch a chunk at a time (its parsed records are never
@@ -639,7 +647,7 @@ impl Engine {
         let timestamps = batch.timestamps_ns.bind(py).readonly();
         let timestamps_ns = timestamps.as_slice()?;
         let out = batch.with_view(py, |view| {
-            let mut out: Vec<Processed> = memory::zeroed_vec(view.len());
+            let mut out: Vec<Processed> = memory::with_capacity(view.len());
             self.engine.process_packets(engine::Packets::Capture { batch: view, config: &config, timestamps_ns }, &mut out);
             bytemuck::cast_vec::<Processed, u8>(out)
         })?;
@@ -679,12 +687,12 @@ impl Engine {
     }
 }
 
-/// Runs `work` without the GIL on parsed records (raw bytes of a PARSED_DTYPE array), with one
-/// output record per packet, and returns the output as raw bytes.
+/// Runs `work` without the GIL on parsed records (raw bytes of a PARSED_DTYPE array), which
+/// gives one output record per packet, and returns the output as raw bytes.
 fn per_record<'py, T: bytemuck::Pod + Send>(
     py: Python<'py>,
     records: &Bound<'py, PyArray1<u8>>,
-    work: impl FnOnce(&[PacketInfo], &mut [T]) + Send,
+    work: impl FnOnce(&[PacketInfo]) -> Vec<T> + Send,
 ) -> PyResult<Bound<'py, PyArray1<u8>>> {
     let records = records.readonly();
     let bytes = records.as_slice()?;
@@ -693,9 +701,7 @@ fn per_record<'py, T: bytemuck::Pod + Send>(
     }
     let out = without_gil(py, || {
         let records: &[PacketInfo] = bytemuck::cast_slice(bytes);
-        let mut out: Vec<T> = memory::zeroed_vec(records.len());
-        work(records, &mut out);
-        bytemuck::cast_vec::<T, u8>(out)
+        bytemuck::cast_vec::<T, u8>(work(records))
     })?;
     Ok(PyArray1::from_vec(py, out))
 }

@@ -48,7 +48,7 @@ fn enforcer(spec: QosSpec) -> Enforcer {
 fn run(enforcer: &mut Enforcer, packets: &[(PacketInfo, Verdict)]) -> Vec<Processed> {
     let records: Vec<PacketInfo> = packets.iter().map(|p| p.0).collect();
     let verdicts: Vec<Verdict> = packets.iter().map(|p| p.1).collect();
-    let mut out = vec![Processed::zeroed(); packets.len()];
+    let mut out = Vec::new();
     enforcer.enforce(&records, &verdicts, &mut out);
     out
 }
@@ -244,7 +244,7 @@ fn the_engine_classifies_and_enforces_with_one_policy_and_keeps_state_across_upd
     engine.update_with_qos(tables(&["a"]), spec(vec![policed(100)])).unwrap();
     let a = PacketInfo { vni: 100, tunnel: crate::parse::Tunnel::Vxlan as u8, ..packet(0, 100) };
     let process = |records: &[PacketInfo]| {
-        let mut out = vec![Processed::zeroed(); records.len()];
+        let mut out = Vec::new();
         engine.process(records, &mut out);
         outcomes(&out)
     };

@@ -102,8 +102,9 @@ impl QosPipeline {
         self.enforcer.stats()
     }
 
-    /// Classifies (with `classify`) and enforces a batch; `out[i]` is packet `i`'s result.
-    pub(super) fn process(&mut self, packets: Packets<'_>, out: &mut [Processed], classify: &(impl Fn(&[PacketInfo], &mut [Verdict]) + Sync)) {
+    /// Classifies (with `classify`) and enforces a batch, appending packet `i`'s result to
+    /// `out` as its `i`-th new row.
+    pub(super) fn process(&mut self, packets: Packets<'_>, out: &mut Vec<Processed>, classify: &(impl Fn(&[PacketInfo], &mut [Verdict]) + Sync)) {
         let pool = if self.threads == 1 || packets.len() < INLINE_BELOW { None } else { crate::pool::thread_pool(self.threads) };
         match pool {
             Some(pool) => pool.install(|| self.process_on_pool(packets, out, classify)),
@@ -112,7 +113,7 @@ impl QosPipeline {
     }
 
     /// The enforcer on this thread, the pool's other threads classifying ahead of it.
-    fn process_on_pool(&mut self, packets: Packets<'_>, out: &mut [Processed], classify: &(impl Fn(&[PacketInfo], &mut [Verdict]) + Sync)) {
+    fn process_on_pool(&mut self, packets: Packets<'_>, out: &mut Vec<Processed>, classify: &(impl Fn(&[PacketInfo], &mut [Verdict]) + Sync)) {
         let pieces = Pieces::new(packets, classify);
         rayon::scope(|scope| {
             for _ in 1..self.threads {

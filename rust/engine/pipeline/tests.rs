@@ -134,7 +134,7 @@ fn engine(tenants: &[Tenant], threads: usize) -> Engine {
 }
 
 fn process(engine: &Engine, records: &[PacketInfo]) -> Vec<Processed> {
-    let mut out = vec![Processed::zeroed(); records.len()];
+    let mut out = Vec::new();
     engine.process(records, &mut out);
     out
 }
