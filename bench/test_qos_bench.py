@@ -20,7 +20,7 @@ import pytest
 
 import isolane
 import traffic
-from machine_load import ForeignLoad
+from machine_load import ForeignLoad, parallel_capacity
 
 TENANTS = 1000
 RULES = 10
@@ -31,6 +31,8 @@ SIZE = 114
 # Two threads must be at least this much faster than one on an idle machine (the issue's
 # target, 1.7, is reported, not gated: the shared 2-vCPU machines rarely give two whole cores).
 MIN_TWO_THREAD_SPEEDUP = 1.3
+# Below this, the machine itself did not run two threads at once (see `parallel_capacity`).
+MIN_MACHINE_CAPACITY = 1.8
 
 
 def _policy(rate: int) -> isolane.Policy:
@@ -156,10 +158,12 @@ def test_full_pipeline_on_two_threads_against_one(bench_report) -> None:
     """Engine.process on a PacketBatch with threads=1 and threads=2 (two threads parse and
     classify ahead of one enforcer), alternating in the same run so that background load hits both alike; the same
     traffic and policy as the one-core test, a fresh engine each round. The rows must be the
-    same; the speed-up is gated only when the run had two otherwise idle CPUs."""
+    same; the speed-up is gated only when the run had two otherwise idle CPUs, and the machine
+    ran a plain two-thread job twice as fast as one just before and after."""
     batch, policy, tenant_count = _vxlan_pipeline()
     best = {1: float("inf"), 2: float("inf")}
     rows: dict[int, np.ndarray] = {}
+    capacity_before = parallel_capacity()
     with ForeignLoad() as load:
         for _ in range(ROUNDS):
             for threads in (1, 2):
@@ -167,6 +171,7 @@ def test_full_pipeline_on_two_threads_against_one(bench_report) -> None:
                 start = time.perf_counter()
                 rows[threads] = engine.process(batch)
                 best[threads] = min(best[threads], time.perf_counter() - start)
+    capacity = min(capacity_before, parallel_capacity())
     assert np.array_equal(rows[1], rows[2]), "two threads must give the rows one thread gives"
     speedup = best[1] / best[2]
     idle_cpus = len(os.sched_getaffinity(0)) - load.cores
@@ -177,9 +182,12 @@ def test_full_pipeline_on_two_threads_against_one(bench_report) -> None:
         "Mpps threads=2 (best)": PACKETS / best[2] / 1e6,
         "speed-up 2 threads": speedup,
         "other processes' load (cores)": load.cores,
+        "machine's two-thread capacity (plain job)": capacity,
     }
     bench_report[f"qos: parse + process on 2 threads against 1, {tenant_count:,} tenants"] = info
     print(f"\nfull pipeline: {info['Mpps threads=1 (best)']:.1f} Mpps on 1 thread, {info['Mpps threads=2 (best)']:.1f} on 2: {speedup:.2f}x")
     if idle_cpus < 1.8:
         pytest.skip(f"2 threads {speedup:.2f}x of 1, but only {idle_cpus:.1f} CPUs were idle for this run: not a fair scaling measurement")
+    if capacity < MIN_MACHINE_CAPACITY:
+        pytest.skip(f"2 threads {speedup:.2f}x of 1, but the machine ran a plain job on 2 threads only {capacity:.2f}x as fast as on 1: not a fair scaling measurement")
     assert speedup >= MIN_TWO_THREAD_SPEEDUP, f"2 threads only {speedup:.2f}x as fast as 1"
