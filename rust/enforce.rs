@@ -575,6 +575,19 @@ impl Enforcer {
             .collect()
     }
 
+    /// Ends the packet stream at the port, as at the end of a capture: every packet in flight
+    /// reaches it in release order and everything queued is sent, their outcomes and delays
+    /// into the statistics. The port stays, empty, its time at the last of these events: a
+    /// later packet reaches it no earlier.
+    pub fn drain_port(&mut self) {
+        let Some(mut state) = self.port.take() else { return };
+        self.arrive_at_port(&mut state.port, u64::MAX, &mut []);
+        state.port.finish();
+        state.port.drain_departures_into(&mut self.departures);
+        self.departures.clear(); // the port's own statistics keep the delays
+        self.port = Some(state);
+    }
+
     /// Keeps the port if nothing about it changed; otherwise drains the old one (packets in
     /// flight arrive, everything queued is sent) into the statistics and starts a new one.
     fn replace_port(&mut self, config: Option<PortConfig>, queues: Vec<(String, u16, QueueConfig)>) {
@@ -583,9 +596,8 @@ impl Enforcer {
                 return;
             }
         }
-        if let Some(mut old) = self.port.take() {
-            self.arrive_at_port(&mut old.port, u64::MAX, &mut []);
-            old.port.finish();
+        self.drain_port();
+        if let Some(old) = self.port.take() {
             for (queue, (tenant, class, _)) in old.queues.iter().enumerate() {
                 let stats = self.archive.entry((Some(tenant.clone()), Some(*class))).or_default();
                 stats.delay_ns.merge(&old.port.stats(queue as u32).delay_ns);

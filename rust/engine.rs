@@ -809,6 +809,11 @@ impl Engine {
         self.lock_qos().stats()
     }
 
+    /// Ends the packet stream at the port ([`Enforcer::drain_port`](crate::enforce::Enforcer::drain_port)).
+    pub fn drain_port(&self) {
+        self.lock_qos().drain_port();
+    }
+
     /// Swaps in new tables while holding the QoS state, which follows them by tenant name.
     fn install_tables(&self, tables: EngineTables) {
         let names = tables.tenant_names();

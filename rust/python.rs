@@ -654,6 +654,11 @@ impl Engine {
         Ok(PyArray1::from_vec(py, out))
     }
 
+    /// Ends the packet stream at the port: packets in flight reach it, everything queued is sent.
+    fn drain_port(&self, py: Python<'_>) -> PyResult<()> {
+        without_gil(py, || self.engine.drain_port())
+    }
+
     /// QoS statistics, one dict per (tenant, class id): counters by colour and outcome,
     /// packets in flight to the port, queueing delay quantiles.
     fn qos_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {

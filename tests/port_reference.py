@@ -306,9 +306,12 @@ def histogram_quantiles(delays: list[int]) -> dict[str, int | None]:
     return {"count": len(ordered), "p50": reported(1, 2), "p99": reported(99, 100), "p999": reported(999, 1000), "max": ordered[-1]}
 
 
-def process_with_port(qos: CompiledQos, records: np.ndarray, verdicts: np.ndarray, batch_ends: list[int]) -> tuple[np.ndarray, dict[tuple[Any, Any], dict[str, Any]]]:
+def process_with_port(
+    qos: CompiledQos, records: np.ndarray, verdicts: np.ndarray, batch_ends: list[int], drain: bool = False
+) -> tuple[np.ndarray, dict[tuple[Any, Any], dict[str, Any]]]:
     """Rows (color, outcome, dscp, release_ns) and stats by (tenant name, class id) of
-    `Engine.process` called on `records` cut at `batch_ends` (each batch's end index)."""
+    `Engine.process` called on `records` cut at `batch_ends` (each batch's end index), then
+    `Engine.drain` if `drain` (the stats then; the rows are what the batches returned)."""
     assert qos.port_rate > 0
     meters_and_shapers = Reference(qos)
     rows = np.array([meters_and_shapers.packet(r, v) for r, v in zip(records, verdicts)], dtype=np.int64).reshape(-1, 4)
@@ -333,10 +336,10 @@ def process_with_port(qos: CompiledQos, records: np.ndarray, verdicts: np.ndarra
     port = Port(qos.port_rate, qos.port_buffer, qos.port_mode == PORT_MODES["shared_fifo"], port_queues(qos))
     final = int(clock[-1])
     for release, i in sorted((int(rows[i, 3]), i) for i in passed):
-        if release > final:
+        if release > final and not drain:
             break
         port.arrive(release, sizes[i], qos.class_row(tenants[i], classes[i]), i)
-    port.advance(final * qos.port_rate)
+    port.advance(None if drain else final * qos.port_rate)
 
     stats: dict[tuple[Any, Any], dict[str, Any]] = {}
     for i in range(len(records)):
@@ -354,7 +357,7 @@ def process_with_port(qos: CompiledQos, records: np.ndarray, verdicts: np.ndarra
                 fate = verdict
             # The row holds the port's verdict if it came before the end of the packet's batch.
             rows[i, 1] = Outcome.PENDING if rows[i, 3] > batch_clock[batch_of[i]] else fate
-            if i in port.starts and port.starts[i][1] < final * qos.port_rate:
+            if i in port.starts and (drain or port.starts[i][1] < final * qos.port_rate):
                 entry["delays"].append(port.delay_ns(i))
         name = fate.name.lower()
         packets, size = entry["outcomes"].get(name, (0, 0))

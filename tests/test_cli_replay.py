@@ -134,16 +134,19 @@ def test_replay_of_the_sample_matches_the_packets_and_the_engines_rows(capsys: p
     assert report["reasons"]["unknown_tenant"] == tenants[None]["packets"] > 0
 
 
-def test_replay_under_congestion_matches_the_reference_port(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("drain", [True, False], ids=["drained", "no_drain"])
+def test_replay_under_congestion_matches_the_reference_port(tmp_path: Path, capsys: pytest.CaptureFixture[str], drain: bool) -> None:
     """Meters, shapers and the port recomputed in plain Python: every class's fates, bytes,
-    packets in flight at the end and queueing delays."""
+    packets in flight at the end (none once the port is drained, as by default) and
+    queueing delays."""
     policy_path = congested_policy(tmp_path)
-    report = replay_json(capsys, str(SAMPLE), "--policy", str(policy_path), "--batch-size", "300")
+    options = [] if drain else ["--no-drain"]
+    report = replay_json(capsys, str(SAMPLE), "--policy", str(policy_path), "--batch-size", "300", *options)
     policy = isolane.Policy.from_file(policy_path)
     parsed = isolane.parse(isolane.read_pcap(SAMPLE))
     verdicts = isolane.Engine(policy).classify(parsed)
     batch_ends = [*range(300, len(parsed), 300), len(parsed)]
-    _, expected = process_with_port(policy.compile_qos(), parsed, verdicts, batch_ends)
+    _, expected = process_with_port(policy.compile_qos(), parsed, verdicts, batch_ends, drain=drain)
     assert_adds_up(report, len(parsed))
     seen = 0
     for tenant in report["tenants"]:
@@ -161,7 +164,7 @@ def test_replay_under_congestion_matches_the_reference_port(tmp_path: Path, caps
             seen += cls["packets"]
     assert expected == {} and seen == len(parsed)
     total = report["total"]
-    assert all(total["colors"].values()) and total["remarked"] and total["in_flight"]
+    assert all(total["colors"].values()) and total["remarked"] and bool(total["in_flight"]) != drain
     assert all(total["drops"][stage] for stage in ("classifier", "meter", "shaper_bytes", "port_queue"))
 
 

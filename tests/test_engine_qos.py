@@ -295,3 +295,30 @@ def test_bad_input_gets_a_clear_exception() -> None:
         isolane._core.Engine(_spec(pol.compile()), {**qos, "queue_weight": np.ones(1, dtype=np.uint32)})
     with pytest.raises(ValueError, match="whole parsed records"):
         engine._core.process_records(np.zeros(3, dtype=np.uint8))
+
+
+def test_drain_gives_every_packet_in_flight_its_fate_and_the_stream_goes_on() -> None:
+    """At the end of a stream the port takes what is in flight and sends what is queued: no
+    packet stays in flight, every one sent has its delay, and later batches go on."""
+    pol = policy(
+        {
+            "port": {"rate": "10MB/s", "buffer": "1MiB"},
+            "tenants": [{"name": "a", "vnis": [100], "rate": "5MB/s", "shaper": {"rate": "2MB/s", "queue": "256KiB", "max_delay": "1s"}}],
+        }
+    )
+    engine = Engine(pol)
+    n = 200
+    out = engine.process(records([100] * n, np.arange(n, dtype=np.int64) * 1_000, [1500] * n))
+    (before,) = engine.stats()
+    assert before["in_flight"] > 0 and before["in_flight"] == (out["outcome"] == Outcome.PENDING).sum()
+    engine.drain()
+    (after,) = engine.stats()
+    assert after["in_flight"] == 0 and after["packets"] == n
+    assert sum(o["packets"] for o in after["outcomes"].values()) == n
+    sent = after["outcomes"]["pass"]["packets"]
+    assert sent == before["outcomes"]["pass"]["packets"] + before["in_flight"] and after["delay_ns"]["count"] == sent
+    engine.drain()
+    assert engine.stats() == [after]
+    late = 10**9 + np.arange(3, dtype=np.int64)
+    assert engine.process(records([100] * 3, late, [1500] * 3))["outcome"].tolist() == [Outcome.PASS, Outcome.PENDING, Outcome.PENDING]
+    Engine(policy({"tenants": [{"name": "a", "vnis": [100]}]})).drain()  # no port: nothing to do

@@ -198,6 +198,9 @@ class Engine:
         """Parses, classifies and enforces a batch a chunk at a time (its parsed records are
         never all in memory) into processed records (raw bytes of a PROCESSED_DTYPE array)."""
 
+    def drain_port(self) -> None:
+        """Ends the packet stream at the port: packets in flight reach it, everything queued is sent."""
+
     def qos_stats(self) -> list[dict[str, Any]]:
         """QoS statistics, one dict per (tenant, class id): counters by colour and outcome,
         packets in flight to the port, queueing delay quantiles."""

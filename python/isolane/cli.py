@@ -54,6 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_capture_options(replay)
     replay.add_argument("--policy", required=True, help="tenant policy (YAML, TOML or JSON; see docs/policy.md)")
     replay.add_argument("--threads", type=int, default=1, help="threads processing each batch (default 1; the report is the same on any number)")
+    replay.add_argument(
+        "--no-drain",
+        dest="drain",
+        action="store_false",
+        help="leave the packets still on their way to the port at the end of the capture in flight (by default they reach it and everything queued is sent)",
+    )
     replay.set_defaults(run=_replay)
     schema = commands.add_parser("schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML).")
     schema.set_defaults(run=_schema)
@@ -90,7 +96,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    report = replay(args.file, _read_policy(args.policy), threads=args.threads, **_capture_options(args))
+    report = replay(args.file, _read_policy(args.policy), threads=args.threads, drain=args.drain, **_capture_options(args))
     _print(report.to_json() if args.json else format_report(report))
     problems = report.discrepancies()
     for problem in problems:

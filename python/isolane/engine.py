@@ -322,6 +322,14 @@ class Engine:
         class_names = {t.name: t.class_names for t in self.policy.tenants}
         return [_stats_entry(raw, class_names) for raw in self._core.qos_stats()]
 
+    def drain(self) -> None:
+        """End the packet stream at the port, as at the end of a capture (``docs/qos.md``,
+        "Pending packets"): every packet in flight reaches the port in release order and
+        everything queued is sent, so that :meth:`stats` counts their outcomes and queueing
+        delays and ``in_flight`` is 0. The port stays, empty; a later packet reaches it no
+        earlier than the last of these. Without a port it does nothing."""
+        self._core.drain_port()
+
     @staticmethod
     def _records(packets: _core.PacketBatch | npt.NDArray[np.void], parse_options: dict[str, Any]) -> npt.NDArray[np.uint8]:
         rows = parse(packets, **parse_options) if isinstance(packets, _core.PacketBatch) else _as_records(packets)

@@ -206,10 +206,12 @@ def replay(
     batch_size: int = 65536,
     threads: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    drain: bool = True,
 ) -> ReplayReport:
     """Process ``capture`` through a new ``Engine(policy, threads=threads)`` batch by batch
     and report per tenant and class. ``progress(bytes_read, file_size)`` is called after
-    every batch."""
+    every batch. At the end of the capture the port is drained (:meth:`Engine.drain`), so
+    that every packet has its fate; ``drain=False`` reports what was still in flight."""
     parse_options = {"vxlan_ports": list(vxlan_ports), "geneve_ports": list(geneve_ports)}
     batches = _core.PcapIterator(capture, batch_size)
     engine = Engine(policy, threads=threads)
@@ -221,6 +223,8 @@ def replay(
         classifier_drops += _classifier_drops(rows, engine.tenant_names)
         if progress is not None:
             progress(batches.position, batches.size)
+    if drain:
+        engine.drain()
     reasons: Counter[str] = Counter()
     for counters in engine.counters().values():
         reasons.update(counters["reasons"])

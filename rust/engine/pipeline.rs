@@ -102,6 +102,10 @@ impl QosPipeline {
         self.enforcer.stats()
     }
 
+    pub(super) fn drain_port(&mut self) {
+        self.enforcer.drain_port();
+    }
+
     /// Classifies (with `classify`) and enforces a batch, appending packet `i`'s result to
     /// `out` as its `i`-th new row.
     pub(super) fn process(&mut self, packets: Packets<'_>, out: &mut Vec<Processed>, classify: &(impl Fn(&[PacketInfo], &mut [Verdict]) + Sync)) {
