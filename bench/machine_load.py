@@ -31,7 +31,7 @@ class ForeignLoad:
         return False
 
 
-def parallel_capacity(threads: int = 2, rounds: int = 3) -> float:
+def parallel_capacity(threads: int = 2, rounds: int = 5) -> float:
     """How many times as much work `threads` threads did as one, on a fixed job that releases
     the GIL (SHA-256 of a few MB each) and shares nothing: what the machine gives a scaling
     benchmark right now. A VM whose host runs its vCPUs on one core, or takes one away, gives
