@@ -20,11 +20,6 @@ from pathlib import Path
 
 import pytest
 
-# OpenBLAS worker threads spin after numpy's first BLAS call; on a two-core machine they take
-# the core a measurement shares (10-tenant engine: 17 Mpps with them, 27 without). isolane
-# uses no BLAS. Must be set before numpy is imported.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 BENCH_DIR = Path(__file__).resolve().parent
 if str(BENCH_DIR) not in sys.path:  # works under any --import-mode
     sys.path.insert(0, str(BENCH_DIR))
