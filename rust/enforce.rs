@@ -25,7 +25,7 @@ use crate::engine::{Verdict, DROP};
 use crate::meter::{Color, MeterConsts, MeterParams, MeterState};
 use crate::parse::PacketInfo;
 use crate::memory::prefetch;
-use crate::shaping::{Departure, Port, PortConfig, PortDrop, QueueConfig, ShapeDrop, ShaperConsts, ShaperParams, ShaperState};
+use crate::shaping::{Port, PortConfig, PortDrop, QueueConfig, ShapeDrop, ShaperConsts, ShaperParams, ShaperState};
 
 pub use columns::{ContractColumns, MeterColumns, QosColumns, ShaperColumns};
 pub use stats::{QosCounters, QosStats, StatsKey};
@@ -498,7 +498,6 @@ pub struct Enforcer {
     archive: FxHashMap<StatsKey, QosStats>,
     port: Option<PortState>,
     in_flight: BinaryHeap<Reverse<InFlight>>,
-    departures: Vec<Departure>,
     /// A chunk's records and verdicts (kept, so that a batch allocates nothing).
     records: Vec<PacketInfo>,
     verdicts: Vec<Verdict>,
@@ -583,8 +582,7 @@ impl Enforcer {
         let Some(mut state) = self.port.take() else { return };
         self.arrive_at_port(&mut state.port, u64::MAX, &mut []);
         state.port.finish();
-        state.port.drain_departures_into(&mut self.departures);
-        self.departures.clear(); // the port's own statistics keep the delays
+        state.port.clear_departures(); // its statistics keep the delays
         self.port = Some(state);
     }
 
@@ -720,8 +718,7 @@ impl Enforcer {
         if let Some(state) = &mut port {
             self.arrive_at_port(&mut state.port, self.clock_ns, out);
             state.port.advance_to(self.clock_ns);
-            state.port.drain_departures_into(&mut self.departures);
-            self.departures.clear(); // the port's own statistics keep the delays
+            state.port.clear_departures(); // its statistics keep the delays
         }
         self.port = port;
     }

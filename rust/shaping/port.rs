@@ -306,6 +306,12 @@ impl Port {
         out.append(&mut self.departures);
     }
 
+    /// Forgets the departures decided so far, keeping their room: for a caller that reads only
+    /// the statistics.
+    pub fn clear_departures(&mut self) {
+        self.departures.clear();
+    }
+
     pub fn stats(&self, queue: u32) -> &QueueStats {
         &self.stats[queue as usize]
     }
