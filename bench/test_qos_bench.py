@@ -1,7 +1,8 @@
 """What QoS enforcement costs over classification: Engine.process against Engine.classify on
 the same records, in the same run, with 1,000 tenants each metered (srTCM) and shaped; and the
 whole pipeline (parse, classify, meter, shape) on VXLAN packets in memory, on one core and on
-two against one in the same run.
+two against one in the same run. The one-core pipeline runs DPDK's building blocks on the same
+packets in the same run (dpdk-test-acl, then rte_meter; see `_dpdk_building_blocks`).
 
     python -m pytest bench/test_qos_bench.py -s
 
@@ -12,12 +13,17 @@ occur, as in a policed network, and no round finds its buckets empty from the ro
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import dpdk_acl
+import dpdk_meter
 import isolane
 import traffic
 from machine_load import ForeignLoad, parallel_capacity
@@ -107,14 +113,19 @@ def test_process_against_classify_with_1000_metered_and_shaped_tenants(bench_rep
     assert info["process ns/packet (best)"] < 10_000  # a floor against hangs; the target is in RESULTS.md
 
 
+def _pipeline_rate(flows: traffic.Traffic) -> int:
+    """The CIR (B/s) of every tenant of the pipeline traffic: 2/3 of what it offers."""
+    seconds = (flows.timestamps_ns[-1] - flows.timestamps_ns[0]) / SECOND_NS
+    return int(PACKETS / len(np.unique(flows.truth["vni"])) * traffic.PACKET_LEN / seconds * 2 / 3)
+
+
 def _vxlan_pipeline() -> tuple[isolane.PacketBatch, isolane.Policy, int]:
     """1,000,000 VXLAN packets of 1,000 tenants (bench/traffic.py) and a policy that allows,
     meters and shapes each tenant at 2/3 of what it offers; and the number of tenants."""
-    flows = traffic.make_vxlan_traffic(PACKETS, seed=5, n_vnis=TENANTS)
+    flows = _pipeline_traffic()
     batch = isolane.PacketBatch.from_arrays(*flows.arrays())
     vnis = np.unique(flows.truth["vni"])
-    seconds = (flows.timestamps_ns[-1] - flows.timestamps_ns[0]) / SECOND_NS
-    rate = int(PACKETS / len(vnis) * traffic.PACKET_LEN / seconds * 2 / 3)
+    rate = _pipeline_rate(flows)
     tenants = [
         {
             "name": f"v{vni}",
@@ -129,12 +140,45 @@ def _vxlan_pipeline() -> tuple[isolane.PacketBatch, isolane.Policy, int]:
     return batch, policy, len(vnis)
 
 
+def _pipeline_traffic() -> traffic.Traffic:
+    return traffic.make_vxlan_traffic(PACKETS, seed=5, n_vnis=TENANTS)
+
+
+def _dpdk_building_blocks(flows: traffic.Traffic) -> tuple[dict, str]:
+    """DPDK's pieces of the same job on the same packets, in ns/packet: rte_acl finding each
+    packet's tenant (one rule per VNI, the VNI standing in the 5-tuple's source address, as
+    dpdk-test-acl reads only 5-tuples) and rte_meter metering it (srTCM, the tenant's CIR and
+    the bursts isolane gives it). Neither parses a packet, shapes or counts; their sum is a
+    lower bound for a DPDK pipeline doing what Engine.process does. ({}, why) if unavailable."""
+    acl, why = dpdk_acl.find()
+    meter, meter_why = dpdk_meter.find()
+    if acl is None or meter is None:
+        return {}, why or meter_why
+    vnis = flows.truth["vni"]
+    with tempfile.TemporaryDirectory(prefix="isolane-pipeline-peer-") as tmp:
+        rules, trace = Path(tmp) / "rules", Path(tmp) / "trace"
+        rules.write_text("".join(f"@{ipaddress.IPv4Address(int(v))}/32\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\n" for v in np.unique(vnis)))
+        np.savetxt(trace, np.column_stack([vnis, np.zeros((len(vnis), 4), dtype=np.int64)]), fmt="%d")
+        classified = acl.run(rules, trace, alg=dpdk_acl.default_alg(), iters=ROUNDS)
+    if not classified.ok:
+        return {}, f"dpdk-test-acl failed (rc={classified.returncode}): {classified.output[-300:]}"
+    tenant = np.unique(vnis, return_inverse=True)[1]
+    rate = _pipeline_rate(flows)
+    burst = isolane.policy.default_burst(rate, 1500)
+    times_ns = flows.timestamps_ns - flows.timestamps_ns[0]
+    span_ns = int(times_ns[-1]) + 1
+    metered = meter.run(tenant, np.full(len(tenant), traffic.PACKET_LEN), times_ns, int(tenant.max()) + 1, rate, burst, burst, ROUNDS, span_ns)
+    acl_ns = 1e3 / classified.mpps
+    return {"DPDK rte_acl ns/packet": acl_ns, "DPDK rte_meter ns/packet": metered.ns_per_packet, "DPDK acl + meter ns/packet": acl_ns + metered.ns_per_packet}, ""
+
+
 def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_report) -> None:
     """Engine.process on a PacketBatch (parsed, classified, metered and shaped a chunk at a
     time) on one thread, 1,000,000 VXLAN packets of 1,000 tenants (bench/traffic.py), each
     tenant allowed, metered and shaped at 2/3 of what it offers; a fresh engine each round, so
     every round starts with full buckets."""
     batch, policy, tenant_count = _vxlan_pipeline()
+    peer, why_no_peer = _dpdk_building_blocks(_pipeline_traffic())
     best, outcomes = float("inf"), None
     for _ in range(ROUNDS):
         engine = isolane.Engine(policy)
@@ -149,7 +193,12 @@ def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_re
         "ns/packet (best)": best * 1e9 / PACKETS,
         "Mpps (best)": PACKETS / best / 1e6,
         **{f"share {o.name.lower()}": float(outcomes[o] / PACKETS) for o in isolane.Outcome if outcomes[o]},
+        **peer,
     }
+    if peer:
+        info["isolane / DPDK acl + meter (time)"] = info["ns/packet (best)"] / peer["DPDK acl + meter ns/packet"]
+    else:
+        info["DPDK peer"] = f"unavailable: {why_no_peer}"
     bench_report[f"qos: parse + process on one core, {tenant_count:,} tenants"] = info
     assert best < 60  # a floor against hangs; the target is in RESULTS.md
 
