@@ -12,7 +12,7 @@
 //! Packets go to tenants at random, 114 bytes each, over one second of packet time, so that
 //! each tenant offers 1.5x its CIR (the shaper runs at 1.25x CIR).
 use bytemuck::Zeroable;
-use isolane::engine::{Reason, Verdict, ALLOW};
+use isolane::verdict::{Reason, Verdict, ALLOW};
 use isolane::enforce::{Enforcer, Processed, QosSpec};
 use isolane::parse::PacketInfo;
 use std::time::Instant;

@@ -9,73 +9,21 @@
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
 
 use crate::memory::prefetch;
 use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosSpec, QosStats, StatsKey};
 use crate::parse::{PacketInfo, Status, Tunnel};
+use crate::verdict::class_id;
+pub use crate::verdict::{verdict_fields, Reason, Verdict, ALLOW, DROP, NO_CLASS, REASONS};
+use counters::{CounterNames, CounterShards, UNKNOWN_SLOT};
+pub use counters::Counters;
 use pipeline::QosPipeline;
 pub use pipeline::Packets;
 
+mod counters;
 mod pipeline;
-
-/// Why a packet got its verdict.
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    /// A rule of the tenant matched.
-    Rule = 0,
-    /// No rule matched: the tenant's default.
-    Default = 1,
-    /// No tenant claims the packet: the policy's unknown-tenant action.
-    UnknownTenant = 2,
-    /// The capture stopped before the headers needed: dropped.
-    Truncated = 3,
-    /// Impossible headers: dropped.
-    Malformed = 4,
-    /// The tenant's packet is not IP (ARP, ...): the tenant's default.
-    NotIp = 5,
-}
-
-pub const REASONS: usize = 6;
-/// The class of a packet that is dropped (shown as -1 in verdicts).
-pub const NO_CLASS: u16 = u16::MAX;
-
-#[inline]
-fn class_id(class: u16) -> i32 {
-    if class == NO_CLASS {
-        -1
-    } else {
-        i32::from(class)
-    }
-}
-pub const DROP: u8 = 0;
-pub const ALLOW: u8 = 1;
-
-/// One packet's verdict, laid out as numpy's `isolane.VERDICT_DTYPE`.
-#[repr(C, packed)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
-pub struct Verdict {
-    pub tenant: i32,
-    /// The index of the policy rule that matched (a policy rule may compile to several).
-    pub rule: i32,
-    pub cls: i32,
-    pub action: u8,
-    pub reason: u8,
-}
-
-pub fn verdict_fields() -> Vec<(&'static str, &'static str, usize)> {
-    use std::mem::offset_of;
-    vec![
-        ("tenant", "=i4", offset_of!(Verdict, tenant)),
-        ("rule", "=i4", offset_of!(Verdict, rule)),
-        ("cls", "=i4", offset_of!(Verdict, cls)),
-        ("action", "u1", offset_of!(Verdict, action)),
-        ("reason", "u1", offset_of!(Verdict, reason)),
-    ]
-}
 
 /// What a tenant's part of a policy compiles to.
 #[derive(Debug, Clone, PartialEq)]
@@ -509,116 +457,12 @@ pub struct TablesSpec {
     pub unknown_action: u8,
 }
 
-/// Per-tenant counters, kept by tenant name so that they run on across policy updates.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counters {
-    pub packets: [u64; 2],
-    pub bytes: [u64; 2],
-    pub reasons: [u64; REASONS],
-}
-
-impl Counters {
-    fn add(&mut self, verdict: &Verdict, wire_len: u32) {
-        let action = usize::from(verdict.action.min(1));
-        self.packets[action] += 1;
-        self.bytes[action] += u64::from(wire_len);
-        self.reasons[usize::from(verdict.reason)] += 1;
-    }
-
-    fn merge(&mut self, other: &Counters) {
-        for i in 0..2 {
-            self.packets[i] += other.packets[i];
-            self.bytes[i] += other.bytes[i];
-        }
-        for (sum, add) in self.reasons.iter_mut().zip(other.reasons) {
-            *sum += add;
-        }
-    }
-}
-
 /// How an update was applied to each tenant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UpdateReport {
     pub kept: usize,
     pub incremental: usize,
     pub rebuilt: usize,
-}
-
-/// The counter slot of packets no tenant claims.
-const UNKNOWN_SLOT: u32 = 0;
-
-/// Names of the counter slots: one per tenant name ever installed, and [`UNKNOWN_SLOT`]. Slots
-/// outlive policy updates, so a tenant's counts run on.
-#[derive(Debug)]
-struct CounterNames {
-    names: Vec<Option<String>>,
-    slot_of: FxHashMap<String, u32>,
-}
-
-impl Default for CounterNames {
-    fn default() -> Self {
-        CounterNames { names: vec![None], slot_of: FxHashMap::default() }
-    }
-}
-
-impl CounterNames {
-    fn slot(&mut self, name: &str) -> u32 {
-        if let Some(&slot) = self.slot_of.get(name) {
-            return slot;
-        }
-        let slot = self.names.len() as u32;
-        self.names.push(Some(name.to_string()));
-        self.slot_of.insert(name.to_string(), slot);
-        slot
-    }
-}
-
-/// Running counters by slot, in shards: a classifying thread counts a whole batch into
-/// whichever shard is free (so classifiers never wait for each other, and nothing is merged
-/// per batch), and a reader adds the shards up.
-struct CounterShards {
-    shards: Box<[Mutex<Vec<Counters>>]>,
-}
-
-impl Default for CounterShards {
-    fn default() -> Self {
-        let count = std::thread::available_parallelism().map_or(4, |n| n.get()).clamp(2, 32) * 2;
-        CounterShards { shards: (0..count).map(|_| Mutex::default()).collect() }
-    }
-}
-
-impl CounterShards {
-    /// A free shard (this thread's usual one if it is free), with room for `slots` slots.
-    fn take(&self, slots: usize) -> std::sync::MutexGuard<'_, Vec<Counters>> {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = rustc_hash::FxHasher::default();
-        std::thread::current().id().hash(&mut hasher);
-        let start = hasher.finish() as usize % self.shards.len();
-        let free = (0..self.shards.len()).find_map(|i| match self.shards[(start + i) % self.shards.len()].try_lock() {
-            Ok(shard) => Some(shard),
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        });
-        let mut shard = free.unwrap_or_else(|| self.shards[start].lock().unwrap_or_else(|p| p.into_inner()));
-        if shard.len() < slots {
-            shard.resize(slots, Counters::default());
-        }
-        shard
-    }
-
-    fn totals(&self) -> Vec<Counters> {
-        let mut totals: Vec<Counters> = Vec::new();
-        for shard in self.shards.iter() {
-            let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
-            if totals.len() < shard.len() {
-                totals.resize(shard.len(), Counters::default());
-            }
-            for (total, counts) in totals.iter_mut().zip(shard.iter()) {
-                total.merge(counts);
-            }
-        }
-        totals
-    }
 }
 
 pub struct Engine {

@@ -1,9 +1,11 @@
 //! isolane's data path: plain Rust, built and tested without Python.
 //!
-//! Domains: [`batch`] (packet batches as flat arrays), [`pcap`] (pcap/pcapng reading),
-//! [`parse`] (the VXLAN/Geneve-aware header parser), [`classify`] (first-match rule tables),
-//! [`meter`] (RFC 2697/2698/4115 token-bucket meters), [`shaping`] (EDT shaper and egress
-//! port model, in packet time), [`enforce`] (both applied to classified packets, per tenant).
+//! Domains, in the order the data path reads: [`batch`] (packet batches as flat arrays),
+//! [`pcap`] (pcap/pcapng reading), [`parse`] (the VXLAN/Geneve-aware header parser),
+//! [`classify`] (first-match rule tables), [`verdict`] (what classification says of a packet),
+//! [`meter`] (RFC 2697/2698/4115 token-bucket meters), [`shaping`] (EDT shaper and egress port
+//! model, in packet time), [`enforce`] (both applied to classified packets, per tenant),
+//! [`engine`] (tables, updates and the threads that classify and enforce batches).
 //! The PyO3 bindings live apart in `python`, compiled only with the `python` feature.
 
 pub mod batch;
@@ -17,6 +19,7 @@ pub mod parse;
 pub mod pcap;
 mod pool;
 pub mod shaping;
+pub mod verdict;
 
 #[cfg(feature = "python")]
 mod python;

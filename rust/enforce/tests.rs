@@ -2,8 +2,9 @@
 //! port, statistics that add up, and state kept or reset across updates.
 
 use super::*;
-use crate::engine::{Reason, ALLOW};
-use crate::meter::MeterKind;
+use crate::verdict::{Reason, ALLOW};
+use crate::meter::{MeterKind, MeterParams};
+use crate::shaping::ShaperParams;
 use crate::shaping::PortMode;
 use proptest::prelude::*;
 

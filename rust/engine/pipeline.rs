@@ -15,7 +15,7 @@ use bytemuck::Zeroable;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use super::Verdict;
+use crate::verdict::Verdict;
 use crate::batch::BatchView;
 use crate::enforce::{Chunks, Enforcer, Processed, QosSpec, QosStats, StatsKey, CHUNK};
 use crate::parse::{parse_range, PacketInfo, ParseConfig};

@@ -2,6 +2,8 @@
 //! tenants; counters across updates; classifying while another thread updates.
 
 use super::*;
+use bytemuck::Zeroable;
+
 use crate::classify::ipv4_mapped;
 
 fn v4(a: [u8; 4]) -> [u8; 16] {
