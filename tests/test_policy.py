@@ -756,12 +756,12 @@ def shadowed_both_ways(policy: Policy) -> list[tuple[int, list[int]]]:
     both must give the same answer."""
     tables = policy.compile().tenants[0]
     small = P._shadowed_rules(tables)
-    saved = P._BIG_GROUP
-    P._BIG_GROUP = 0
+    saved = P.shadowed._BIG_GROUP  # set where _shadowed_rules reads it (isolane.policy.shadowed)
+    P.shadowed._BIG_GROUP = 0
     try:
         assert P._shadowed_rules(tables) == small
     finally:
-        P._BIG_GROUP = saved
+        P.shadowed._BIG_GROUP = saved
     return small
 
 

@@ -1,0 +1,262 @@
+"""Tenant policies: the file format, its validation, and its compilation into classification tables.
+
+A policy is read from YAML or TOML (:meth:`Policy.from_file`) or built from a dict
+(:meth:`Policy.from_dict`). It is checked completely before anything else happens: every problem is
+collected and reported at once in one :class:`PolicyError`, each naming its place
+(``tenants[2].rules[5].dst: '10.0.0.0/33' is not a valid prefix``). Rules that can never match are
+reported as :class:`PolicyWarning` warnings. :meth:`Policy.compile` turns a policy into the numpy
+arrays of ``docs/classify-contract.md`` (:class:`CompiledPolicy`, one :class:`TenantTables` per
+tenant). ``docs/policy.md`` is the user documentation; :func:`schema_text` gives the JSON Schema.
+
+The quality-of-service part of a policy (meters, shapers, guarantees and ceilings, the egress
+port; ``docs/qos.md``) is checked here too, and :meth:`Policy.compile_qos` turns it into the
+integer arrays the Rust meters and schedulers take (:class:`CompiledQos`).
+"""
+
+# The modules, each with one job. At run time a module imports only modules before it in this
+# list: constants, errors, units, addresses, model, read, compile, shadowed, validate, qos,
+# json_schema, policy (validate, compile and qos name Policy for type checking only). Every name
+# that isolane/policy.py defined when it was one module is imported here, the private ones too,
+# so that code that reached them through isolane.policy keeps working. Assigning to one of them
+# here changes nothing for the code that reads it: set it in its module (as a test does with
+# isolane.policy.shadowed._BIG_GROUP).
+
+from __future__ import annotations
+
+from isolane._core import IsolaneError as IsolaneError
+from isolane.policy.addresses import (
+    PORT_PATTERN as PORT_PATTERN,
+    PREFIX_PATTERN as PREFIX_PATTERN,
+    Network as Network,
+    PortRange as PortRange,
+    _ADDR_SHAPE_RE as _ADDR_SHAPE_RE,
+    _H16 as _H16,
+    _IPV4 as _IPV4,
+    _IPV6 as _IPV6,
+    _LEN4 as _LEN4,
+    _LEN6 as _LEN6,
+    _LS32 as _LS32,
+    _MAPPED_V4 as _MAPPED_V4,
+    _OCTET as _OCTET,
+    _PORT_NUMBER as _PORT_NUMBER,
+    _PORT_TEXT_RE as _PORT_TEXT_RE,
+    _PREFIX_RE as _PREFIX_RE,
+    _families as _families,
+    _ipv6_pattern as _ipv6_pattern,
+    _mapped as _mapped,
+    _merge_ranges as _merge_ranges,
+    _parse_prefix as _parse_prefix,
+)
+from isolane.policy.compile import (
+    I32 as I32,
+    I64 as I64,
+    U16 as U16,
+    U32 as U32,
+    U64 as U64,
+    U8 as U8,
+    CompiledPolicy,
+    TenantTables,
+    _compile as _compile,
+    _fingerprint as _fingerprint,
+    _readonly as _readonly,
+    _tenant_tables as _tenant_tables,
+)
+from isolane.policy.constants import (
+    ACTION_ALLOW,
+    ACTION_DROP,
+    ACTIONS as ACTIONS,
+    COLOR_ACTIONS,
+    COLORS,
+    COUNT_MODES,
+    COUNT_OVERHEAD,
+    DEFAULT_COLOR_MAP,
+    DEFAULT_LARGEST_FRAME,
+    DEFAULT_MAX_DELAY_NS as DEFAULT_MAX_DELAY_NS,
+    DEFAULT_PRIORITY as DEFAULT_PRIORITY,
+    DSCP_NAMES,
+    MAX_BURST_BYTES,
+    MAX_CLASSES as MAX_CLASSES,
+    MAX_LARGEST_FRAME as MAX_LARGEST_FRAME,
+    MAX_PORT as MAX_PORT,
+    MAX_PRIORITY as MAX_PRIORITY,
+    MAX_RATE_BYTES,
+    MAX_RULE_EXPANSION as MAX_RULE_EXPANSION,
+    MAX_VLAN as MAX_VLAN,
+    MAX_VNI as MAX_VNI,
+    MAX_WEIGHT as MAX_WEIGHT,
+    METER_KINDS,
+    METER_NONE,
+    MIN_FRAME as MIN_FRAME,
+    NO_CLASS,
+    PORT_ALPHA_LOG2,
+    PORT_MODES,
+    PORT_PROTOCOLS as PORT_PROTOCOLS,
+    PROTOCOLS,
+    RULE_FIELDS,
+    SCHEMA_VERSION as SCHEMA_VERSION,
+    Action as Action,
+    Color as Color,
+    Count as Count,
+    MeterKind as MeterKind,
+    PortMode as PortMode,
+    _CLASS_KEYS as _CLASS_KEYS,
+    _CONTRACT_KEYS as _CONTRACT_KEYS,
+    _DSCP_NAME as _DSCP_NAME,
+    _METER_BUCKETS as _METER_BUCKETS,
+    _METER_FIELDS as _METER_FIELDS,
+    _METER_KEYS as _METER_KEYS,
+    _METER_REQUIRED as _METER_REQUIRED,
+    _METER_WORDS as _METER_WORDS,
+    _MICROBURST_KEYS as _MICROBURST_KEYS,
+    _PORT_KEYS as _PORT_KEYS,
+    _PROTO_NAME as _PROTO_NAME,
+    _RULE_KEYS as _RULE_KEYS,
+    _SHAPER_KEYS as _SHAPER_KEYS,
+    _TENANT_KEYS as _TENANT_KEYS,
+    _TOP_KEYS as _TOP_KEYS,
+    _dscp_names as _dscp_names,
+)
+from isolane.policy.errors import (
+    PolicyError,
+    PolicyWarning,
+    _MAX_LISTED_ERRORS as _MAX_LISTED_ERRORS,
+    _at as _at,
+    _describe as _describe,
+    _did_you_mean as _did_you_mean,
+    _or_list as _or_list,
+    _render_error as _render_error,
+)
+from isolane.policy.json_schema import (
+    schema,
+    schema_text,
+)
+from isolane.policy.model import (
+    ColorAction as ColorAction,
+    Contract,
+    Meter,
+    Microburst,
+    Port,
+    Remark,
+    Rule,
+    Shaper,
+    Tenant,
+    TrafficClass,
+    _T as _T,
+    _action_to_data as _action_to_data,
+    _given as _given,
+    _ports_to_data as _ports_to_data,
+    _unless_none as _unless_none,
+)
+from isolane.policy.policy import (
+    Policy,
+    _build as _build,
+    _emit as _emit,
+)
+from isolane.policy.qos import (
+    CompiledQos,
+    MeterArrays,
+    ShaperArrays,
+    _column as _column,
+    _compile_qos as _compile_qos,
+    _meter_arrays as _meter_arrays,
+    _shaper_arrays as _shaper_arrays,
+    _shaper_row as _shaper_row,
+    _tenant_weights as _tenant_weights,
+)
+from isolane.policy.read import (
+    _load_toml as _load_toml,
+    _load_yaml as _load_yaml,
+    _read_file as _read_file,
+)
+from isolane.policy.shadowed import (
+    _BIG_GROUP as _BIG_GROUP,
+    _MAPPED_VALUE as _MAPPED_VALUE,
+    _MASKS as _MASKS,
+    _addr_ints as _addr_ints,
+    _shadowed_rules as _shadowed_rules,
+)
+from isolane.policy.units import (
+    DURATION_PATTERN as DURATION_PATTERN,
+    RATE_PATTERN as RATE_PATTERN,
+    SIZE_PATTERN as SIZE_PATTERN,
+    default_burst,
+    format_duration,
+    format_rate,
+    format_size,
+    parse_duration,
+    parse_rate,
+    parse_size,
+    _ALL_RATE_UNITS as _ALL_RATE_UNITS,
+    _ALL_SIZE_UNITS as _ALL_SIZE_UNITS,
+    _DURATION_RE as _DURATION_RE,
+    _NUM as _NUM,
+    _PFX as _PFX,
+    _RATE_RE as _RATE_RE,
+    _RATE_UNITS as _RATE_UNITS,
+    _SIZE_RE as _SIZE_RE,
+    _SIZE_UNITS as _SIZE_UNITS,
+    _SPLIT_UNIT_RE as _SPLIT_UNIT_RE,
+    _TIME_UNITS as _TIME_UNITS,
+    _UNIT_PREFIXES as _UNIT_PREFIXES,
+    _format as _format,
+    _parse_quantity as _parse_quantity,
+    _span as _span,
+    _unit_problem as _unit_problem,
+)
+from isolane.policy.validate import (
+    BAD as BAD,
+    _Bad as _Bad,
+    _Checker as _Checker,
+    _guarantee as _guarantee,
+    _is_int_pair as _is_int_pair,
+    _policy_warnings as _policy_warnings,
+    _port_checks as _port_checks,
+    _rule_label as _rule_label,
+)
+
+__all__ = [
+    "ACTION_ALLOW",
+    "ACTION_DROP",
+    "COLORS",
+    "COLOR_ACTIONS",
+    "COUNT_MODES",
+    "COUNT_OVERHEAD",
+    "DEFAULT_COLOR_MAP",
+    "DEFAULT_LARGEST_FRAME",
+    "DSCP_NAMES",
+    "MAX_BURST_BYTES",
+    "MAX_RATE_BYTES",
+    "METER_KINDS",
+    "METER_NONE",
+    "NO_CLASS",
+    "PORT_ALPHA_LOG2",
+    "PORT_MODES",
+    "PROTOCOLS",
+    "RULE_FIELDS",
+    "CompiledPolicy",
+    "CompiledQos",
+    "Contract",
+    "Meter",
+    "MeterArrays",
+    "Microburst",
+    "Policy",
+    "PolicyError",
+    "PolicyWarning",
+    "Port",
+    "Remark",
+    "Rule",
+    "Shaper",
+    "ShaperArrays",
+    "Tenant",
+    "TenantTables",
+    "TrafficClass",
+    "default_burst",
+    "format_duration",
+    "format_rate",
+    "format_size",
+    "parse_duration",
+    "parse_rate",
+    "parse_size",
+    "schema",
+    "schema_text",
+]

@@ -1,0 +1,102 @@
+"""Addresses and ports: the syntax of prefixes and ports, prefixes over the IPv4-mapped address
+space, port ranges."""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+from collections.abc import Iterable
+from typing import Union
+
+Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+PortRange = tuple[int, int]
+
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_H16 = r"[0-9A-Fa-f]{1,4}"
+_LS32 = rf"(?:{_H16}:{_H16}|{_IPV4})"
+
+
+def _ipv6_pattern() -> str:
+    """RFC 3986's IPv6address grammar as a regular expression (valid in Python and ECMA-262)."""
+    alternatives = [rf"(?:{_H16}:){{6}}{_LS32}", rf"::(?:{_H16}:){{5}}{_LS32}"]
+    for before, after in ((0, 4), (1, 3), (2, 2), (3, 1), (4, 0)):
+        alternatives.append(rf"(?:(?:{_H16}:){{0,{before}}}{_H16})?::(?:{_H16}:){{{after}}}{_LS32}")
+    alternatives.append(rf"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}")
+    alternatives.append(rf"(?:(?:{_H16}:){{0,6}}{_H16})?::")
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+_IPV6 = _ipv6_pattern()
+_LEN4 = r"(?:3[0-2]|[12]?[0-9])"
+_LEN6 = r"(?:12[0-8]|1[01][0-9]|[1-9]?[0-9])"
+PREFIX_PATTERN = rf"^(?:any|{_IPV4}(?:/{_LEN4})?|{_IPV6}(?:/{_LEN6})?)$"
+_PREFIX_RE = re.compile(PREFIX_PATTERN)
+_ADDR_SHAPE_RE = re.compile(r"^([^/]*)(?:/(.*))?$")
+_PORT_NUMBER = r"0*(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)"
+PORT_PATTERN = rf"^{_PORT_NUMBER}(?:-{_PORT_NUMBER})?$"
+_PORT_TEXT_RE = re.compile(r"^([0-9]+)(?:-([0-9]+))?$")
+_MAPPED_V4 = ipaddress.IPv6Network("::ffff:0:0/96")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_prefix(text: str) -> Network | None | str:
+    """A prefix, ``None`` for ``any``, or the error message."""
+    if _PREFIX_RE.fullmatch(text):
+        if text == "any":
+            return None
+        try:
+            return ipaddress.ip_network(text, strict=True)
+        except ValueError:
+            network = ipaddress.ip_network(text, strict=False)
+            return f"{text!r} has host bits set; did you mean '{network}'?"
+    bad = f"{text!r} is not a valid prefix"
+    shape = _ADDR_SHAPE_RE.fullmatch(text.strip())
+    if text != text.strip():
+        return f"{bad}: remove the spaces around it"
+    if shape is None or not shape.group(1):
+        return bad
+    address, length = shape.group(1), shape.group(2)
+    if not re.fullmatch(_IPV4, address) and not re.fullmatch(_IPV6, address):
+        return f"{bad}: {address!r} is not an IPv4 or IPv6 address"
+    is_v4 = bool(re.fullmatch(_IPV4, address))
+    if length is not None and not re.fullmatch(_LEN4 if is_v4 else _LEN6, length):
+        if re.fullmatch(r"[0-9.]+", length) and "." in length:
+            return f"{bad}: write a prefix length (/24), not a netmask"
+        return f"{bad}: the length of an {'IPv4' if is_v4 else 'IPv6'} prefix is 0-{32 if is_v4 else 128}"
+    return bad
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _mapped(network: Network | None) -> tuple[bytes, int]:
+    """A prefix over the 128-bit IPv4-mapped address space: (16 address bytes, length)."""
+    if network is None:
+        return bytes(16), 0
+    if network.version == 4:
+        return bytes(10) + b"\xff\xff" + network.network_address.packed, 96 + network.prefixlen
+    return network.network_address.packed, network.prefixlen
+
+
+def _families(network: Network | None) -> frozenset[int]:
+    """The IP versions of packets whose address can fall in ``network``."""
+    if network is None:
+        return frozenset((4, 6))
+    if network.version == 4:
+        return frozenset((4,))
+    assert isinstance(network, ipaddress.IPv6Network)
+    if network.subnet_of(_MAPPED_V4):
+        return frozenset((4,))
+    if network.supernet_of(_MAPPED_V4):
+        return frozenset((4, 6))
+    return frozenset((6,))
+
+
+def _merge_ranges(ranges: Iterable[PortRange]) -> tuple[PortRange, ...]:
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)

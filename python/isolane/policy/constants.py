@@ -1,0 +1,181 @@
+"""Constants of the policy format: its limits, the codes of the compiled arrays, the names of
+protocols and DSCPs, and the keys of each mapping in a file."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+SCHEMA_VERSION = 1
+"""The only ``version`` a policy file may declare today."""
+MAX_VNI = (1 << 24) - 1
+MAX_VLAN = 4095
+MAX_PORT = 65535
+MAX_PRIORITY = 7
+ACTION_DROP = 0
+"""``TenantTables.action`` / ``default_action`` / ``CompiledPolicy.unknown_action`` value: drop."""
+ACTION_ALLOW = 1
+"""... and allow."""
+NO_CLASS = 0xFFFF
+"""``TenantTables.cls`` / ``default_cls`` of a drop: dropped packets go into no class."""
+MAX_RULE_EXPANSION = 65536
+"""A single policy rule may expand into at most this many table rules."""
+MAX_CLASSES = NO_CLASS
+"""Class ids are uint16 and ``NO_CLASS`` is reserved."""
+
+Action = Literal["allow", "drop"]
+ACTIONS: tuple[Action, ...] = ("allow", "drop")
+
+# -- quality of service (docs/qos.md) -----------------------------------------------------------
+
+MAX_WEIGHT = (1 << 32) - 1
+"""Weights are 32-bit (the Rust port scheduler's ``QueueConfig.weight``)."""
+DEFAULT_PRIORITY = MAX_PRIORITY
+"""The priority of a class that names none: the last, so it never preempts a class that asked
+for a priority."""
+MAX_BURST_BYTES = 8 << 30
+"""The largest burst (8 GiB): the Rust meter's ``MAX_BURST_BYTES`` (two full buckets in
+nano-bytes must fit in a u64)."""
+MAX_RATE_BYTES = 1 << 42
+"""The largest rate in bytes per second (about 35 Tbit/s): the Rust shapers' ``MAX_RATE``, so that
+their products of a time, a rate and a size stay exact."""
+DEFAULT_LARGEST_FRAME = 9216
+"""The largest frame (bytes) when the policy names none: a jumbo frame."""
+MIN_FRAME = 64
+"""The smallest Ethernet frame: no shaper burst and no ``largest_frame`` may be below it."""
+MAX_LARGEST_FRAME = (1 << 32) - 1
+"""``largest_frame`` is 32-bit in the Rust meter."""
+DEFAULT_MAX_DELAY_NS = 1_000_000
+"""A shaper's queue bound when it names neither ``queue`` nor ``max_delay``: 1 ms at its rate."""
+
+METER_NONE = 0
+"""``MeterArrays.kind`` of a tenant or class without a meter."""
+MeterKind = Literal["srtcm", "trtcm", "rfc4115"]
+#: Meter kinds and their codes in ``MeterArrays.kind``: RFC 2697, RFC 2698, RFC 4115.
+METER_KINDS: dict[str, int] = {"srtcm": 1, "trtcm": 2, "rfc4115": 3}
+Count = Literal["inner", "outer", "wire", "wire_fcs"]
+#: Which bytes of a packet count, and their codes: the tenant's inner frame (the outer frame for
+#: untunnelled traffic), the outer frame as captured, the outer frame plus 20 B of preamble and
+#: inter-frame gap, or plus 24 B (preamble, gap and an FCS the capture does not hold).
+COUNT_MODES: dict[str, int] = {"inner": 0, "outer": 1, "wire": 2, "wire_fcs": 3}
+#: Bytes added to each frame per count mode.
+COUNT_OVERHEAD: dict[str, int] = {"inner": 0, "outer": 0, "wire": 20, "wire_fcs": 24}
+Color = Literal["green", "yellow", "red"]
+#: Colours and their codes (the Rust meter's ``Color``).
+COLORS: dict[str, int] = {"green": 0, "yellow": 1, "red": 2}
+#: What a meter does with a packet of a colour, and the codes in ``MeterArrays.action``.
+COLOR_ACTIONS: dict[str, int] = {"pass": 0, "remark": 1, "drop": 2}
+PortMode = Literal["per_tenant", "shared_fifo"]
+#: Egress port modes and their codes in ``CompiledQos.port_mode``.
+PORT_MODES: dict[str, int] = {"per_tenant": 0, "shared_fifo": 1}
+
+#: Protocol names accepted by ``proto`` (IANA protocol numbers). The first name of a number is the
+#: one ``to_dict`` writes.
+PROTOCOLS: dict[str, int] = {
+    "hopopt": 0,
+    "icmp": 1,
+    "igmp": 2,
+    "ipip": 4,
+    "tcp": 6,
+    "egp": 8,
+    "udp": 17,
+    "dccp": 33,
+    "ipv6": 41,
+    "rsvp": 46,
+    "gre": 47,
+    "esp": 50,
+    "ah": 51,
+    "icmpv6": 58,
+    "ipv6-icmp": 58,
+    "ospf": 89,
+    "pim": 103,
+    "vrrp": 112,
+    "l2tp": 115,
+    "sctp": 132,
+    "udplite": 136,
+}
+_PROTO_NAME: dict[int, str] = {}
+for _name, _number in PROTOCOLS.items():
+    _PROTO_NAME.setdefault(_number, _name)
+
+#: Protocols whose packets carry ports in ``isolane.parse`` (tcp, udp, dccp, sctp, udplite).
+PORT_PROTOCOLS = frozenset({6, 17, 33, 132, 136})
+
+
+def _dscp_names() -> dict[str, int]:
+    names = {"cs0": 0, "be": 0, "df": 0, "le": 1}
+    for n in range(1, 8):
+        names[f"cs{n}"] = 8 * n
+    for x in range(1, 5):
+        for y in range(1, 4):
+            names[f"af{x}{y}"] = 8 * x + 2 * y
+    names["va"] = 44
+    names["ef"] = 46
+    return names
+
+
+#: DSCP names (RFC 2474, 2597, 3246, 5865, 8622): ``csN`` = 8N, ``afXY`` = 8X + 2Y, ``ef`` = 46,
+#: ``va`` = 44, ``le`` = 1, ``be``/``df``/``cs0`` = 0.
+DSCP_NAMES: dict[str, int] = _dscp_names()
+_DSCP_NAME: dict[int, str] = {number: name for name, number in DSCP_NAMES.items() if name not in ("be", "df")}
+
+#: The colour map when the policy gives none: the AF drop precedences of RFC 2597, ``afX1``
+#: green, ``afX2`` yellow, ``afX3`` red; every other DSCP is green. Only non-green entries are
+#: listed, as ``(dscp, colour)`` sorted by DSCP.
+DEFAULT_COLOR_MAP: tuple[tuple[int, Color], ...] = tuple(
+    sorted((8 * x + 2 * y, "yellow" if y == 2 else "red") for x in range(1, 5) for y in (2, 3))
+)
+
+#: The rule arrays, in ``RuleTable``'s argument order (``docs/classify-contract.md``).
+RULE_FIELDS: tuple[str, ...] = (
+    "src",
+    "src_len",
+    "dst",
+    "dst_len",
+    "src_port_lo",
+    "src_port_hi",
+    "dst_port_lo",
+    "dst_port_hi",
+    "proto",
+    "proto_mask",
+    "dscp",
+    "dscp_mask",
+)
+
+# Keys of each mapping in the file, in the order to_dict writes them.
+_CONTRACT_KEYS = ("rate", "burst", "ceil", "meter", "shaper", "microburst")
+_TOP_KEYS = ("version", "description", "unknown_tenant", "count", "largest_frame", "color_map", "port", "tenants")
+_TENANT_KEYS = (
+    "name",
+    "description",
+    "vnis",
+    "vlans",
+    "sources",
+    "weight",
+    *_CONTRACT_KEYS,
+    "classes",
+    "default_class",
+    "default",
+    "rules",
+)
+_CLASS_KEYS = ("name", "description", "priority", "weight", *_CONTRACT_KEYS)
+_RULE_KEYS = ("name", "description", "src", "dst", "src_ports", "dst_ports", "proto", "dscp", "action", "class")
+_SHAPER_KEYS = ("rate", "burst", "queue", "max_delay")
+_MICROBURST_KEYS = ("window", "threshold")
+_PORT_KEYS = ("rate", "buffer", "mode", "alpha", "reserve")
+#: The dynamic threshold's alpha is 2**k for k in this range (1/128 to 128), as switches offer it.
+PORT_ALPHA_LOG2 = range(-7, 8)
+_METER_KEYS = ("kind", "cir", "cbs", "eir", "ebs", "pir", "pbs", "color_aware", "count", "actions")
+#: The rates and bursts of each meter kind, in the order to_dict writes them.
+_METER_FIELDS: dict[str, tuple[str, ...]] = {
+    "srtcm": ("cir", "cbs", "ebs"),
+    "trtcm": ("cir", "cbs", "pir", "pbs"),
+    "rfc4115": ("cir", "cbs", "eir", "ebs"),
+}
+_METER_REQUIRED: dict[str, tuple[str, ...]] = {"srtcm": ("cir",), "trtcm": ("cir", "pir"), "rfc4115": ("cir", "eir")}
+#: Each burst and the rate that fills it, per kind.
+_METER_BUCKETS: dict[str, tuple[tuple[str, str], ...]] = {
+    "srtcm": (("cbs", "cir"), ("ebs", "cir")),
+    "trtcm": (("cbs", "cir"), ("pbs", "pir")),
+    "rfc4115": (("cbs", "cir"), ("ebs", "eir")),
+}
+_METER_WORDS = {"cir": "committed rate", "eir": "excess rate", "pir": "peak rate"}

@@ -1,0 +1,291 @@
+"""The policy model: the frozen dataclasses a :class:`~isolane.policy.Policy` is made of (tenants,
+classes, rules, contracts, meters, shapers, the port), each with its canonical data (``to_dict``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, Union
+
+from isolane.policy.addresses import Network, PortRange
+from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, Action, Count, MeterKind, PortMode
+from isolane.policy.units import format_duration, format_rate, format_size
+
+_T = TypeVar("_T")
+
+
+def _unless_none(convert: Callable[[_T], Any], value: _T | None) -> Any:
+    return None if value is None else convert(value)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The values that are set, in order: ``to_dict`` leaves defaults (``None``) out."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Shaper:
+    """An earliest-departure-time shaper: packets leave no faster than ``rate_bps`` after a
+    ``burst_bytes`` burst; a packet that would make the queue hold more than ``queue_bytes`` or
+    wait longer than ``max_delay_ns`` is dropped. ``None`` is the default (``docs/qos.md``): the
+    rate is the owner's ``ceil``, else its ``rate``; the burst 1 ms at the rate; a missing queue
+    bound follows from the other one, and without either the queue holds 1 ms at the rate."""
+
+    rate_bps: int | None = None
+    burst_bytes: int | None = None
+    queue_bytes: int | None = None
+    max_delay_ns: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _given(
+            rate=_unless_none(format_rate, self.rate_bps),
+            burst=_unless_none(format_size, self.burst_bytes),
+            queue=_unless_none(format_size, self.queue_bytes),
+            max_delay=_unless_none(format_duration, self.max_delay_ns),
+        )
+
+
+@dataclass(frozen=True)
+class Remark:
+    """A meter action: pass the packet with its DSCP rewritten to ``dscp``."""
+
+    dscp: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"remark": _DSCP_NAME.get(self.dscp, self.dscp)}
+
+
+ColorAction = Union[Literal["pass", "drop"], Remark]
+
+
+def _action_to_data(action: ColorAction) -> str | dict[str, Any]:
+    return action.to_dict() if isinstance(action, Remark) else action
+
+
+@dataclass(frozen=True)
+class Meter:
+    """A token-bucket meter: RFC 2697 srTCM (``cir``, ``cbs``, ``ebs``), RFC 2698 trTCM (``cir``,
+    ``cbs``, ``pir``, ``pbs``) or RFC 4115 (``cir``, ``cbs``, ``eir``, ``ebs``). Rates are bits per
+    second as written (the compiled view has bytes), bursts bytes; ``None`` is the default burst
+    (:func:`default_burst` of its rate) and, for ``count``, the policy's ``count``. Fields that
+    the kind does not have are ``None``. A colour-aware meter reads the packet's colour from its
+    DSCP through the policy's ``color_map``. ``green``/``yellow``/``red`` say what happens to
+    packets of each colour."""
+
+    kind: MeterKind
+    cir_bps: int
+    cbs_bytes: int | None = None
+    ebs_bytes: int | None = None
+    pir_bps: int | None = None
+    pbs_bytes: int | None = None
+    eir_bps: int | None = None
+    color_aware: bool = False
+    count: Count | None = None
+    green: ColorAction = "pass"
+    yellow: ColorAction = "pass"
+    red: ColorAction = "drop"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        values = {
+            "cir": self.cir_bps,
+            "cbs": self.cbs_bytes,
+            "ebs": self.ebs_bytes,
+            "pir": self.pir_bps,
+            "pbs": self.pbs_bytes,
+            "eir": self.eir_bps,
+        }
+        for key in _METER_FIELDS[self.kind]:
+            value = values[key]
+            if value is not None:
+                out[key] = format_rate(value) if key.endswith("ir") else format_size(value)
+        out["color_aware"] = self.color_aware
+        if self.count is not None:
+            out["count"] = self.count
+        out["actions"] = {"green": _action_to_data(self.green), "yellow": _action_to_data(self.yellow), "red": _action_to_data(self.red)}
+        return out
+
+
+@dataclass(frozen=True)
+class Port:
+    """The egress port the tenants share: its line rate (bits per second), its buffer (bytes),
+    whether it schedules per tenant and class or is one shared FIFO, and how per-tenant queues
+    share the buffer (``docs/qos.md``, "Sharing the buffer"): each queue may hold at most
+    ``2 ** alpha_log2`` times the shared buffer still free, and ``reserve_bytes`` of the buffer
+    are set aside for the guarantees."""
+
+    rate_bps: int
+    buffer_bytes: int
+    mode: PortMode = "per_tenant"
+    alpha_log2: int = 0
+    reserve_bytes: int = 0
+
+    @property
+    def alpha(self) -> int | float:
+        """The dynamic threshold's alpha (exact: a power of two)."""
+        return 1 << self.alpha_log2 if self.alpha_log2 >= 0 else 0.5**-self.alpha_log2
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"rate": format_rate(self.rate_bps), "buffer": format_size(self.buffer_bytes), "mode": self.mode}
+        return out | _given(alpha=self.alpha if self.alpha_log2 else None, reserve=format_size(self.reserve_bytes) if self.reserve_bytes else None)
+
+
+@dataclass(frozen=True)
+class Microburst:
+    """Microburst detection settings (placeholder: used by the upcoming microburst detection):
+    a ``window_ns`` window carrying more than ``threshold_bps`` is a microburst."""
+
+    window_ns: int
+    threshold_bps: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"window": format_duration(self.window_ns), "threshold": format_rate(self.threshold_bps)}
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The contract of a tenant or a class (``docs/qos.md``): its guarantee (``rate_bps``, with
+    ``burst_bytes``) and ceiling (``ceil_bps``) at the egress port, a meter, a shaper, and
+    microburst detection (upcoming). All rates are in bits per second, sizes in bytes; ``None``
+    is the default."""
+
+    rate_bps: int | None = None
+    burst_bytes: int | None = None
+    ceil_bps: int | None = None
+    shaper: Shaper | None = None
+    microburst: Microburst | None = None
+    meter: Meter | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _given(
+            rate=_unless_none(format_rate, self.rate_bps),
+            burst=_unless_none(format_size, self.burst_bytes),
+            ceil=_unless_none(format_rate, self.ceil_bps),
+            meter=_unless_none(Meter.to_dict, self.meter),
+            shaper=_unless_none(Shaper.to_dict, self.shaper),
+            microburst=_unless_none(Microburst.to_dict, self.microburst),
+        )
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    """A tenant's traffic class; its id is its index in ``Tenant.classes``. ``priority`` (0
+    first) and ``weight`` (its share within the priority) schedule it at the egress port;
+    ``None`` is the default (priority 7, weight 1)."""
+
+    name: str
+    priority: int | None = None
+    weight: int | None = None
+    contract: Contract = field(default_factory=Contract)
+    description: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = _given(name=self.name, description=self.description, priority=self.priority, weight=self.weight)
+        out.update(self.contract.to_dict())
+        return out
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One policy rule. ``None`` matches anything; ``src_ports``/``dst_ports`` are sorted,
+    merged inclusive ranges; ``proto``/``dscp`` sorted numbers. ``cls`` is the class name of an
+    ``allow`` rule (the tenant's default class when the file names none), ``None`` for ``drop``."""
+
+    action: Action
+    cls: str | None = None
+    src: Network | None = None
+    dst: Network | None = None
+    src_ports: tuple[PortRange, ...] | None = None
+    dst_ports: tuple[PortRange, ...] | None = None
+    proto: tuple[int, ...] | None = None
+    dscp: tuple[int, ...] | None = None
+    name: str | None = None
+    description: str | None = None
+
+    @property
+    def expansion(self) -> int:
+        """How many table rules this rule compiles into."""
+        count = 1
+        for values in (self.proto, self.dscp, self.src_ports, self.dst_ports):
+            count *= len(values) if values else 1
+        return count
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.description is not None:
+            out["description"] = self.description
+        if self.src is not None:
+            out["src"] = str(self.src)
+        if self.dst is not None:
+            out["dst"] = str(self.dst)
+        for key, ports in (("src_ports", self.src_ports), ("dst_ports", self.dst_ports)):
+            if ports is not None:
+                out[key] = _ports_to_data(ports)
+        if self.proto is not None:
+            names = [_PROTO_NAME.get(p, p) for p in self.proto]
+            out["proto"] = names[0] if len(names) == 1 else names
+        if self.dscp is not None:
+            dscps = [_DSCP_NAME.get(d, d) for d in self.dscp]
+            out["dscp"] = dscps[0] if len(dscps) == 1 else dscps
+        out["action"] = self.action
+        if self.cls is not None:
+            out["class"] = self.cls
+        return out
+
+
+def _ports_to_data(ports: tuple[PortRange, ...]) -> int | str | list[str]:
+    # List entries are written as strings, which older isolane versions read the same (they read
+    # a list of exactly two integers as a range).
+    texts = [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ports]
+    if len(ports) == 1:
+        lo, hi = ports[0]
+        return lo if lo == hi else texts[0]
+    return texts
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A tenant: what selects its traffic (``vnis``; ``vlans`` and ``sources`` for untunnelled
+    traffic), its classes, rules (first match wins), default action and contract."""
+
+    name: str
+    vnis: tuple[int, ...] = ()
+    vlans: tuple[int, ...] = ()
+    sources: tuple[Network, ...] = ()
+    classes: tuple[TrafficClass, ...] = (TrafficClass("default"),)
+    default_class: str = "default"
+    default: Action = "allow"
+    rules: tuple[Rule, ...] = ()
+    contract: Contract = field(default_factory=Contract)
+    description: str | None = None
+    weight: int | None = None
+    """Its share of the port's spare capacity; ``None``: in proportion to its guarantee
+    (``docs/qos.md``)."""
+
+    @property
+    def class_names(self) -> list[str]:
+        return [c.name for c in self.classes]
+
+    def class_id(self, name: str) -> int:
+        """The id (index) of the class called ``name``."""
+        return self.class_names.index(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.description is not None:
+            out["description"] = self.description
+        out["vnis"] = list(self.vnis)
+        if self.vlans:
+            out["vlans"] = list(self.vlans)
+        if self.sources:
+            out["sources"] = [str(s) for s in self.sources]
+        if self.weight is not None:
+            out["weight"] = self.weight
+        out.update(self.contract.to_dict())
+        out["classes"] = [c.to_dict() for c in self.classes]
+        out["default_class"] = self.default_class
+        out["default"] = self.default
+        out["rules"] = [r.to_dict() for r in self.rules]
+        return out

@@ -1,0 +1,194 @@
+"""The :class:`Policy`: reading, checking and compiling a policy, on top of the other modules
+(none of them imports this one at run time)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from isolane.policy.compile import CompiledPolicy, TenantTables, _compile, _tenant_tables
+from isolane.policy.constants import (
+    ACTIONS,
+    COUNT_MODES,
+    DEFAULT_COLOR_MAP,
+    DEFAULT_LARGEST_FRAME,
+    SCHEMA_VERSION,
+    _DSCP_NAME,
+    _TOP_KEYS,
+    Action,
+    Color,
+    Count,
+)
+from isolane.policy.errors import PolicyError, PolicyWarning
+from isolane.policy.model import Port, Tenant
+from isolane.policy.qos import CompiledQos, _compile_qos
+from isolane.policy.read import _read_file
+from isolane.policy.units import format_size
+from isolane.policy.validate import _Bad, _Checker, _policy_warnings, _port_checks
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A validated policy. Build it with :meth:`from_file` or :meth:`from_dict` (which check
+    everything); ``to_dict`` gives the canonical data back (``from_dict(p.to_dict()) == p``)."""
+
+    tenants: tuple[Tenant, ...] = ()
+    unknown_tenant: Action = "drop"
+    description: str | None = None
+    count: Count = "outer"
+    """Which bytes meters (unless they say otherwise), shapers and the port count."""
+    largest_frame: int = DEFAULT_LARGEST_FRAME
+    """The largest frame in bytes: no default burst is smaller."""
+    color_map: tuple[tuple[int, Color], ...] = DEFAULT_COLOR_MAP
+    """The incoming colour of each DSCP for colour-aware meters: ``(dscp, colour)`` for the
+    DSCPs that are not green, sorted."""
+    port: Port | None = None
+    warnings: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    """The :class:`PolicyWarning` messages found when the policy was read."""
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Policy:
+        """Read a policy from a ``.yaml``/``.yml``, ``.toml`` or ``.json`` file (chosen by the
+        extension). Raises :class:`PolicyError` listing every problem, ``FileNotFoundError``
+        if there is no such file; warns (:class:`PolicyWarning`) about rules that never match."""
+        data = _read_file(path)
+        policy = _build(data, os.fspath(path))
+        _emit(policy.warnings)
+        return policy
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Policy:
+        """Build a policy from data shaped like the file (see ``docs/policy.md``)."""
+        policy = _build(data, None)
+        _emit(policy.warnings)
+        return policy
+
+    def to_dict(self) -> dict[str, Any]:
+        """The policy as plain data (str, int, bool, list, dict only; no ``None``), every default
+        written out except the policy-wide QoS settings (``count``, ``largest_frame``,
+        ``color_map``), which are written when they differ from the default; suitable for YAML,
+        TOML or JSON."""
+        out: dict[str, Any] = {"version": SCHEMA_VERSION}
+        if self.description is not None:
+            out["description"] = self.description
+        out["unknown_tenant"] = self.unknown_tenant
+        if self.count != "outer":
+            out["count"] = self.count
+        if self.largest_frame != DEFAULT_LARGEST_FRAME:
+            out["largest_frame"] = format_size(self.largest_frame)
+        if self.color_map != DEFAULT_COLOR_MAP:
+            out["color_map"] = {_DSCP_NAME.get(dscp, str(dscp)): colour for dscp, colour in self.color_map}
+        if self.port is not None:
+            out["port"] = self.port.to_dict()
+        out["tenants"] = [t.to_dict() for t in self.tenants]
+        return out
+
+    @property
+    def tenant_names(self) -> list[str]:
+        return [t.name for t in self.tenants]
+
+    def tenant(self, name: str) -> Tenant:
+        """The tenant called ``name`` (``KeyError`` if none)."""
+        for tenant in self.tenants:
+            if tenant.name == name:
+                return tenant
+        raise KeyError(name)
+
+    def compile(self) -> CompiledPolicy:
+        """The classification tables of this policy (``docs/classify-contract.md``)."""
+        return _compile(self)
+
+    def compile_qos(self) -> CompiledQos:
+        """The QoS settings of this policy as integer arrays for the Rust meters, shapers and
+        port scheduler, every default filled in (``docs/qos.md``); computed once."""
+        return self._qos
+
+    @functools.cached_property
+    def _qos(self) -> CompiledQos:
+        return _compile_qos(self)
+
+    @functools.cached_property
+    def _tables(self) -> tuple[TenantTables, ...]:
+        return tuple(_tenant_tables(t) for t in self.tenants)
+
+
+def _emit(messages: Iterable[str]) -> None:
+    for message in messages:
+        # stacklevel 3: the caller of Policy.from_file / from_dict
+        warnings.warn(message, PolicyWarning, stacklevel=3)
+
+
+def _build(data: Any, source: str | None) -> Policy:
+    ck = _Checker()
+    top = ck.mapping(data, "", _TOP_KEYS, required=("tenants",))
+    if top is None:
+        if data is None:
+            ck.errors[-1] = ("", "the policy is empty: expected a mapping with 'tenants'")
+        raise PolicyError(ck.errors, source)
+    if "version" in top and (isinstance(top["version"], bool) or top["version"] != SCHEMA_VERSION):
+        ck.error("version", f"unsupported version {top['version']!r}: this isolane reads version {SCHEMA_VERSION}")
+    description = ck.string(top["description"], "description") if "description" in top else None
+    unknown = ck.choice(top["unknown_tenant"], "unknown_tenant", ACTIONS, "an action") if "unknown_tenant" in top else "drop"
+    count = ck.choice(top["count"], "count", tuple(COUNT_MODES), "a byte count") if "count" in top else "outer"
+    largest_frame = ck.largest_frame_setting(top["largest_frame"], "largest_frame") if "largest_frame" in top else DEFAULT_LARGEST_FRAME
+    ck.largest_frame = largest_frame or DEFAULT_LARGEST_FRAME
+    color_map = ck.color_map(top["color_map"], "color_map") if "color_map" in top else DEFAULT_COLOR_MAP
+    ck.egress = ck.port_setting(top["port"], "port") if "port" in top else None
+
+    tenants: list[Tenant | None] = []
+    items = ck.sequence(top["tenants"], "tenants", "tenants (mappings)") if "tenants" in top else None
+    names: dict[str, int] = {}
+    vni_owner: dict[int, tuple[int, str, str]] = {}
+    vlan_owner: dict[int, tuple[int, str, str]] = {}
+    for i, item in enumerate(items or []):
+        path = f"tenants[{i}]"
+        tenant = ck.tenant(item, path)
+        tenants.append(tenant)
+        # Cross-tenant checks, on what could be read even if the tenant has other errors.
+        raw = item if isinstance(item, Mapping) else {}
+        name = raw.get("name") if isinstance(raw.get("name"), str) and raw.get("name", "").strip() else None
+        label = repr(name) if name is not None else path
+        if name is not None:
+            if name in names:
+                ck.error(f"{path}.name", f"{name!r} is already the name of tenants[{names[name]}]")
+            else:
+                names[name] = i
+        for key, owners, what in (("vnis", vni_owner, "VNI"), ("vlans", vlan_owner, "VLAN id")):
+            values = raw.get(key)
+            if not isinstance(values, (list, tuple)):
+                continue
+            mine: set[int] = set()
+            for k, v in enumerate(values):
+                if isinstance(v, bool) or not isinstance(v, int) or v in mine:
+                    continue
+                mine.add(v)
+                if v in owners and owners[v][0] != i:
+                    _, other_label, other_path = owners[v]
+                    ck.error(f"{path}.{key}[{k}]", f"{what} {v} is claimed by both {other_label} ({other_path}) and {label}")
+                else:
+                    owners.setdefault(v, (i, label, f"{path}.{key}[{k}]"))
+
+    if not ck.errors:
+        _port_checks(ck, [t for t in tenants if t is not None])
+    if ck.errors:
+        raise PolicyError(ck.errors, source)
+    assert not isinstance(unknown, _Bad) and not isinstance(description, _Bad) and not isinstance(count, _Bad)
+    assert largest_frame is not None and color_map is not None
+    policy = Policy(
+        tuple(t for t in tenants if t is not None),
+        unknown,  # type: ignore[arg-type]
+        description,
+        count=count,  # type: ignore[arg-type]
+        largest_frame=largest_frame,
+        color_map=color_map,
+        port=ck.egress,
+    )
+    found = ck.warnings + _policy_warnings(policy)
+    if source is not None:
+        found = [f"{source}: {w}" for w in found]
+    object.__setattr__(policy, "warnings", tuple(found))
+    return policy
