@@ -42,10 +42,6 @@ SEED = 0
 REPORT: dict[str, dict] = {}
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: writes and streams the multi-GB pcap")
-
-
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not REPORT:
         return

@@ -12,7 +12,6 @@
 //! the port, which sees the packet at its release time.
 
 mod columns;
-mod outcome;
 mod spec;
 mod stats;
 
@@ -26,11 +25,12 @@ use rustc_hash::FxHashMap;
 use crate::verdict::{Verdict, DROP};
 use crate::meter::{Color, MeterConsts, MeterState};
 use crate::parse::PacketInfo;
+use crate::bursts::{BurstEvent, Detector, FlowRow, ScopeStats};
 use crate::memory::prefetch;
 use crate::shaping::{Port, PortConfig, QueueConfig, ShapeDrop, ShaperConsts, ShaperState};
 
-pub use columns::{ContractColumns, MeterColumns, QosColumns, ShaperColumns};
-pub use outcome::{processed_fields, Outcome, Processed, NO_COLOR, OUTCOMES};
+pub use columns::{BurstColumns, ContractColumns, MeterColumns, QosColumns, ShaperColumns};
+pub use crate::outcome::{processed_fields, Outcome, Processed, NO_COLOR, OUTCOMES};
 pub use spec::{Arrival, ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
 pub use stats::{QosCounters, QosStats, StatsKey};
 use stats::RowCounters;
@@ -271,6 +271,7 @@ pub struct Enforcer {
     archive: FxHashMap<StatsKey, QosStats>,
     port: Option<PortState>,
     in_flight: BinaryHeap<Reverse<InFlight>>,
+    bursts: Detector,
     /// A chunk's records and verdicts (kept, so that a batch allocates nothing).
     records: Vec<PacketInfo>,
     verdicts: Vec<Verdict>,
@@ -299,9 +300,9 @@ impl Enforcer {
         let class_count = names.iter().filter_map(|name| by_name.get(name.as_str())).map(|qos| qos.classes.len()).sum();
         let mut tenants = crate::memory::with_capacity(names.len());
         let mut class_stages = crate::memory::with_capacity(class_count);
-        let (mut contracts, mut queues) = (Vec::new(), Vec::new());
+        let (mut contracts, mut queues, mut queue_scopes) = (Vec::new(), Vec::new(), Vec::new());
         let mut profiles = Profiles::default();
-        for name in names {
+        for (index, name) in names.iter().enumerate() {
             let Some(&qos) = by_name.get(name.as_str()) else {
                 tenants.push(TenantState::without_contract());
                 contracts.push(None);
@@ -322,9 +323,12 @@ impl Enforcer {
             tenants.push(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 });
             class_stages.extend(classes);
             queues.extend(qos.classes.iter().enumerate().map(|(c, class)| (name.clone(), c as u16, class.queue)));
+            queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
             contracts.push(Some(qos.clone()));
         }
-        self.replace_port(spec.port, queues);
+        let port_kept = self.replace_port(spec.port, queues);
+        let queue_scopes = if spec.port.is_some() { queue_scopes } else { Vec::new() };
+        self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
         self.archive_rows();
         self.row_keys = row_keys(&contracts, names);
         self.class_rows = class_stages.len();
@@ -351,20 +355,39 @@ impl Enforcer {
     /// reaches it in release order and everything queued is sent, their outcomes and delays
     /// into the statistics. The port stays, empty, its time at the last of these events: a
     /// later packet reaches it no earlier.
-    pub fn drain_port(&mut self) {
+    fn drain_port(&mut self) {
         let Some(mut state) = self.port.take() else { return };
         self.arrive_at_port(&mut state.port, u64::MAX, &mut []);
         state.port.finish();
-        state.port.clear_departures(); // its statistics keep the delays
+        self.hand_departures(&mut state.port);
         self.port = Some(state);
+    }
+
+    /// Ends the packet stream: the port drains ([`drain_port`](Enforcer::drain_port)), then
+    /// every burst window empties, so that every open burst ends (docs/bursts.md).
+    pub fn drain(&mut self) {
+        self.drain_port();
+        self.bursts.drain();
+    }
+
+    /// Hands the port's transmission starts to the burst detector and forgets them (the port's
+    /// statistics keep the delays).
+    fn hand_departures(&mut self, port: &mut Port) {
+        if self.bursts.active() {
+            for departure in port.departures() {
+                self.bursts.departed(departure.queue, departure.start_ns, departure.bytes);
+            }
+        }
+        port.clear_departures();
     }
 
     /// Keeps the port if nothing about it changed; otherwise drains the old one (packets in
     /// flight arrive, everything queued is sent) into the statistics and starts a new one.
-    fn replace_port(&mut self, config: Option<PortConfig>, queues: Vec<(String, u16, QueueConfig)>) {
+    /// Whether the port was kept.
+    fn replace_port(&mut self, config: Option<PortConfig>, queues: Vec<(String, u16, QueueConfig)>) -> bool {
         if let Some(current) = &self.port {
             if Some(current.config) == config && current.queues == queues {
-                return;
+                return true;
             }
         }
         self.drain_port();
@@ -378,6 +401,7 @@ impl Enforcer {
             let port = Port::new(config, queues.iter().map(|(_, _, queue)| *queue).collect()).expect("QosSpec::check built this port");
             PortState { port, config, queues }
         });
+        false
     }
 
     fn archive_rows(&mut self) {
@@ -449,13 +473,14 @@ impl Enforcer {
     /// after packet: their rows are `out[first..]`.
     #[inline(never)] // one call a chunk; a symbol of its own for profilers
     fn enforce_chunk(&mut self, port: &mut Option<PortState>, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
-        let prefetch = self.prefetches();
+        let (prefetch, bursts) = (self.prefetches(), self.bursts.active());
         let Some(state) = port else {
             let out = &mut out[first..];
-            if prefetch {
-                self.enforce_without_port::<true>(records, verdicts, out, first);
-            } else {
-                self.enforce_without_port::<false>(records, verdicts, out, first);
+            match (prefetch, bursts) {
+                (true, true) => self.enforce_without_port::<true, true>(records, verdicts, out, first),
+                (true, false) => self.enforce_without_port::<true, false>(records, verdicts, out, first),
+                (false, true) => self.enforce_without_port::<false, true>(records, verdicts, out, first),
+                (false, false) => self.enforce_without_port::<false, false>(records, verdicts, out, first),
             }
             return;
         };
@@ -465,15 +490,19 @@ impl Enforcer {
             }
             self.clock_ns = self.clock_ns.max(packet_time(info));
             self.arrive_at_port(&mut state.port, self.clock_ns, out);
-            out[first + i] = self.enforce_general(Arrival::of(info, self.clock_ns), *verdict, first + i, true);
+            let arrival = Arrival::of(info, self.clock_ns);
+            out[first + i] = self.enforce_general(arrival, *verdict, first + i, true);
+            if bursts {
+                self.observe_burst(&arrival, verdict, info, out[first + i].outcome);
+            }
         }
     }
 
     /// Enforces `records` (classified as `verdicts`), which start at `first` in the batch, into
-    /// `out`, with no port: a loop of its own for each way of prefetching, so that the fast
-    /// lane keeps its values in registers.
+    /// `out`, with no port: a loop of its own for each way of prefetching and with or without
+    /// burst detection, so that the fast lane keeps its values in registers.
     #[inline(always)]
-    fn enforce_without_port<const PREFETCH: bool>(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
+    fn enforce_without_port<const PREFETCH: bool, const BURSTS: bool>(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
         for (i, ((info, verdict), slot)) in records.iter().zip(verdicts).zip(out).enumerate() {
             if PREFETCH {
                 self.prefetch_ahead(verdicts, i);
@@ -482,7 +511,17 @@ impl Enforcer {
             arrival.clock_ns = arrival.clock_ns.max(self.clock_ns);
             self.clock_ns = arrival.clock_ns;
             self.enforce_one(arrival, *verdict, first + i, false, slot);
+            if BURSTS {
+                self.observe_burst(&arrival, verdict, info, slot.outcome);
+            }
         }
+    }
+
+    /// Hands an enforced packet to the burst detector.
+    #[inline(always)]
+    fn observe_burst(&mut self, arrival: &Arrival, verdict: &Verdict, info: &PacketInfo, outcome: u8) {
+        let bytes = self.spec.count.bytes(arrival);
+        self.bursts.observe(arrival.clock_ns, bytes, verdict, info, outcome);
     }
 
     /// The port takes what was released by the batch's last packet time and sends what it can
@@ -491,7 +530,7 @@ impl Enforcer {
         if let Some(state) = &mut port {
             self.arrive_at_port(&mut state.port, self.clock_ns, out);
             state.port.advance_to(self.clock_ns);
-            state.port.clear_departures(); // its statistics keep the delays
+            self.hand_departures(&mut state.port);
         }
         self.port = port;
     }
@@ -542,6 +581,10 @@ impl Enforcer {
             self.in_flight.pop();
             let result = port.arrive(packet.release_ns, packet.bytes, packet.row, packet.sequence);
             let outcome = Outcome::of_port(result, packet.remarked);
+            if self.bursts.active() {
+                self.hand_departures(port); // they started before this arrival
+                self.bursts.port_arrival(packet.row, packet.release_ns, packet.bytes, outcome);
+            }
             self.rows[packet.row as usize].count_outcome(outcome, packet.bytes);
             if packet.batch == self.batch {
                 if let Some(slot) = out.get_mut(packet.index) {
@@ -657,6 +700,31 @@ impl Enforcer {
         counters.count_outcome(outcome, bytes);
         result.outcome = outcome as u8;
         result
+    }
+
+    /// Every burst that ended (docs/bursts.md), in id order.
+    pub fn bursts(&self) -> &[BurstEvent] {
+        self.bursts.events()
+    }
+
+    /// The bursts that ended since the last call.
+    pub fn take_ended_bursts(&mut self) -> Vec<BurstEvent> {
+        self.bursts.take_ended().to_vec()
+    }
+
+    /// The top flows of bursts `ids`.
+    pub fn burst_flows(&self, ids: &[u64]) -> Vec<FlowRow> {
+        self.bursts.flows_of(ids)
+    }
+
+    /// Tenant names, by the `tenant` of bursts.
+    pub fn burst_tenants(&self) -> Vec<String> {
+        self.bursts.names().to_vec()
+    }
+
+    /// Every scope watched for bursts, now or before.
+    pub fn burst_stats(&self) -> Vec<ScopeStats> {
+        self.bursts.stats()
     }
 
     /// Every (tenant, class) seen since the engine was made, with its counters, the packets

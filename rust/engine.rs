@@ -653,9 +653,15 @@ impl Engine {
         self.lock_qos().stats()
     }
 
-    /// Ends the packet stream at the port ([`Enforcer::drain_port`](crate::enforce::Enforcer::drain_port)).
-    pub fn drain_port(&self) {
-        self.lock_qos().drain_port();
+    /// Ends the packet stream ([`Enforcer::drain`](crate::enforce::Enforcer::drain)): the port
+    /// sends everything, every open burst ends.
+    pub fn drain(&self) {
+        self.lock_qos().drain();
+    }
+
+    /// Reads or changes the QoS state (bursts, statistics) while no batch runs.
+    pub fn with_enforcer<T>(&self, work: impl FnOnce(&mut crate::enforce::Enforcer) -> T) -> T {
+        work(self.lock_qos().enforcer_mut())
     }
 
     /// Swaps in new tables while holding the QoS state, which follows them by tenant name.

@@ -9,12 +9,14 @@
 //! The PyO3 bindings live apart in `python`, compiled only with the `python` feature.
 
 pub mod batch;
+pub mod bursts;
 pub mod classify;
 pub mod engine;
 pub mod enforce;
 pub mod error;
 pub mod memory;
 pub mod meter;
+pub mod outcome;
 pub mod parse;
 pub mod pcap;
 mod pool;

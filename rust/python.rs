@@ -15,8 +15,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::batch::{linktype, BatchView, LinkTypes, PacketBuffers};
+use crate::bursts::{self, BurstEvent, FlowRow, Scope, ScopeKey, ScopeStats};
 use crate::classify::{self, Key, Rule};
-use crate::enforce::{self, ContractColumns, MeterColumns, Processed, QosColumns, QosStats, ShaperColumns};
+use crate::enforce::{self, BurstColumns, ContractColumns, MeterColumns, Processed, QosColumns, QosStats, ShaperColumns};
 use crate::engine::{self, RuleEdit, RuleRow, TablesSpec, TenantSpec, Verdict};
 use crate::error::CoreError;
 use crate::parse::{self, ParseConfig, PacketInfo, PortSet};
@@ -654,9 +655,40 @@ impl Engine {
         Ok(PyArray1::from_vec(py, out))
     }
 
-    /// Ends the packet stream at the port: packets in flight reach it, everything queued is sent.
-    fn drain_port(&self, py: Python<'_>) -> PyResult<()> {
-        without_gil(py, || self.engine.drain_port())
+    /// Ends the packet stream: packets in flight reach the port, everything queued is sent,
+    /// every open burst ends.
+    fn drain(&self, py: Python<'_>) -> PyResult<()> {
+        without_gil(py, || self.engine.drain())
+    }
+
+    /// Every burst that ended (raw bytes of a BURST_DTYPE array).
+    fn bursts<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u8>> {
+        let events = self.engine.with_enforcer(|enforcer| bytemuck::cast_slice::<BurstEvent, u8>(enforcer.bursts()).to_vec());
+        PyArray1::from_vec(py, events)
+    }
+
+    /// The bursts that ended since the last call (raw bytes of a BURST_DTYPE array).
+    fn take_ended_bursts<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u8>> {
+        let events = self.engine.with_enforcer(|enforcer| enforcer.take_ended_bursts());
+        PyArray1::from_vec(py, bytemuck::cast_vec::<BurstEvent, u8>(events))
+    }
+
+    /// The top flows of bursts `ids` (raw bytes of a BURST_FLOW_DTYPE array).
+    fn burst_flows<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, u64>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let ids = ids.as_slice()?;
+        let flows = self.engine.with_enforcer(|enforcer| enforcer.burst_flows(ids));
+        Ok(PyArray1::from_vec(py, bytemuck::cast_vec::<FlowRow, u8>(flows)))
+    }
+
+    /// Tenant names, by the `tenant` of bursts.
+    fn burst_tenants(&self) -> Vec<String> {
+        self.engine.with_enforcer(|enforcer| enforcer.burst_tenants())
+    }
+
+    /// One dict per scope watched for bursts: its setting, totals and polled views.
+    fn burst_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let stats = self.engine.with_enforcer(|enforcer| enforcer.burst_stats());
+        PyList::new(py, stats.iter().map(|scope| burst_stats_dict(py, scope)).collect::<PyResult<Vec<_>>>()?)
     }
 
     /// QoS statistics, one dict per (tenant, class id): counters by colour and outcome,
@@ -734,6 +766,52 @@ fn qos_stats_dict<'py>(py: Python<'py>, tenant: Option<String>, cls: Option<u16>
     Ok(entry)
 }
 
+fn burst_stats_dict<'py>(py: Python<'py>, stats: &ScopeStats) -> PyResult<Bound<'py, PyDict>> {
+    let entry = PyDict::new(py);
+    let (scope, tenant, cls) = match &stats.key {
+        ScopeKey::Port => (Scope::Port, None, None),
+        ScopeKey::Tenant(name) => (Scope::Tenant, Some(name.as_str()), None),
+        ScopeKey::Class(name, cls) => (Scope::Class, Some(name.as_str()), Some(*cls)),
+    };
+    entry.set_item("scope", scope as u8)?;
+    entry.set_item("tenant", tenant)?;
+    entry.set_item("cls", cls)?;
+    let (config, totals) = (&stats.config, &stats.totals);
+    entry.set_item("window_ns", config.window_ns)?;
+    entry.set_item("threshold_bps", config.threshold_bps)?;
+    entry.set_item("queue", config.queue.map(|q| (q.rise_bytes, q.fall_bytes)))?;
+    entry.set_item("rate_events", totals.rate_events)?;
+    entry.set_item("queue_events", totals.queue_events)?;
+    entry.set_item("time_in_burst_ns", totals.time_in_burst_ns)?;
+    entry.set_item("peak_window_bps", bursts::window_bps(totals.peak_window_bytes, config.window_ns))?;
+    entry.set_item("max_queue_bytes", totals.max_queue_bytes)?;
+    let polls = stats.polls.iter().map(|view| {
+        let poll = PyDict::new(py);
+        poll.set_item("interval_ns", view.interval_ns)?;
+        poll.set_item("polls", view.polls)?;
+        poll.set_item("peak_bps", view.peak_bps)?;
+        poll.set_item("mean_bps", view.mean_bps)?;
+        poll.set_item("queue_polls", view.queue_polls)?;
+        poll.set_item("queue_nonzero_polls", view.queue_nonzero_polls)?;
+        poll.set_item("queue_max_at_polls", view.queue_max_at_polls)?;
+        Ok(poll)
+    });
+    entry.set_item("polls", PyList::new(py, polls.collect::<PyResult<Vec<_>>>()?)?)?;
+    Ok(entry)
+}
+
+/// A burst event's fields as (name, numpy type, byte offset), and its size.
+#[pyfunction]
+fn burst_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, usize)> {
+    Ok((PyList::new(py, bursts::event_fields())?, std::mem::size_of::<BurstEvent>()))
+}
+
+/// A burst flow's fields as (name, numpy type, byte offset), and its size.
+#[pyfunction]
+fn burst_flow_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, usize)> {
+    Ok((PyList::new(py, bursts::flow_fields())?, std::mem::size_of::<FlowRow>()))
+}
+
 /// A value of a QoS spec dict, named in the error when it is missing.
 fn qos_item<'py>(dict: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyAny>> {
     dict.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("qos spec lacks '{key}'")))
@@ -792,6 +870,22 @@ fn qos_columns_from_dict(qos: &Bound<'_, PyDict>) -> PyResult<QosColumns> {
         queue_ceil: qos_vector(qos, "queue_ceil", U64)?,
         queue_burst: qos_vector(qos, "queue_burst", U64)?,
         queue_reserved: qos_vector(qos, "queue_reserved", U64)?,
+        bursts: burst_columns_from_dict(&qos_item(qos, "bursts")?.cast_into::<PyDict>()?)?,
+    })
+}
+
+/// The `bursts` part of that dict (see `BurstColumns`).
+fn burst_columns_from_dict(bursts: &Bound<'_, PyDict>) -> PyResult<BurstColumns> {
+    Ok(BurstColumns {
+        scope: qos_vector(bursts, "scope", U8)?,
+        tenant: qos_vector(bursts, "tenant", I64)?,
+        cls: qos_vector(bursts, "cls", I64)?,
+        window_ns: qos_vector(bursts, "window_ns", U64)?,
+        threshold_bps: qos_vector(bursts, "threshold_bps", U64)?,
+        has_queue: qos_vector(bursts, "has_queue", U8)?,
+        queue_rise: qos_vector(bursts, "queue_rise", U64)?,
+        queue_fall: qos_vector(bursts, "queue_fall", U64)?,
+        poll_ns: qos_vector(bursts, "poll_ns", U64)?,
     })
 }
 
@@ -1081,7 +1175,7 @@ fn rule_from_dict(rule: &Bound<'_, PyDict>) -> PyResult<Rule> {
 #[pymodule(gil_used = false)]
 mod _core {
     #[pymodule_export]
-    use super::{parse_records, processed_layout, read_pcap, record_layout, verdict_layout, Engine, PacketBatch, PcapIterator, RuleTable};
+    use super::{burst_flow_layout, burst_layout, parse_records, processed_layout, read_pcap, record_layout, verdict_layout, Engine, PacketBatch, PcapIterator, RuleTable};
 
     #[pymodule_init]
     fn init(module: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

@@ -545,7 +545,7 @@ POLICY_ERRORS: list[tuple[dict[str, Any], list[tuple[str, str]]]] = [
     (tenants_policy({}, port={**PORT, "mode": "shared"}), [("port.mode", "'shared' is not a port mode; did you mean 'shared_fifo'?")]),
     (tenants_policy({}, port={**PORT, "rate": "100GBps"}), [("port.rate", "'100GBps': unknown rate unit 'GBps'; did you mean 'GB/s' or 'Gbps'?")]),
     (tenants_policy({}, port={**PORT, "buffer": "0B"}), [("port.buffer", "'0B' must be more than zero")]),
-    (tenants_policy({}, port={**PORT, "speed": "1Gbps"}), [("port.speed", "unknown key (expected one of: rate, buffer, mode, alpha, reserve)")]),
+    (tenants_policy({}, port={**PORT, "speed": "1Gbps"}), [("port.speed", "unknown key (expected one of: rate, buffer, mode, alpha, reserve, microburst)")]),
     *(
         (tenants_policy({}, port={**PORT, "alpha": alpha}), [("port.alpha", f"alpha {alpha!r} {ALPHA_ERROR}")])
         for alpha in (0.3, 0, -1, 3, 256, 1 / 256, True, "1")
@@ -727,7 +727,7 @@ def test_to_dict_reads_back_the_same(data: dict[str, Any], tmp_path: Path) -> No
     assert again == policy
     for name in P.CompiledQos.__dataclass_fields__:
         a, b = getattr(again.compile_qos(), name), getattr(policy.compile_qos(), name)
-        if isinstance(a, (P.MeterArrays, P.ShaperArrays)):
+        if isinstance(a, (P.MeterArrays, P.ShaperArrays, P.BurstArrays)):
             for column in type(a).__dataclass_fields__:
                 assert np.array_equal(getattr(a, column), getattr(b, column)), (name, column)
         elif isinstance(a, np.ndarray):

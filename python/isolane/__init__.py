@@ -12,16 +12,35 @@ import os
 from isolane._core import GENEVE_PORT, VXLAN_PORT, IsolaneError, PacketBatch, PcapError, PcapIterator, RuleTable, read_pcap
 from isolane.parsing import PARSED_DTYPE, LinkType, Status, Tunnel, format_addresses, parse
 from isolane.policy import Policy, PolicyError, PolicyWarning
-from isolane.engine import PROCESSED_DTYPE, VERDICT_DTYPE, Action, Color, Engine, Outcome, Reason, UpdateReport
+from isolane.engine import (
+    BURST_DTYPE,
+    BURST_FLOW_DTYPE,
+    DEFAULT_POLLS,
+    PROCESSED_DTYPE,
+    VERDICT_DTYPE,
+    Action,
+    BurstScope,
+    BurstView,
+    Color,
+    Engine,
+    Outcome,
+    Reason,
+    UpdateReport,
+)
 from isolane.report import ReplayReport, format_report, replay
 
 __all__ = [
+    "BURST_DTYPE",
+    "BURST_FLOW_DTYPE",
+    "DEFAULT_POLLS",
     "GENEVE_PORT",
     "PARSED_DTYPE",
     "PROCESSED_DTYPE",
     "VERDICT_DTYPE",
     "VXLAN_PORT",
     "Action",
+    "BurstScope",
+    "BurstView",
     "Color",
     "Engine",
     "IsolaneError",

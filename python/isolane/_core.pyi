@@ -16,6 +16,8 @@ __all__ = [
     "PcapIterator",
     "RuleTable",
     "VXLAN_PORT",
+    "burst_flow_layout",
+    "burst_layout",
     "parse_records",
     "processed_layout",
     "read_pcap",
@@ -116,6 +118,12 @@ def parse_records(batch: PacketBatch, vxlan_ports: list[int], geneve_ports: list
 def record_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The parsed record's fields as (name, numpy type, byte offset), and its size."""
 
+def burst_layout() -> tuple[list[tuple[str, str, int]], int]:
+    """A burst event's fields as (name, numpy type, byte offset), and its size."""
+
+def burst_flow_layout() -> tuple[list[tuple[str, str, int]], int]:
+    """A burst flow's fields as (name, numpy type, byte offset), and its size."""
+
 def processed_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The processed record's fields as (name, numpy type, byte offset), and its size."""
 
@@ -198,8 +206,24 @@ class Engine:
         """Parses, classifies and enforces a batch a chunk at a time (its parsed records are
         never all in memory) into processed records (raw bytes of a PROCESSED_DTYPE array)."""
 
-    def drain_port(self) -> None:
-        """Ends the packet stream at the port: packets in flight reach it, everything queued is sent."""
+    def drain(self) -> None:
+        """Ends the packet stream: packets in flight reach the port, everything queued is sent,
+        every open burst ends."""
+
+    def bursts(self) -> npt.NDArray[np.uint8]:
+        """Every burst that ended (raw bytes of a BURST_DTYPE array)."""
+
+    def take_ended_bursts(self) -> npt.NDArray[np.uint8]:
+        """The bursts that ended since the last call (raw bytes of a BURST_DTYPE array)."""
+
+    def burst_flows(self, ids: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint8]:
+        """The top flows of bursts `ids` (raw bytes of a BURST_FLOW_DTYPE array)."""
+
+    def burst_tenants(self) -> list[str]:
+        """Tenant names, by the `tenant` of bursts."""
+
+    def burst_stats(self) -> list[dict[str, Any]]:
+        """One dict per scope watched for bursts: its setting, totals and polled views."""
 
     def qos_stats(self) -> list[dict[str, Any]]:
         """QoS statistics, one dict per (tenant, class id): counters by colour and outcome,

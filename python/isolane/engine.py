@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from isolane import _core
 from isolane.parsing import PARSED_DTYPE, dtype_of, parse, tunnel_ports
-from isolane.policy import CompiledPolicy, CompiledQos, MeterArrays, Policy, PolicyError, Rule, ShaperArrays, _Checker, _tenant_tables
+from isolane.policy import CompiledPolicy, CompiledQos, MeterArrays, Policy, PolicyError, Rule, ShaperArrays, _Checker, _tenant_tables, format_duration, parse_duration
 
 
 class Reason(enum.IntEnum):
@@ -97,6 +97,50 @@ PROCESSED_DTYPE: np.dtype = dtype_of(_core.processed_layout())
 returns), then ``color`` (:class:`Color`), ``outcome`` (:class:`Outcome`), ``dscp`` (the DSCP the
 packet leaves with) and ``release_ns`` (when the shapers release it: its timestamp if unshaped,
 -1 if dropped before)."""
+
+
+class BurstScope(enum.IntEnum):
+    """Where a burst was seen (``bursts["scope"]``)."""
+
+    PORT = 0
+    TENANT = 1
+    CLASS = 2
+
+
+class BurstView(enum.IntEnum):
+    """How a burst was seen (``bursts["view"]``)."""
+
+    RATE = 0
+    """The window's rate above the threshold."""
+    QUEUE = 1
+    """The queue at the port above its rise threshold, until it fell to its fall threshold."""
+
+
+BURST_DTYPE: np.dtype = dtype_of(_core.burst_layout())
+"""One row of :meth:`Engine.bursts`; its fields are documented in ``docs/bursts.md``."""
+
+BURST_FLOW_DTYPE: np.dtype = dtype_of(_core.burst_flow_layout())
+"""One row of :meth:`Engine.burst_flows`: ``event`` (the burst's id), ``rank``, the 5-tuple
+(``src``, ``dst`` as 16 bytes, ``src_port``, ``dst_port``, ``proto``), ``packets``, ``bytes`` and
+``error_bytes`` (the most ``bytes`` may be over: 0 while a burst has at most 32 flows)."""
+
+DEFAULT_POLLS = ("1s", "100ms", "10ms", "1ms")
+"""The polling intervals of the polled views, as a switch's counters are read."""
+
+
+def _poll_intervals(poll: Iterable[int | str]) -> tuple[int, ...]:
+    """Polling intervals in ns, checked: each at least 1 ns and a multiple of the shortest."""
+    if isinstance(poll, (str, int)):
+        poll = (poll,)
+    intervals = tuple(parse_duration(p) if isinstance(p, str) else p for p in poll)
+    for ns in intervals:
+        if isinstance(ns, bool) or not isinstance(ns, int) or ns < 1:
+            raise ValueError(f"a polling interval must be a duration such as '1ms' or a positive number of ns, got {ns!r}")
+    if intervals and any(ns % min(intervals) for ns in intervals):
+        raise ValueError(f"polling intervals {', '.join(format_duration(ns) for ns in intervals)}: each must be a multiple of the shortest")
+    if len(set(intervals)) != len(intervals):
+        raise ValueError("a polling interval is given twice")
+    return intervals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,8 +266,15 @@ def _port_queues(qos: CompiledQos) -> dict[str, npt.NDArray[Any]]:
     }
 
 
-def _qos_spec(qos: CompiledQos) -> dict[str, Any]:
+def _burst_spec(qos: CompiledQos, poll_ns: tuple[int, ...]) -> dict[str, Any]:
+    bursts = qos.bursts
+    columns = {f.name: getattr(bursts, f.name) for f in dataclasses.fields(bursts)}
+    return {**columns, "poll_ns": np.array(poll_ns, dtype=np.uint64)}
+
+
+def _qos_spec(qos: CompiledQos, poll_ns: tuple[int, ...] = ()) -> dict[str, Any]:
     return {
+        "bursts": _burst_spec(qos, poll_ns),
         "tenant_names": qos.tenant_names,
         "count": qos.count,
         "color_map": qos.color_map,
@@ -245,15 +296,30 @@ class Engine:
     ``threads``: how many threads :meth:`process` runs each batch on (``docs/qos.md``, "Several
     threads"). The threads classify pieces of the batch ahead of one enforcer, which meters and
     shapes every packet in arrival order, so the rows and :meth:`stats` are exactly those of one
-    thread, a port included."""
+    thread, a port included.
 
-    def __init__(self, policy: Policy, *, threads: int = 1) -> None:
+    Microbursts (``docs/bursts.md``): the policy's ``microburst`` settings say which scopes are
+    watched; ``poll`` the polling intervals of the polled views (durations such as ``"1s"`` or
+    nanoseconds, each a multiple of the shortest); ``on_burst`` is called after each
+    :meth:`process` and :meth:`drain` with the bursts that ended during it (an array of
+    :data:`BURST_DTYPE`), with the GIL held and outside the data path."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        threads: int = 1,
+        poll: Iterable[int | str] = DEFAULT_POLLS,
+        on_burst: Callable[[npt.NDArray[np.void]], object] | None = None,
+    ) -> None:
         if isinstance(threads, bool) or not isinstance(threads, int):
             raise TypeError(f"threads must be an int, got {threads!r}")
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self._compiled = policy.compile()
-        self._core = _core.Engine(_spec(self._compiled), _qos_spec(policy.compile_qos()), threads)
+        self._poll_ns = _poll_intervals(poll)
+        self._on_burst = on_burst
+        self._core = _core.Engine(_spec(self._compiled), _qos_spec(policy.compile_qos(), self._poll_ns), threads)
         self._policy = policy
         # Rule edits (tenant position, op, index, rule) made since `_policy`, applied to it when
         # `policy` is read, so that an edit costs its one rule, not a copy of the tenant's rules;
@@ -307,6 +373,7 @@ class Engine:
             raw = self._core.process_batch(packets, *tunnel_ports(vxlan_ports, geneve_ports))
         else:
             raw = self._core.process_records(self._records(packets, {}))
+        self._hand_bursts()
         return raw.view(PROCESSED_DTYPE)
 
     def stats(self) -> list[dict[str, Any]]:
@@ -327,8 +394,48 @@ class Engine:
         "Pending packets"): every packet in flight reaches the port in release order and
         everything queued is sent, so that :meth:`stats` counts their outcomes and queueing
         delays and ``in_flight`` is 0. The port stays, empty; a later packet reaches it no
-        earlier than the last of these. Without a port it does nothing."""
-        self._core.drain_port()
+        earlier than the last of these. Every burst still open ends (``docs/bursts.md``)."""
+        self._core.drain()
+        self._hand_bursts()
+
+    def _hand_bursts(self) -> None:
+        if self._on_burst is not None:
+            ended = self._core.take_ended_bursts().view(BURST_DTYPE)
+            if len(ended):
+                self._on_burst(ended)
+
+    def bursts(self) -> npt.NDArray[np.void]:
+        """Every burst that ended so far, in the order they ended (:data:`BURST_DTYPE`;
+        ``docs/bursts.md``); :meth:`drain` ends those still open."""
+        return self._core.bursts().view(BURST_DTYPE)
+
+    def burst_flows(self, ids: Iterable[int] | npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.void]:
+        """The top flows (at most 8 each) of the bursts ``ids`` (:data:`BURST_FLOW_DTYPE`), burst
+        by burst in the order asked, each burst's by rank."""
+        wanted = ids if isinstance(ids, np.ndarray) else np.fromiter(ids, dtype=np.uint64)
+        return self._core.burst_flows(np.ascontiguousarray(wanted, dtype=np.uint64)).view(BURST_FLOW_DTYPE)
+
+    @property
+    def burst_tenants(self) -> list[str]:
+        """Tenant names by the ``tenant`` field of :meth:`bursts` (a name stays once seen)."""
+        return self._core.burst_tenants()
+
+    def burst_stats(self) -> list[dict[str, Any]]:
+        """Per scope watched, now or before (``docs/bursts.md``, "Polled counters"): ``scope``
+        (``port``, ``tenant``, ``class``), ``tenant``, ``cls``, ``class``, its setting
+        (``window_ns``, ``threshold_bps``, ``queue``: rise and fall bytes or None), the truth
+        (``rate_events``, ``queue_events``, ``time_in_burst_ns``, ``peak_window_bps``,
+        ``max_queue_bytes``) and ``polls``: per polling interval in ns, what a poller saw
+        (``polls``, ``peak_bps``, ``mean_bps``, ``queue_polls``, ``queue_nonzero_polls``,
+        ``queue_max_at_polls``)."""
+        class_names = {t.name: t.class_names for t in self.policy.tenants}
+        out = []
+        for raw in self._core.burst_stats():
+            cls, names = raw["cls"], class_names.get(raw["tenant"], [])
+            scope = BurstScope(raw["scope"]).name.lower()
+            polls = {view.pop("interval_ns"): view for view in raw.pop("polls")}
+            out.append({**raw, "scope": scope, "class": names[cls] if cls is not None and cls < len(names) else None, "polls": polls})
+        return out
 
     @staticmethod
     def _records(packets: _core.PacketBatch | npt.NDArray[np.void], parse_options: dict[str, Any]) -> npt.NDArray[np.uint8]:
@@ -342,7 +449,7 @@ class Engine:
         new one starts with full buckets."""
         compiled = policy.compile()
         with self._editing:
-            report = UpdateReport(*self._core.update(_spec(compiled), _qos_spec(policy.compile_qos())))
+            report = UpdateReport(*self._core.update(_spec(compiled), _qos_spec(policy.compile_qos(), self._poll_ns)))
             self._compiled, self._policy, self._edits, self._rule_counts = compiled, policy, [], {}
         return report
 

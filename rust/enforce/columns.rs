@@ -2,6 +2,7 @@
 //! layout"), one row per tenant or class, with errors that name the row.
 
 use super::{ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
+use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, Scope, TenantBursts};
 use crate::meter::{Color, MeterKind, MeterParams};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
 
@@ -31,6 +32,52 @@ pub struct ShaperColumns {
     pub max_delay_ns: Vec<u64>,
 }
 
+/// `BurstArrays`: one row per scope watched for microbursts (docs/bursts.md), and the
+/// polling intervals.
+#[derive(Debug, Clone, Default)]
+pub struct BurstColumns {
+    /// `bursts::Scope`: 0 the port, 1 a tenant, 2 a class.
+    pub scope: Vec<u8>,
+    /// Index into `tenant_names` (the port's row: -1).
+    pub tenant: Vec<i64>,
+    /// A class scope's class id (else -1).
+    pub cls: Vec<i64>,
+    pub window_ns: Vec<u64>,
+    pub threshold_bps: Vec<u64>,
+    /// 1 where the scope has a queue view, with its rise and fall thresholds.
+    pub has_queue: Vec<u8>,
+    pub queue_rise: Vec<u64>,
+    pub queue_fall: Vec<u64>,
+    pub poll_ns: Vec<u64>,
+}
+
+impl BurstColumns {
+    fn spec(&self, tenant_names: &[String]) -> Result<BurstSpec, String> {
+        let rows = self.scope.len();
+        let lengths = [self.tenant.len(), self.cls.len(), self.window_ns.len(), self.threshold_bps.len(), self.has_queue.len(), self.queue_rise.len(), self.queue_fall.len()];
+        if lengths.iter().any(|&len| len != rows) {
+            return Err(format!("burst columns have {rows} scopes but lengths {lengths:?}"));
+        }
+        let mut spec = BurstSpec { poll_ns: self.poll_ns.clone(), tenants: tenant_names.iter().map(|name| TenantBursts { name: name.clone(), ..TenantBursts::default() }).collect(), port: None };
+        for row in 0..rows {
+            let queue = (self.has_queue[row] != 0).then(|| QueueThresholds { rise_bytes: self.queue_rise[row], fall_bytes: self.queue_fall[row] });
+            let config = BurstConfig { window_ns: self.window_ns[row], threshold_bps: self.threshold_bps[row], queue };
+            let tenant = usize::try_from(self.tenant[row]).ok().and_then(|t| spec.tenants.get_mut(t));
+            match (self.scope[row], tenant) {
+                (s, _) if s == Scope::Port as u8 => spec.port = Some(config),
+                (s, Some(tenant)) if s == Scope::Tenant as u8 => tenant.tenant = Some(config),
+                (s, Some(tenant)) if s == Scope::Class as u8 => {
+                    let cls = u16::try_from(self.cls[row]).map_err(|_| format!("burst row {row}: class {} is out of range", self.cls[row]))?;
+                    tenant.classes.push((cls, config));
+                }
+                (scope, _) => return Err(format!("burst row {row}: scope {scope} of tenant {} is not a port (0), tenant (1) or class (2) of a known tenant", self.tenant[row])),
+            }
+        }
+        spec.tenants.retain(|t| t.tenant.is_some() || !t.classes.is_empty());
+        Ok(spec)
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ContractColumns {
     pub meter: MeterColumns,
@@ -52,6 +99,7 @@ pub struct QosColumns {
     pub tenant: ContractColumns,
     pub class: ContractColumns,
     pub class_offsets: Vec<i64>,
+    pub bursts: BurstColumns,
     pub queue_priority: Vec<u8>,
     pub queue_weight: Vec<u32>,
     pub queue_guarantee: Vec<u64>,
@@ -88,6 +136,7 @@ impl QosColumns {
             color_map: self.color_map()?,
             port: self.port()?,
             tenants: (0..tenants).map(|t| self.tenant_qos(t)).collect::<Result<_, _>>()?,
+            bursts: self.bursts.spec(&self.tenant_names)?,
         };
         spec.check()?;
         Ok(spec)

@@ -5,6 +5,7 @@ use std::hint::select_unpredictable;
 
 use rustc_hash::FxHashMap;
 
+use crate::bursts::BurstSpec;
 use crate::meter::{Color, MeterParams};
 use crate::parse::PacketInfo;
 use crate::shaping::{Port, PortConfig, QueueConfig, ShaperParams};
@@ -112,12 +113,14 @@ pub struct QosSpec {
     pub color_map: [Color; 64],
     pub port: Option<PortConfig>,
     pub tenants: Vec<TenantQos>,
+    /// Microburst detection (docs/bursts.md): which scopes, and the polled views.
+    pub bursts: BurstSpec,
 }
 
 impl Default for QosSpec {
     /// No contracts: every classified packet passes, green.
     fn default() -> Self {
-        QosSpec { count: Count::Outer, color_map: [Color::Green; 64], port: None, tenants: Vec::new() }
+        QosSpec { count: Count::Outer, color_map: [Color::Green; 64], port: None, tenants: Vec::new(), bursts: BurstSpec::default() }
     }
 }
 
@@ -136,6 +139,11 @@ impl QosSpec {
         }
         if let Some(config) = self.port {
             Port::new(config, self.queues().map(|(_, _, queue)| queue).collect()).map_err(|why| format!("port: {why}"))?;
+        }
+        self.bursts.check()?;
+        let settings = self.bursts.tenants.iter().flat_map(|t| t.tenant.iter().chain(t.classes.iter().map(|(_, c)| c)));
+        if self.port.is_none() && self.bursts.port.iter().chain(settings).any(|c| c.queue.is_some()) {
+            return Err("a microburst queue view needs a port".to_string());
         }
         Ok(())
     }

@@ -102,8 +102,12 @@ impl QosPipeline {
         self.enforcer.stats()
     }
 
-    pub(super) fn drain_port(&mut self) {
-        self.enforcer.drain_port();
+    pub(super) fn drain(&mut self) {
+        self.enforcer.drain();
+    }
+
+    pub(super) fn enforcer_mut(&mut self) -> &mut Enforcer {
+        &mut self.enforcer
     }
 
     /// Classifies (with `classify`) and enforces a batch, appending packet `i`'s result to

@@ -136,6 +136,7 @@ pub struct Departure {
     pub queue: u32,
     pub start_ns: u64,
     pub depart_ns: u64,
+    pub bytes: u32,
 }
 
 /// What happened to one queue's packets.
@@ -306,6 +307,11 @@ impl Port {
         out.append(&mut self.departures);
     }
 
+    /// The departures decided since they were last taken or cleared, in order of transmission.
+    pub fn departures(&self) -> &[Departure] {
+        &self.departures
+    }
+
     /// Forgets the departures decided so far, keeping their room: for a caller that reads only
     /// the statistics.
     pub fn clear_departures(&mut self) {
@@ -437,7 +443,7 @@ impl Port {
         stats.sent_packets += 1;
         stats.sent_bytes += u64::from(waiting.bytes);
         stats.delay_ns.record(start_ns - waiting.arrival_ns);
-        self.departures.push(Departure { packet: waiting.packet, queue: waiting.queue, start_ns, depart_ns: self.ns_at(self.free_at) });
+        self.departures.push(Departure { packet: waiting.packet, queue: waiting.queue, start_ns, depart_ns: self.ns_at(self.free_at), bytes: waiting.bytes });
     }
 
     /// Puts `queue` in the rings it may send in at `now`, takes it out of the others, and sets

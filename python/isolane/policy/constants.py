@@ -160,8 +160,9 @@ _TENANT_KEYS = (
 _CLASS_KEYS = ("name", "description", "priority", "weight", *_CONTRACT_KEYS)
 _RULE_KEYS = ("name", "description", "src", "dst", "src_ports", "dst_ports", "proto", "dscp", "action", "class")
 _SHAPER_KEYS = ("rate", "burst", "queue", "max_delay")
-_MICROBURST_KEYS = ("window", "threshold")
-_PORT_KEYS = ("rate", "buffer", "mode", "alpha", "reserve")
+_MICROBURST_KEYS = ("window", "threshold", "queue")
+_QUEUE_VIEW_KEYS = ("rise", "fall")
+_PORT_KEYS = ("rate", "buffer", "mode", "alpha", "reserve", "microburst")
 #: The dynamic threshold's alpha is 2**k for k in this range (1/128 to 128), as switches offer it.
 PORT_ALPHA_LOG2 = range(-7, 8)
 _METER_KEYS = ("kind", "cir", "cbs", "eir", "ebs", "pir", "pbs", "color_aware", "count", "actions")

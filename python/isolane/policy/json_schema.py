@@ -24,7 +24,6 @@ from isolane.policy.constants import (
     SCHEMA_VERSION,
     _METER_FIELDS,
     _METER_REQUIRED,
-    _MICROBURST_KEYS,
 )
 from isolane.policy.units import DURATION_PATTERN, RATE_PATTERN, SIZE_PATTERN
 
@@ -224,14 +223,28 @@ def schema() -> dict[str, Any]:
                         "description": "per_tenant: a queue may hold at most alpha x the shared buffer still free (dynamic threshold; default 1)",
                     },
                     "reserve": {**size, "description": "per_tenant: bytes of the buffer set aside for the guarantees, in proportion to them (default 0B)"},
+                    "microburst": {"$ref": "#/$defs/microburst"},
                 },
             },
             "microburst": {
                 "type": "object",
                 "additionalProperties": False,
-                "required": list(_MICROBURST_KEYS),
-                "description": "placeholder for the upcoming microburst detection",
-                "properties": {"window": duration, "threshold": rate},
+                "required": ["window", "threshold"],
+                "description": "microburst detection (docs/bursts.md): a window carrying more than the threshold is a burst",
+                "properties": {
+                    "window": {**duration, "description": "the sliding window, 1us to 10ms"},
+                    "threshold": {
+                        "oneOf": [rate, {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)? ?%$"}],
+                        "description": "a rate, or a percentage of the scope's own rate (the line rate for the port)",
+                    },
+                    "queue": {
+                        "oneOf": [
+                            size,
+                            {"type": "object", "additionalProperties": False, "required": ["rise"], "properties": {"rise": size, "fall": size}},
+                        ],
+                        "description": "the queue view (needs a port): a burst while the scope's queues hold more than rise, until they fall to fall (default half of rise)",
+                    },
+                },
             },
         },
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Literal, TypeVar, Union
 
 from isolane.policy.addresses import Network, PortRange
@@ -119,6 +120,9 @@ class Port:
     mode: PortMode = "per_tenant"
     alpha_log2: int = 0
     reserve_bytes: int = 0
+    microburst: Microburst | None = None
+    """Bursts of the whole port (``docs/bursts.md``); the engine watches the port with a 10 us
+    window at its line rate when this is None."""
 
     @property
     def alpha(self) -> int | float:
@@ -127,26 +131,43 @@ class Port:
 
     def to_dict(self) -> dict[str, Any]:
         out = {"rate": format_rate(self.rate_bps), "buffer": format_size(self.buffer_bytes), "mode": self.mode}
-        return out | _given(alpha=self.alpha if self.alpha_log2 else None, reserve=format_size(self.reserve_bytes) if self.reserve_bytes else None)
+        reserve = format_size(self.reserve_bytes) if self.reserve_bytes else None
+        return out | _given(alpha=self.alpha if self.alpha_log2 else None, reserve=reserve, microburst=_unless_none(Microburst.to_dict, self.microburst))
 
 
 @dataclass(frozen=True)
 class Microburst:
-    """Microburst detection settings (placeholder: used by the upcoming microburst detection):
-    a ``window_ns`` window carrying more than ``threshold_bps`` is a microburst."""
+    """Microburst detection for a tenant, a class or the port (``docs/bursts.md``): a window of
+    ``window_ns`` carrying more than ``threshold_bps`` is a burst (the rate view); with
+    ``queue_rise_bytes``, so is the scope's queue at the port above it, until it falls to
+    ``queue_fall_bytes`` (the queue view). ``threshold_percent``: the threshold as written, a
+    share of the scope's rate (of the line rate for the port), when it was written so."""
 
     window_ns: int
     threshold_bps: int
+    queue_rise_bytes: int | None = None
+    queue_fall_bytes: int | None = None
+    threshold_percent: Fraction | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"window": format_duration(self.window_ns), "threshold": format_rate(self.threshold_bps)}
+        percent = self.threshold_percent
+        threshold = format_rate(self.threshold_bps) if percent is None else f"{_decimal(percent)}%"
+        out: dict[str, Any] = {"window": format_duration(self.window_ns), "threshold": threshold}
+        if self.queue_rise_bytes is not None:
+            out["queue"] = {"rise": format_size(self.queue_rise_bytes), "fall": format_size(self.queue_fall_bytes or 0)}
+        return out
+
+
+def _decimal(value: Fraction) -> str:
+    """A percentage as it was written (it came from a decimal, so it is one)."""
+    return str(value.numerator) if value.denominator == 1 else str(float(value))
 
 
 @dataclass(frozen=True)
 class Contract:
     """The contract of a tenant or a class (``docs/qos.md``): its guarantee (``rate_bps``, with
     ``burst_bytes``) and ceiling (``ceil_bps``) at the egress port, a meter, a shaper, and
-    microburst detection (upcoming). All rates are in bits per second, sizes in bytes; ``None``
+    microburst detection (``docs/bursts.md``). All rates are in bits per second, sizes in bytes; ``None``
     is the default."""
 
     rate_bps: int | None = None

@@ -24,7 +24,7 @@ from isolane.policy.constants import (
     PORT_MODES,
     _METER_BUCKETS,
 )
-from isolane.policy.model import ColorAction, Contract, Meter, Remark
+from isolane.policy.model import ColorAction, Contract, Meter, Microburst, Remark
 from isolane.policy.units import default_burst
 from isolane.policy.validate import _guarantee
 
@@ -81,6 +81,53 @@ class ShaperArrays:
 
 
 @dataclass(frozen=True, eq=False)
+class BurstArrays:
+    """The scopes watched for microbursts (``docs/bursts.md``), one row each: the port's first
+    if the policy has a port (its own setting, else a 10 us window at the line rate)."""
+
+    scope: U8
+    """0 the port, 1 a tenant, 2 a class."""
+    tenant: I64
+    """The tenant id (-1 for the port)."""
+    cls: I64
+    """The class id of a class scope (else -1)."""
+    window_ns: U64
+    threshold_bps: U64
+    has_queue: U8
+    """1 where the scope has a queue view, with ``queue_rise`` and ``queue_fall`` bytes."""
+    queue_rise: U64
+    queue_fall: U64
+
+    def __len__(self) -> int:
+        return len(self.scope)
+
+
+DEFAULT_PORT_BURST_WINDOW_NS = 10_000
+"""The port's window when the policy gives it no ``microburst``: 10 us at its line rate."""
+
+
+def _burst_arrays(policy: Policy) -> BurstArrays:
+    rows: list[tuple[int, int, int, Microburst]] = []
+    if policy.port is not None:
+        port = policy.port.microburst or Microburst(DEFAULT_PORT_BURST_WINDOW_NS, policy.port.rate_bps)
+        rows.append((0, -1, -1, port))
+    for tid, tenant in enumerate(policy.tenants):
+        if tenant.contract.microburst is not None:
+            rows.append((1, tid, -1, tenant.contract.microburst))
+        rows.extend((2, tid, cid, tc.contract.microburst) for cid, tc in enumerate(tenant.classes) if tc.contract.microburst is not None)
+    return BurstArrays(
+        scope=_column([r[0] for r in rows], np.uint8),
+        tenant=_column([r[1] for r in rows], np.int64),
+        cls=_column([r[2] for r in rows], np.int64),
+        window_ns=_column([r[3].window_ns for r in rows], np.uint64),
+        threshold_bps=_column([r[3].threshold_bps for r in rows], np.uint64),
+        has_queue=_column([r[3].queue_rise_bytes is not None for r in rows], np.uint8),
+        queue_rise=_column([r[3].queue_rise_bytes or 0 for r in rows], np.uint64),
+        queue_fall=_column([r[3].queue_fall_bytes or 0 for r in rows], np.uint64),
+    )
+
+
+@dataclass(frozen=True, eq=False)
 class CompiledQos:
     """A policy's QoS settings as integers (``docs/qos.md``): per tenant (index = tenant id) and
     per class (all tenants' classes in one array, tenant by tenant: tenant ``t``'s class ``c`` is
@@ -128,6 +175,7 @@ class CompiledQos:
     """The class's ceil, else its tenant's ceiling (0 = uncapped)."""
     class_meter: MeterArrays
     class_shaper: ShaperArrays
+    bursts: BurstArrays
 
     def class_row(self, tenant: int, cls: int) -> int:
         """The row of tenant ``tenant``'s class ``cls`` in the ``class_*`` arrays."""
@@ -279,4 +327,5 @@ def _compile_qos(policy: Policy) -> CompiledQos:
         class_ceil=_column(class_ceil, np.uint64),
         class_meter=_meter_arrays(class_meters, policy),
         class_shaper=_shaper_arrays(class_shapers),
+        bursts=_burst_arrays(policy),
     )

@@ -36,7 +36,6 @@ from isolane.policy.constants import (
     _METER_KEYS,
     _METER_REQUIRED,
     _METER_WORDS,
-    _MICROBURST_KEYS,
     _PORT_KEYS,
     _PROTO_NAME,
     _RULE_KEYS,
@@ -45,7 +44,8 @@ from isolane.policy.constants import (
     Color,
 )
 from isolane.policy.errors import _at, _describe, _did_you_mean, _or_list
-from isolane.policy.model import ColorAction, Contract, Meter, Microburst, Port, Remark, Rule, Shaper, Tenant, TrafficClass
+from isolane.policy.bursts import read_microburst
+from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Rule, Shaper, Tenant, TrafficClass
 from isolane.policy.shadowed import _MASKS, _shadowed_rules
 from isolane.policy.units import _span, default_burst, format_rate, format_size, parse_duration, parse_rate, parse_size
 
@@ -219,15 +219,7 @@ class _Checker:
                 self.error(_at(path, "ceil"), f"ceil {data['ceil']!r} is above the port's line rate {line}")
         meter = self.meter(data["meter"], _at(path, "meter")) if "meter" in data else None
         shaper = self.shaper(data["shaper"], _at(path, "shaper"), has_rate=rate is not None or ceil is not None) if "shaper" in data else None
-        microburst = None
-        if "microburst" in data:
-            mpath = _at(path, "microburst")
-            mdata = self.mapping(data["microburst"], mpath, _MICROBURST_KEYS, required=_MICROBURST_KEYS)
-            if mdata is not None:
-                window = self.quantity(mdata["window"], _at(mpath, "window"), parse_duration) if "window" in mdata else None
-                threshold = self.quantity(mdata["threshold"], _at(mpath, "threshold"), parse_rate) if "threshold" in mdata else None
-                if window is not None and threshold is not None:
-                    microburst = Microburst(window, threshold)
+        microburst = read_microburst(self, data["microburst"], _at(path, "microburst"), rate, _at(path, "rate")) if "microburst" in data else None
         return Contract(rate, burst, ceil, shaper, microburst, meter)
 
     def shaper(self, value: Any, path: str, has_rate: bool) -> Shaper | None:
@@ -412,14 +404,15 @@ class _Checker:
         mode = self.choice(data["mode"], _at(path, "mode"), tuple(PORT_MODES), "a port mode") if "mode" in data else "per_tenant"
         alpha_log2 = self.port_alpha(data["alpha"], _at(path, "alpha")) if "alpha" in data else 0
         reserve = self.quantity(data["reserve"], _at(path, "reserve"), parse_size, zero_ok=True) if "reserve" in data else 0
-        if rate is None or buffer is None or isinstance(mode, _Bad) or alpha_log2 is None or reserve is None:
+        microburst = read_microburst(self, data["microburst"], _at(path, "microburst"), rate, "port.rate") if "microburst" in data else None
+        if rate is None or buffer is None or isinstance(mode, _Bad) or alpha_log2 is None or reserve is None or ("microburst" in data and microburst is None):
             return None
         if buffer < self.largest_frame:
             self.warnings.append(f"{_at(path, 'buffer')}: {data['buffer']!r} is smaller than the largest frame ({format_size(self.largest_frame)}): frames that size are always dropped")
         if reserve > buffer:
             self.error(_at(path, "reserve"), f"{data['reserve']!r} is more than the buffer {data['buffer']!r}: a reserve is part of the buffer")
             return None
-        return Port(rate, buffer, mode, alpha_log2, reserve)  # type: ignore[arg-type]
+        return Port(rate, buffer, mode, alpha_log2, reserve, microburst)  # type: ignore[arg-type]
 
     def port_alpha(self, value: Any, path: str) -> int | None:
         """The dynamic threshold's alpha, a power of two from 1/128 to 128: its log2."""

@@ -1,4 +1,5 @@
-//! What enforcement says of each packet: its [`Outcome`] and its row, [`Processed`].
+//! What enforcement says of each packet: its [`Outcome`] and its row, [`Processed`]; below
+//! enforcement, so that the burst detector beside the meters and shapers reads it too.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -35,14 +36,14 @@ pub const OUTCOMES: usize = 9;
 pub const NO_COLOR: u8 = 3;
 
 impl Outcome {
-    pub(super) fn of_shaping(drop: ShapeDrop) -> Outcome {
+    pub(crate) fn of_shaping(drop: ShapeDrop) -> Outcome {
         match drop {
             ShapeDrop::QueueBytes => Outcome::DropShaperBytes,
             ShapeDrop::QueueTime => Outcome::DropShaperTime,
         }
     }
 
-    pub(super) fn of_port(result: Result<(), PortDrop>, remarked: bool) -> Outcome {
+    pub(crate) fn of_port(result: Result<(), PortDrop>, remarked: bool) -> Outcome {
         match result {
             Ok(()) if remarked => Outcome::Remarked,
             Ok(()) => Outcome::Pass,

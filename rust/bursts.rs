@@ -1,0 +1,522 @@
+//! Microburst detection in packet time (docs/bursts.md): per scope (the port, a tenant, a
+//! class), a sliding window of its bytes (the rate view) and its queue depth at the port (the
+//! queue view), the events they open and close, their top flows, and what polled counters
+//! would have shown of the same traffic.
+//!
+//! The enforcer feeds the [`Detector`] every packet after enforcing it, and every admission,
+//! transmission start and verdict at the port; the detector changes no verdict.
+
+mod event;
+mod flows;
+mod polls;
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
+
+use crate::outcome::Outcome;
+use crate::parse::PacketInfo;
+use crate::verdict::{Verdict, DROP};
+use event::{OpenEvent, Seen};
+use flows::TopFlows;
+use polls::Polls;
+
+pub use event::{event_fields, window_bps, BurstEvent, Scope, View};
+pub use flows::{flow_fields, FlowKey, FlowRow, COUNTERS, REPORTED};
+pub use polls::{check_intervals, PollView};
+
+/// The shortest and longest windows a scope may have.
+pub const MIN_WINDOW_NS: u64 = 1_000;
+pub const MAX_WINDOW_NS: u64 = 10_000_000;
+
+/// The queue view's thresholds: an event starts above `rise_bytes` and ends at or below
+/// `fall_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QueueThresholds {
+    pub rise_bytes: u64,
+    pub fall_bytes: u64,
+}
+
+/// One scope's `microburst` setting, its threshold resolved to bit/s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BurstConfig {
+    pub window_ns: u64,
+    pub threshold_bps: u64,
+    pub queue: Option<QueueThresholds>,
+}
+
+impl BurstConfig {
+    pub fn check(&self) -> Result<(), String> {
+        if !(MIN_WINDOW_NS..=MAX_WINDOW_NS).contains(&self.window_ns) {
+            return Err(format!("window {} ns is not within 1 us to 10 ms", self.window_ns));
+        }
+        if self.threshold_bps == 0 {
+            return Err("threshold must be above 0".to_string());
+        }
+        match self.queue {
+            Some(q) if q.fall_bytes > q.rise_bytes => Err(format!("queue fall {} B is above its rise {} B", q.fall_bytes, q.rise_bytes)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The most bytes the window may hold at or below the threshold.
+    fn limit_bytes(&self) -> u64 {
+        let limit = u128::from(self.threshold_bps) * u128::from(self.window_ns) / 8_000_000_000;
+        limit.min(u128::from(u64::MAX)) as u64
+    }
+}
+
+/// A tenant's settings and its classes', by class id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantBursts {
+    pub name: String,
+    pub tenant: Option<BurstConfig>,
+    pub classes: Vec<(u16, BurstConfig)>,
+}
+
+/// A policy's microburst settings, matched to the engine's tenants by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BurstSpec {
+    pub port: Option<BurstConfig>,
+    pub tenants: Vec<TenantBursts>,
+    /// The polled views' intervals (docs/bursts.md, "Polled counters").
+    pub poll_ns: Vec<u64>,
+}
+
+impl BurstSpec {
+    pub fn check(&self) -> Result<(), String> {
+        check_intervals(&self.poll_ns).map_err(|why| format!("poll: {why}"))?;
+        if let Some(port) = &self.port {
+            port.check().map_err(|why| format!("port microburst: {why}"))?;
+        }
+        for tenant in &self.tenants {
+            if let Some(config) = &tenant.tenant {
+                config.check().map_err(|why| format!("tenant '{}' microburst: {why}", tenant.name))?;
+            }
+            for (cls, config) in &tenant.classes {
+                config.check().map_err(|why| format!("tenant '{}', class {cls} microburst: {why}", tenant.name))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a scope is, across policy updates.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScopeKey {
+    Port,
+    Tenant(String),
+    Class(String, u16),
+}
+
+/// A scope's totals (docs/bursts.md, "beside it, the truth").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub rate_events: u64,
+    pub queue_events: u64,
+    pub time_in_burst_ns: u64,
+    pub peak_window_bytes: u64,
+    pub max_queue_bytes: u64,
+}
+
+impl Totals {
+    fn add(&mut self, other: &Totals) {
+        self.rate_events += other.rate_events;
+        self.queue_events += other.queue_events;
+        self.time_in_burst_ns += other.time_in_burst_ns;
+        self.peak_window_bytes = self.peak_window_bytes.max(other.peak_window_bytes);
+        self.max_queue_bytes = self.max_queue_bytes.max(other.max_queue_bytes);
+    }
+}
+
+/// One scope's statistics, for `Engine.burst_stats()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeStats {
+    pub key: ScopeKey,
+    pub config: BurstConfig,
+    pub totals: Totals,
+    /// The polled views of the scope's current setting (a changed setting starts new ones).
+    pub polls: Vec<PollView>,
+}
+
+/// Where ended events go, and the flow counters open events borrow.
+#[derive(Debug, Default)]
+struct Sink {
+    events: Vec<BurstEvent>,
+    flows: Vec<FlowRow>,
+    /// Where each event's flows start in `flows` (events end in id order).
+    flow_starts: Vec<usize>,
+    #[allow(clippy::vec_box)] // boxes move between the pool and open events without a copy
+    pool: Vec<Box<TopFlows>>,
+}
+
+impl Sink {
+    fn take_flows(&mut self) -> Box<TopFlows> {
+        self.pool.pop().unwrap_or_default()
+    }
+}
+
+/// One scope's state.
+#[derive(Debug)]
+struct Monitor {
+    key: ScopeKey,
+    seen: Seen,
+    config: BurstConfig,
+    limit: u64,
+    /// (time, bytes) of the packets in the window, oldest first; `sum` their bytes.
+    window: VecDeque<(u64, u32)>,
+    sum: u64,
+    /// Bytes waiting at the port in the scope's queues.
+    depth: u64,
+    rate: Option<OpenEvent>,
+    queue: Option<OpenEvent>,
+    totals: Totals,
+    polls: Polls,
+}
+
+impl Monitor {
+    fn new(key: ScopeKey, seen: Seen, config: BurstConfig, depth: u64, poll_ns: &[u64]) -> Monitor {
+        let (window, polls) = (VecDeque::new(), Polls::new(poll_ns));
+        Monitor { key, seen, config, limit: config.limit_bytes(), window, sum: 0, depth, rate: None, queue: None, totals: Totals::default(), polls }
+    }
+
+    /// A packet of the scope at `now` (docs/bursts.md, "The rate view", steps 1-4). `outcome`:
+    /// its fate, if decided (not `Pending`).
+    #[inline]
+    fn arrive(&mut self, now: u64, bytes: u32, info: &PacketInfo, outcome: u8, sink: &mut Sink) {
+        self.leave_until(now, sink);
+        self.window.push_back((now, bytes));
+        self.sum += u64::from(bytes);
+        self.totals.peak_window_bytes = self.totals.peak_window_bytes.max(self.sum);
+        if self.sum > self.limit && self.rate.is_none() {
+            self.rate = Some(OpenEvent::new(now, self.depth, sink.take_flows()));
+        }
+        if self.rate.is_some() || self.queue.is_some() {
+            self.count(bytes, info, outcome);
+        }
+        self.polls.add(now, bytes);
+    }
+
+    /// Packets whose window has passed by `now` leave it; a rate event ends when its window
+    /// falls to the limit, at the instant the packet that takes it there leaves.
+    #[inline]
+    fn leave_until(&mut self, now: u64, sink: &mut Sink) {
+        let window_ns = self.config.window_ns;
+        while let Some(&(time, bytes)) = self.window.front() {
+            let leaves = time.saturating_add(window_ns);
+            if leaves > now {
+                return;
+            }
+            self.window.pop_front();
+            self.sum -= u64::from(bytes);
+            if self.sum <= self.limit {
+                if let Some(open) = self.rate.take() {
+                    self.end(View::Rate, open, leaves, sink);
+                }
+            }
+        }
+    }
+
+    #[cold]
+    fn count(&mut self, bytes: u32, info: &PacketInfo, outcome: u8) {
+        for event in [self.rate.as_mut(), self.queue.as_mut()].into_iter().flatten() {
+            event.packets += 1;
+            event.bytes += u64::from(bytes);
+            event.peak_window_bytes = event.peak_window_bytes.max(self.sum);
+            event.flows.add(info, bytes);
+            if outcome != Outcome::Pending as u8 {
+                event.outcomes[usize::from(outcome)] += 1;
+            }
+        }
+    }
+
+    /// A packet of the scope had its fate decided at the port.
+    fn decided(&mut self, outcome: Outcome) {
+        for event in [self.rate.as_mut(), self.queue.as_mut()].into_iter().flatten() {
+            event.outcomes[outcome as usize] += 1;
+        }
+    }
+
+    fn admitted(&mut self, now: u64, bytes: u32, sink: &mut Sink) {
+        self.polls.queue_event(now, self.depth);
+        self.depth += u64::from(bytes);
+        self.totals.max_queue_bytes = self.totals.max_queue_bytes.max(self.depth);
+        for event in [self.rate.as_mut(), self.queue.as_mut()].into_iter().flatten() {
+            event.max_queue_bytes = event.max_queue_bytes.max(self.depth);
+        }
+        if let Some(thresholds) = self.config.queue {
+            if self.queue.is_none() && self.depth > thresholds.rise_bytes {
+                self.queue = Some(OpenEvent::new(now, self.depth, sink.take_flows()));
+            }
+        }
+    }
+
+    fn departed(&mut self, now: u64, bytes: u32, sink: &mut Sink) {
+        self.polls.queue_event(now, self.depth);
+        self.depth = self.depth.saturating_sub(u64::from(bytes));
+        if self.config.queue.is_some_and(|q| self.depth <= q.fall_bytes) {
+            if let Some(open) = self.queue.take() {
+                self.end(View::Queue, open, now, sink);
+            }
+        }
+    }
+
+    fn end(&mut self, view: View, open: OpenEvent, end_ns: u64, sink: &mut Sink) {
+        let id = sink.events.len() as u64;
+        let top = open.flows.top(id);
+        sink.flow_starts.push(sink.flows.len());
+        sink.events.push(BurstEvent::of(id, self.seen, view, &open, end_ns, top.len() as u8));
+        sink.flows.extend(top);
+        match view {
+            View::Rate => {
+                self.totals.rate_events += 1;
+                self.totals.time_in_burst_ns += end_ns.saturating_sub(open.start_ns);
+            }
+            View::Queue => self.totals.queue_events += 1,
+        }
+        sink.pool.push(open.flows);
+    }
+
+    /// Ends the open events at `now`, as a scope that goes away.
+    fn close(&mut self, now: u64, sink: &mut Sink) {
+        if let Some(open) = self.rate.take() {
+            self.end(View::Rate, open, now, sink);
+        }
+        if let Some(open) = self.queue.take() {
+            self.end(View::Queue, open, now, sink);
+        }
+    }
+}
+
+/// No monitor.
+const NONE: u32 = u32::MAX;
+
+/// A tenant's monitors: its own, and its classes' from `first_class` in `class_slots`.
+#[derive(Debug, Clone, Copy)]
+struct TenantSlots {
+    tenant: u32,
+    first_class: u32,
+    classes: u32,
+}
+
+/// The detector of one engine; see the module documentation.
+#[derive(Debug, Default)]
+pub struct Detector {
+    monitors: Vec<Monitor>,
+    port: Option<u32>,
+    /// By the engine's tenant index.
+    tenants: Vec<TenantSlots>,
+    class_slots: Vec<u32>,
+    /// By port queue: the tenant's and the class's monitors, and the bytes waiting there.
+    queues: Vec<QueueSlots>,
+    /// Tenant names events refer to, never removed.
+    names: Vec<String>,
+    name_ids: FxHashMap<String, i32>,
+    sink: Sink,
+    /// Totals of scopes whose setting changed or went away.
+    archive: FxHashMap<ScopeKey, (BurstConfig, Totals)>,
+    /// Events already handed out by [`Detector::take_ended`].
+    handed_out: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct QueueSlots {
+    monitors: [u32; 2],
+    depth: u64,
+}
+
+impl Detector {
+    /// Whether any scope is watched: without one, the enforcer calls nothing here.
+    #[inline]
+    pub fn active(&self) -> bool {
+        !self.monitors.is_empty()
+    }
+
+    /// Aligns the monitors with the engine's tenants (`names`) and the port's queues
+    /// (`queues`: each one's tenant index and class id; empty without a port). A scope whose
+    /// setting (and the polling intervals) did not change keeps its state; the others' open
+    /// events end at `now`. `queues_kept`: the port was kept, so the bytes waiting in it stay.
+    pub fn retarget(&mut self, spec: &BurstSpec, names: &[String], queues: &[(usize, u16)], queues_kept: bool, now: u64) {
+        let mut old: FxHashMap<ScopeKey, Monitor> = std::mem::take(&mut self.monitors).into_iter().map(|m| (m.key.clone(), m)).collect();
+        let old_depths: Vec<u64> = if queues_kept { self.queues.iter().map(|q| q.depth).collect() } else { vec![0; queues.len()] };
+        let by_name: FxHashMap<&str, &TenantBursts> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
+        let depth_of = |tenant: Option<usize>, cls: Option<u16>| -> u64 {
+            let matches = |(t, c): &(usize, u16)| tenant.is_none_or(|tenant| *t == tenant) && cls.is_none_or(|cls| *c == cls);
+            queues.iter().zip(&old_depths).filter(|(q, _)| matches(q)).map(|(_, depth)| depth).sum()
+        };
+        let (mut monitors, mut retired) = (Vec::new(), Vec::new());
+        let mut add = |key: ScopeKey, scope: Scope, tenant: i32, cls: i32, config: BurstConfig, depth: u64| -> u32 {
+            let kept = match old.remove(&key) {
+                Some(m) if m.config == config && m.polls.intervals_ns() == spec.poll_ns => Some(m),
+                Some(changed) => {
+                    retired.push(changed);
+                    None
+                }
+                None => None,
+            };
+            let seen = Seen { scope, tenant, cls, window_ns: config.window_ns };
+            monitors.push(kept.unwrap_or_else(|| Monitor::new(key, seen, config, depth, &spec.poll_ns)));
+            (monitors.len() - 1) as u32
+        };
+        let port = spec.port.map(|config| add(ScopeKey::Port, Scope::Port, -1, -1, config, depth_of(None, None)));
+        let mut tenants = Vec::with_capacity(names.len());
+        let mut class_slots = Vec::new();
+        for (index, name) in names.iter().enumerate() {
+            let Some(settings) = by_name.get(name.as_str()) else {
+                tenants.push(TenantSlots { tenant: NONE, first_class: 0, classes: 0 });
+                continue;
+            };
+            let id = self.name_id(name);
+            let tenant = settings.tenant.map_or(NONE, |config| add(ScopeKey::Tenant(name.clone()), Scope::Tenant, id, -1, config, depth_of(Some(index), None)));
+            let classes = settings.classes.iter().map(|(cls, _)| u32::from(*cls) + 1).max().unwrap_or(0);
+            let first_class = class_slots.len() as u32;
+            class_slots.resize(class_slots.len() + classes as usize, NONE);
+            for &(cls, config) in &settings.classes {
+                let key = ScopeKey::Class(name.clone(), cls);
+                class_slots[(first_class + u32::from(cls)) as usize] = add(key, Scope::Class, id, i32::from(cls), config, depth_of(Some(index), Some(cls)));
+            }
+            tenants.push(TenantSlots { tenant, first_class, classes });
+        }
+        // Scopes whose setting changed or that went away: their events end, their totals stay.
+        retired.extend(old.into_values());
+        retired.sort_by(|a, b| a.key.cmp(&b.key));
+        for mut monitor in retired {
+            monitor.close(now, &mut self.sink);
+            let archived = self.archive.entry(monitor.key.clone()).or_insert((monitor.config, Totals::default()));
+            archived.0 = monitor.config;
+            archived.1.add(&monitor.totals);
+        }
+        self.queues = queues
+            .iter()
+            .zip(&old_depths)
+            .map(|(&(tenant, cls), &depth)| {
+                let slots = tenants.get(tenant).copied().unwrap_or(TenantSlots { tenant: NONE, first_class: 0, classes: 0 });
+                let class = if u32::from(cls) < slots.classes { class_slots[(slots.first_class + u32::from(cls)) as usize] } else { NONE };
+                QueueSlots { monitors: [slots.tenant, class], depth }
+            })
+            .collect();
+        (self.monitors, self.port, self.tenants, self.class_slots) = (monitors, port, tenants, class_slots);
+    }
+
+    fn name_id(&mut self, name: &str) -> i32 {
+        if let Some(&id) = self.name_ids.get(name) {
+            return id;
+        }
+        self.names.push(name.to_string());
+        let id = (self.names.len() - 1) as i32;
+        self.name_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// A packet after enforcement: `now` its time as enforced, `bytes` as the policy counts,
+    /// `outcome` its row's (`Pending` if the port decides later).
+    #[inline]
+    pub fn observe(&mut self, now: u64, bytes: u32, verdict: &Verdict, info: &PacketInfo, outcome: u8) {
+        if verdict.action == DROP {
+            return;
+        }
+        let Detector { monitors, sink, tenants, class_slots, port, .. } = self;
+        if let Some(port) = *port {
+            monitors[port as usize].arrive(now, bytes, info, outcome, sink);
+        }
+        let Some(slots) = usize::try_from(verdict.tenant).ok().and_then(|t| tenants.get(t)) else { return };
+        if slots.tenant != NONE {
+            monitors[slots.tenant as usize].arrive(now, bytes, info, outcome, sink);
+        }
+        let cls = verdict.cls as u32; // -1 is out of range
+        if cls < slots.classes {
+            let slot = class_slots[(slots.first_class + cls) as usize];
+            if slot != NONE {
+                monitors[slot as usize].arrive(now, bytes, info, outcome, sink);
+            }
+        }
+    }
+
+    /// The monitors of port queue `queue`'s scopes: the port's, its tenant's, its class's.
+    fn queue_monitors(&self, queue: u32) -> impl Iterator<Item = usize> + '_ {
+        let own = self.queues.get(queue as usize).map_or([NONE; 2], |q| q.monitors);
+        self.port.into_iter().chain(own).filter(|&m| m != NONE).map(|m| m as usize)
+    }
+
+    /// A packet of port queue `queue` had its fate decided there at `now`: admitted (queued)
+    /// or dropped.
+    pub fn port_arrival(&mut self, queue: u32, now: u64, bytes: u32, outcome: Outcome) {
+        let admitted = matches!(outcome, Outcome::Pass | Outcome::Remarked);
+        if admitted {
+            if let Some(slots) = self.queues.get_mut(queue as usize) {
+                slots.depth += u64::from(bytes);
+            }
+        }
+        let monitors: Vec<usize> = self.queue_monitors(queue).collect();
+        for m in monitors {
+            let monitor = &mut self.monitors[m];
+            if admitted {
+                monitor.admitted(now, bytes, &mut self.sink);
+            }
+            monitor.decided(outcome);
+        }
+    }
+
+    /// A packet of port queue `queue` started its transmission at `now`.
+    pub fn departed(&mut self, queue: u32, now: u64, bytes: u32) {
+        if let Some(slots) = self.queues.get_mut(queue as usize) {
+            slots.depth = slots.depth.saturating_sub(u64::from(bytes));
+        }
+        let monitors: Vec<usize> = self.queue_monitors(queue).collect();
+        for m in monitors {
+            self.monitors[m].departed(now, bytes, &mut self.sink);
+        }
+    }
+
+    /// The end of the stream: every window empties, so open rate events end (the port's
+    /// drain, before, ended the queue events).
+    pub fn drain(&mut self) {
+        for monitor in &mut self.monitors {
+            monitor.leave_until(u64::MAX, &mut self.sink);
+        }
+    }
+
+    /// Every event that ended, in id order.
+    pub fn events(&self) -> &[BurstEvent] {
+        &self.sink.events
+    }
+
+    /// The events that ended since the last call.
+    pub fn take_ended(&mut self) -> &[BurstEvent] {
+        let from = std::mem::replace(&mut self.handed_out, self.sink.events.len());
+        &self.sink.events[from..]
+    }
+
+    /// The top flows of events `ids` (unknown ids give none), in the order asked.
+    pub fn flows_of(&self, ids: &[u64]) -> Vec<FlowRow> {
+        let sink = &self.sink;
+        let range = |id: usize| sink.flow_starts[id]..sink.flow_starts.get(id + 1).copied().unwrap_or(sink.flows.len());
+        ids.iter().filter(|&&id| id < sink.events.len() as u64).flat_map(|&id| sink.flows[range(id as usize)].iter().copied()).collect()
+    }
+
+    /// Tenant names, by the `tenant` of events.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Every scope watched now or before, in key order: its latest setting, its totals over
+    /// every setting it had, and its current setting's polled views.
+    pub fn stats(&self) -> Vec<ScopeStats> {
+        let mut all: FxHashMap<ScopeKey, ScopeStats> = FxHashMap::default();
+        for (key, (config, totals)) in &self.archive {
+            all.insert(key.clone(), ScopeStats { key: key.clone(), config: *config, totals: *totals, polls: Vec::new() });
+        }
+        for monitor in &self.monitors {
+            let entry = all.entry(monitor.key.clone()).or_insert_with(|| ScopeStats { key: monitor.key.clone(), config: monitor.config, totals: Totals::default(), polls: Vec::new() });
+            entry.config = monitor.config;
+            entry.totals.add(&monitor.totals);
+            entry.polls = monitor.polls.views();
+        }
+        let mut all: Vec<ScopeStats> = all.into_values().collect();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,151 @@
+//! The detector on hand-made streams whose events are worked out by hand (docs/bursts.md).
+
+use bytemuck::Zeroable;
+
+use super::*;
+use crate::verdict::ALLOW;
+
+const W: u64 = 10_000;
+
+/// A tenant watched with a 10 us window and a limit of 1,000 bytes (800 Mbit/s).
+fn detector(queue: Option<QueueThresholds>, poll_ns: Vec<u64>) -> Detector {
+    let config = BurstConfig { window_ns: W, threshold_bps: 800_000_000, queue };
+    let spec = BurstSpec { port: None, tenants: vec![TenantBursts { name: "a".into(), tenant: Some(config), classes: vec![] }], poll_ns };
+    let mut detector = Detector::default();
+    detector.retarget(&spec, &["a".to_string()], &[(0, 0)], false, 0);
+    detector
+}
+
+fn packet(src_port: u16) -> PacketInfo {
+    PacketInfo { src_port, dst_port: 5001, proto: 17, ..PacketInfo::zeroed() }
+}
+
+fn send(detector: &mut Detector, now: u64, bytes: u32, src_port: u16) {
+    let verdict = Verdict { tenant: 0, rule: -1, cls: -1, action: ALLOW, reason: 0 };
+    detector.observe(now, bytes, &verdict, &packet(src_port), Outcome::Pass as u8);
+}
+
+#[test]
+fn a_burst_starts_at_the_packet_over_the_limit_and_ends_when_its_window_falls_back() {
+    let mut d = detector(None, vec![]);
+    assert_eq!(d.monitors[0].limit, 1_000);
+    for (t, bytes) in [(0, 400), (1_000, 400), (2_000, 400), (3_000, 400)] {
+        send(&mut d, t, bytes, 1);
+    }
+    assert!(d.events().is_empty());
+    // 1,600 B in the window at 3 us: open since the third packet (1,200 B > 1,000).
+    send(&mut d, 25_000, 100, 2);
+    let events = d.events();
+    assert_eq!(events.len(), 1);
+    let e = events[0];
+    // After the second packet leaves at 11 us, 800 B remain: the event ends then.
+    assert_eq!((e.start_ns, e.end_ns, e.packets, e.bytes), (2_000, 11_000, 2, 800));
+    assert_eq!({ e.peak_bps }, window_bps(1_600, W));
+    assert_eq!(d.monitors[0].totals.time_in_burst_ns, 9_000);
+}
+
+#[test]
+fn a_window_exactly_at_the_limit_is_no_burst_and_equal_times_count_in_order() {
+    let mut d = detector(None, vec![]);
+    send(&mut d, 0, 500, 1);
+    send(&mut d, 0, 500, 1);
+    assert!(d.monitors[0].rate.is_none(), "1,000 B is at the limit, not above");
+    send(&mut d, 0, 1, 1);
+    assert_eq!(d.monitors[0].rate.as_ref().map(|e| e.start_ns), Some(0));
+    d.drain();
+    let e = d.events()[0];
+    assert_eq!((e.start_ns, e.end_ns, e.packets, e.bytes), (0, W as i64, 1, 1));
+}
+
+#[test]
+fn drain_ends_an_open_burst_when_its_window_would_fall_to_the_limit() {
+    let mut d = detector(None, vec![]);
+    for t in 0..10 {
+        send(&mut d, t * 1_000, 200, 1); // 2,000 B over 10 us: open from the sixth packet
+    }
+    d.drain();
+    let e = d.events()[0];
+    // Leaving at t + 10 us each, the window holds 1,000 B once the fifth packet (4 us) left.
+    assert_eq!((e.start_ns, e.end_ns, e.packets), (5_000, 14_000, 5));
+    assert!(d.take_ended().len() == 1 && d.take_ended().is_empty());
+}
+
+#[test]
+fn flows_are_exact_up_to_the_counters_and_bounded_beyond() {
+    let mut d = detector(None, vec![]);
+    send(&mut d, 0, 2_000, 7); // opens the event at once
+    for i in 0..10u16 {
+        send(&mut d, 1 + u64::from(i), 100 + u32::from(i), 100 + i);
+    }
+    d.drain();
+    let flows = d.flows_of(&[0]);
+    assert_eq!(flows.len(), REPORTED);
+    let top: Vec<(u16, u64, u64)> = flows.iter().map(|f| (f.src_port, f.bytes, f.error_bytes)).collect();
+    assert_eq!(top[0], (7, 2_000, 0));
+    assert_eq!(top[1], (109, 109, 0));
+    assert_eq!(top[7], (103, 103, 0));
+
+    // Many flows of one packet each and one big flow: the big one is counted at most
+    // bytes / COUNTERS over, and reported first.
+    let mut d = detector(None, vec![]);
+    for i in 0..500u64 {
+        let (port, bytes) = if i % 5 == 0 { (1, 300) } else { (1_000 + i as u16, 100) };
+        send(&mut d, i, bytes, port);
+    }
+    d.drain();
+    // The event opens at the seventh packet (1,100 B): the big flow's first two came before.
+    let (event, flows) = (d.events()[0], d.flows_of(&[0]));
+    assert_eq!({ event.start_ns }, 6);
+    let total = event.bytes;
+    let big = flows[0];
+    assert_eq!({ big.src_port }, 1);
+    let true_bytes = 98 * 300;
+    assert!(big.bytes >= true_bytes && big.bytes - big.error_bytes <= true_bytes);
+    assert!(big.error_bytes <= total / COUNTERS as u64, "{} > {}", { big.error_bytes }, total / 32);
+}
+
+#[test]
+fn the_queue_view_rises_and_falls_with_hysteresis() {
+    let mut d = detector(Some(QueueThresholds { rise_bytes: 3_000, fall_bytes: 1_000 }), vec![1_000]);
+    for (t, bytes) in [(100, 1_500), (200, 1_500), (300, 1_500)] {
+        d.port_arrival(0, t, bytes, Outcome::Pass);
+    }
+    assert!(d.monitors[0].queue.is_some(), "4,500 B > 3,000 B");
+    d.port_arrival(0, 400, 1_500, Outcome::DropPortQueue);
+    d.departed(0, 1_500, 1_500); // 3,000 B: still open (fall at 1,000 B)
+    d.departed(0, 2_500, 1_500); // 1,500 B
+    assert!(d.events().is_empty());
+    d.departed(0, 3_500, 1_500); // 0 B
+    let e = d.events()[0];
+    assert_eq!((e.view, e.start_ns, e.end_ns, e.max_queue_bytes, e.drop_port_queue, e.dropped), (View::Queue as u8, 300, 3_500, 4_500, 1, 1));
+    // Polls at 1, 2 and 3 us read 4,500, 3,000 and 1,500 bytes.
+    let polls = d.monitors[0].polls.views()[0];
+    assert_eq!((polls.queue_polls, polls.queue_nonzero_polls, polls.queue_max_at_polls), (3, 3, 4_500));
+}
+
+#[test]
+fn polls_average_each_interval() {
+    let mut d = detector(None, vec![1_000_000, 100_000]);
+    send(&mut d, 10, 1_000, 1);
+    send(&mut d, 150_000, 500, 1);
+    send(&mut d, 2_500_000, 250, 1);
+    let views = d.monitors[0].polls.views();
+    // 1 ms polls: intervals 0..=2, 1,500 B in the first; 100 us polls: 0..=25, 1,000 B in one.
+    assert_eq!((views[0].polls, views[0].peak_bps, views[0].mean_bps), (3, 12_000_000, 1_750 * 8_000 / 3));
+    assert_eq!((views[1].polls, views[1].peak_bps), (26, 80_000_000));
+}
+
+#[test]
+fn an_update_keeps_an_unchanged_scope_and_ends_a_changed_one() {
+    let mut d = detector(None, vec![]);
+    send(&mut d, 0, 2_000, 1);
+    let names = ["a".to_string()];
+    let config = d.monitors[0].config;
+    let spec = |config| BurstSpec { port: None, tenants: vec![TenantBursts { name: "a".into(), tenant: Some(config), classes: vec![] }], poll_ns: vec![] };
+    d.retarget(&spec(config), &names, &[], false, 5);
+    assert!(d.monitors[0].rate.is_some() && d.events().is_empty(), "kept, still open");
+    d.retarget(&spec(BurstConfig { window_ns: 2 * W, ..config }), &names, &[], false, 6);
+    assert_eq!((d.events()[0].start_ns, d.events()[0].end_ns), (0, 6));
+    assert!(d.monitors[0].rate.is_none() && d.monitors[0].window.is_empty());
+    assert_eq!(d.stats()[0].totals.rate_events, 1, "the ended event's totals stay");
+}
