@@ -230,14 +230,17 @@ impl Monitor {
         }
     }
 
-    /// A packet of the scope had its fate decided at the port.
-    fn decided(&mut self, outcome: Outcome) {
+    /// A packet of the scope had its fate decided at the port at `now` (after an event whose
+    /// window fell by then ended).
+    fn decided(&mut self, now: u64, outcome: Outcome, sink: &mut Sink) {
+        self.leave_until(now, sink);
         for event in [self.rate.as_mut(), self.queue.as_mut()].into_iter().flatten() {
             event.outcomes[outcome as usize] += 1;
         }
     }
 
     fn admitted(&mut self, now: u64, bytes: u32, sink: &mut Sink) {
+        self.leave_until(now, sink);
         self.polls.queue_event(now, self.depth);
         self.depth += u64::from(bytes);
         self.totals.max_queue_bytes = self.totals.max_queue_bytes.max(self.depth);
@@ -252,6 +255,7 @@ impl Monitor {
     }
 
     fn departed(&mut self, now: u64, bytes: u32, sink: &mut Sink) {
+        self.leave_until(now, sink);
         self.polls.queue_event(now, self.depth);
         self.depth = self.depth.saturating_sub(u64::from(bytes));
         if self.config.queue.is_some_and(|q| self.depth <= q.fall_bytes) {
@@ -453,7 +457,7 @@ impl Detector {
             if admitted {
                 monitor.admitted(now, bytes, &mut self.sink);
             }
-            monitor.decided(outcome);
+            monitor.decided(now, outcome, &mut self.sink);
         }
     }
 

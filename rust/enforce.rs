@@ -490,6 +490,11 @@ impl Enforcer {
             }
             self.clock_ns = self.clock_ns.max(packet_time(info));
             self.arrive_at_port(&mut state.port, self.clock_ns, out);
+            if bursts {
+                // The queues as they are at this packet, whatever the batch's bounds.
+                state.port.advance_to(self.clock_ns);
+                self.hand_departures(&mut state.port);
+            }
             let arrival = Arrival::of(info, self.clock_ns);
             out[first + i] = self.enforce_general(arrival, *verdict, first + i, true);
             if bursts {

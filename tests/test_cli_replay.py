@@ -98,7 +98,8 @@ def test_readme_first_line_runs_in_the_project_root() -> None:
     assert lines[0].startswith("pcaps/kernel_vxlan.pcap: pcap, 1,696 packets replayed")
     for tenant in ("training", "inference", "evaluation", "(no tenant)"):
         assert any(line.startswith(tenant) for line in lines), tenant
-    assert lines[-1].startswith("verdict reasons: ")
+    reasons = next(i for i, line in enumerate(lines) if line.startswith("verdict reasons: "))
+    assert lines[reasons + 2].startswith("microbursts"), "the bursts follow the tenants"
 
 
 def test_replay_of_the_sample_matches_the_packets_and_the_engines_rows(capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,7 +176,8 @@ def test_replay_table_shows_the_json_numbers(tmp_path: Path, capsys: pytest.Capt
     lines = capsys.readouterr().out.splitlines()
     header = lines[1].split()
     assert header[:10] == ["tenant", "/", "class", "packets", "bytes", "green", "yellow", "red", "passed", "remarked"]
-    rows = {line.split("  ")[0].strip(): line for line in lines[2:-1]}
+    last = next(i for i, line in enumerate(lines) if line.startswith("verdict reasons: "))
+    rows = {line.split("  ")[0].strip(): line for line in lines[2:last]}
     entries = {t["tenant"] or "(no tenant)": t for t in report["tenants"]} | {"total": report["total"]}
     for label, entry in entries.items():
         cells = rows[label][len(label) :].split()
@@ -185,7 +187,7 @@ def test_replay_table_shows_the_json_numbers(tmp_path: Path, capsys: pytest.Capt
             assert (f"{stage}:{count:,}" in rows[label]) == (count > 0)
     why = " ".join(f"{reason}:{n:,}" for reason, n in report["total"]["classifier_drops"].items() if n)
     assert f"classifier:{report['total']['drops']['classifier']:,} ({why})" in rows["total"]
-    assert lines[-1] == "verdict reasons: " + ", ".join(f"{r} {n:,}" for r, n in report["reasons"].items())
+    assert lines[last] == "verdict reasons: " + ", ".join(f"{r} {n:,}" for r, n in report["reasons"].items())
 
 
 def test_replay_in_small_batches_gives_the_same_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

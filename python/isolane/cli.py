@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from isolane import _core
-from isolane.policy import Policy, PolicyWarning, schema_text
+from isolane.engine import DEFAULT_POLLS
+from isolane.policy import MAX_WINDOW_NS, MIN_WINDOW_NS, Policy, PolicyWarning, parse_duration, schema_text
 from isolane.report import align, format_report, replay
 from isolane.summary import CaptureSummary, summarize
 
@@ -60,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_false",
         help="leave the packets still on their way to the port at the end of the capture in flight (by default they reach it and everything queued is sent)",
     )
+    replay.add_argument("--window", metavar="DURATION", help="watch every scope the policy watches for microbursts at this window (e.g. 10us; 1us to 10ms) instead of its own")
+    replay.add_argument(
+        "--poll",
+        metavar="INTERVALS",
+        default=",".join(DEFAULT_POLLS),
+        help=f"polling intervals to compare the bursts with, each a multiple of the shortest (default {','.join(DEFAULT_POLLS)})",
+    )
     replay.set_defaults(run=_replay)
     schema = commands.add_parser("schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML).")
     schema.set_defaults(run=_schema)
@@ -96,12 +104,23 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    report = replay(args.file, _read_policy(args.policy), threads=args.threads, drain=args.drain, **_capture_options(args))
+    window_ns = _window(args.window) if args.window is not None else None
+    poll = [interval.strip() for interval in args.poll.split(",") if interval.strip()]
+    options = {"threads": args.threads, "drain": args.drain, "window_ns": window_ns, "poll": poll}
+    report = replay(args.file, _read_policy(args.policy), **options, **_capture_options(args))
     _print(report.to_json() if args.json else format_report(report))
     problems = report.discrepancies()
     for problem in problems:
         print(f"isolane: error: the report does not add up (a bug in isolane): {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def _window(text: str) -> int:
+    """``--window``: a duration within the microburst windows' range."""
+    window = parse_duration(text)
+    if not MIN_WINDOW_NS <= window <= MAX_WINDOW_NS:
+        raise ValueError(f"--window {text!r} is not within 1us to 10ms")
+    return window
 
 
 def _read_policy(path: str) -> Policy:

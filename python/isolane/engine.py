@@ -385,9 +385,16 @@ class Engine:
         ``bytes``; :class:`Outcome` names but ``pending``), ``actions`` (packets passed,
         re-marked, dropped), ``in_flight`` (released to the port after the latest packet time
         seen), ``delay_ns`` (queueing delay at the port: ``count``, ``p50``, ``p99``, ``p999``,
-        ``max``; None where no packet was sent). Packets in = sum of outcomes + in_flight."""
+        ``max``; None where no packet was sent), ``microburst`` (the burst statistics of the
+        entry's ``tenant`` and of its ``class``, as :meth:`burst_stats` gives them, each None
+        where that scope is not watched). Packets in = sum of outcomes + in_flight."""
         class_names = {t.name: t.class_names for t in self.policy.tenants}
-        return [_stats_entry(raw, class_names) for raw in self._core.qos_stats()]
+        scopes = {(s["scope"], s["tenant"], s["cls"]): s for s in self.burst_stats()}
+        entries = [_stats_entry(raw, class_names) for raw in self._core.qos_stats()]
+        for entry in entries:
+            tenant, cls = entry["tenant"], entry["cls"]
+            entry["microburst"] = {"tenant": scopes.get(("tenant", tenant, None)), "class": scopes.get(("class", tenant, cls))}
+        return entries
 
     def drain(self) -> None:
         """End the packet stream at the port, as at the end of a capture (``docs/qos.md``,

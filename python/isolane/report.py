@@ -21,8 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
-from isolane.engine import Color, Engine, Outcome, Reason
+from isolane.engine import DEFAULT_POLLS, Color, Engine, Outcome, Reason
 from isolane.policy import Policy
+from isolane.report_bursts import ScopeBursts, burst_events, format_bursts, scope_summaries, with_window
 
 COLORS = [color.name.lower() for color in Color if color != Color.NONE]
 DROP_STAGES = [outcome.name.lower().removeprefix("drop_") for outcome in Outcome if outcome.dropped]
@@ -165,6 +166,10 @@ class ReplayReport:
     """Every packet read by the reason for its verdict (:class:`~isolane.Reason` names)."""
     tenants: list[TenantReport]
     """The policy's tenants in its order, then the packets of no tenant."""
+    microbursts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Every burst the engine saw (``docs/bursts.md``), in the order they ended."""
+    burst_scopes: list[ScopeBursts] = dataclasses.field(default_factory=list)
+    """Per scope watched for bursts: the truth beside what polled counters showed."""
 
     @property
     def total(self) -> Counts:
@@ -194,6 +199,8 @@ class ReplayReport:
             "reasons": self.reasons,
             "tenants": [t.to_json() for t in self.tenants],
             "total": self.total.to_json(),
+            "microbursts": self.microbursts,
+            "burst_scopes": [scope.to_json() for scope in self.burst_scopes],
         }
 
 
@@ -207,17 +214,25 @@ def replay(
     threads: int = 1,
     progress: Callable[[int, int], None] | None = None,
     drain: bool = True,
+    window_ns: int | None = None,
+    poll: Iterable[int | str] = DEFAULT_POLLS,
 ) -> ReplayReport:
     """Process ``capture`` through a new ``Engine(policy, threads=threads)`` batch by batch
-    and report per tenant and class. ``progress(bytes_read, file_size)`` is called after
-    every batch. At the end of the capture the port is drained (:meth:`Engine.drain`), so
-    that every packet has its fate; ``drain=False`` reports what was still in flight."""
+    and report per tenant and class, with the bursts it saw (``docs/bursts.md``).
+    ``progress(bytes_read, file_size)`` is called after every batch. At the end of the
+    capture the port is drained (:meth:`Engine.drain`), so that every packet has its fate and
+    every burst has ended; ``drain=False`` reports what was still in flight. ``window_ns``
+    watches every scope of the policy at that window instead of its own; ``poll``: the
+    polled views' intervals."""
     parse_options = {"vxlan_ports": list(vxlan_ports), "geneve_ports": list(geneve_ports)}
     batches = _core.PcapIterator(capture, batch_size)
-    engine = Engine(policy, threads=threads)
+    engine = Engine(policy if window_ns is None else with_window(policy, window_ns), threads=threads, poll=poll)
     packets = 0
+    start_ns: int | None = None
     classifier_drops: Counter[tuple[str | None, str]] = Counter()
     for batch in batches:
+        if start_ns is None and len(batch):
+            start_ns = int(batch.timestamps_ns.min())
         rows = engine.process(batch, **parse_options)
         packets += len(rows)
         classifier_drops += _classifier_drops(rows, engine.tenant_names)
@@ -228,6 +243,8 @@ def replay(
     reasons: Counter[str] = Counter()
     for counters in engine.counters().values():
         reasons.update(counters["reasons"])
+    stats = engine.stats()
+    events = burst_events(engine, start_ns or 0)
     return ReplayReport(
         capture=os.fspath(capture),
         format=batches.format,
@@ -235,8 +252,16 @@ def replay(
         port=policy.port is not None,
         packets=packets,
         reasons={reason: reasons[reason] for reason in REASONS},
-        tenants=_tenant_reports(policy, engine.stats(), classifier_drops),
+        tenants=_tenant_reports(policy, stats, classifier_drops),
+        microbursts=events,
+        burst_scopes=scope_summaries(engine, events, _drops(stats)),
     )
+
+
+def _drops(stats: list[dict[str, Any]]) -> dict[tuple[str | None, int | None], int]:
+    """Packets dropped after the classifier (which puts its drops in no burst scope) by
+    (tenant, class), as ``stats`` counts them."""
+    return {(e["tenant"], e["cls"]): e["actions"]["drop"] - e["outcomes"]["drop_classifier"]["packets"] for e in stats}
 
 
 def _classifier_drops(rows: npt.NDArray[np.void], tenant_names: Sequence[str]) -> Counter[tuple[str | None, str]]:
@@ -303,7 +328,8 @@ def format_report(report: ReplayReport) -> str:
             rows += [_row(f"  {c.label}", c.counts, _delays(c.delay_ns)) for c in tenant.classes]
     rows.append(_row("total", report.total, no_delays))
     reasons = ", ".join(f"{name} {count:,}" for name, count in report.reasons.items())
-    return "\n".join([head, *align(rows, right=range(1, len(header))), f"verdict reasons: {reasons}"])
+    bursts = format_bursts(report.burst_scopes, report.microbursts, align)
+    return "\n".join([head, *align(rows, right=range(1, len(header))), f"verdict reasons: {reasons}", *bursts])
 
 
 def _row(label: str, counts: Counts, delays: list[str]) -> list[str]:

@@ -1,0 +1,232 @@
+"""The microbursts of a replay (``docs/bursts.md``): every burst the engine saw, per scope what
+the truth was beside what polled counters showed, as JSON and as the table ``isolane replay``
+prints under the tenants."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from isolane.engine import BurstScope, BurstView, Engine
+from isolane.policy import Microburst, Policy, format_duration, format_rate
+
+PROTOCOL_NAMES = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
+DROP_FIELDS = ("drop_meter", "drop_shaper_bytes", "drop_shaper_time", "drop_port_buffer", "drop_port_queue")
+LISTED_BURSTS = 10
+"""The table lists this many of the biggest bursts (the JSON has them all)."""
+
+
+def with_window(policy: Policy, window_ns: int) -> Policy:
+    """``policy`` with every scope it watches for bursts watched at ``window_ns`` (thresholds
+    kept), the port's included."""
+
+    def rewindow(burst: Microburst | None) -> Microburst | None:
+        return None if burst is None else dataclasses.replace(burst, window_ns=window_ns)
+
+    def contract(holder: Any) -> Any:
+        return dataclasses.replace(holder, contract=dataclasses.replace(holder.contract, microburst=rewindow(holder.contract.microburst)))
+
+    tenants = tuple(dataclasses.replace(contract(t), classes=tuple(contract(c) for c in t.classes)) for t in policy.tenants)
+    port = policy.port
+    if port is not None:
+        port = dataclasses.replace(port, microburst=rewindow(port.microburst or Microburst(window_ns, port.rate_bps)))
+    return dataclasses.replace(policy, tenants=tenants, port=port, warnings=())
+
+
+@dataclasses.dataclass
+class ScopeBursts:
+    """One scope watched for bursts: its setting, the truth, and what polling saw."""
+
+    scope: str
+    tenant: str | None
+    cls: int | None
+    class_name: str | None
+    window_ns: int
+    threshold_bps: int
+    bursts: int
+    """Rate events (the queue view's are counted apart)."""
+    queue_bursts: int
+    time_in_burst_ns: int
+    longest_ns: int
+    biggest_bytes: int
+    peak_window_bps: int
+    max_queue_bytes: int
+    dropped: int
+    """The scope's packets dropped, anywhere, over the whole capture."""
+    dropped_in_bursts: int
+    """Of those, dropped while one of the scope's rate events was open."""
+    polls: dict[int, dict[str, int]]
+
+    @property
+    def label(self) -> str:
+        if self.scope == "port":
+            return "port"
+        return f"{self.tenant} / {self.class_name}" if self.scope == "class" else str(self.tenant)
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["class"] = out.pop("class_name")
+        out["polls"] = [{"interval_ns": interval, **view} for interval, view in self.polls.items()]
+        return out
+
+
+def burst_events(engine: Engine, start_ns: int) -> list[dict[str, Any]]:
+    """Every burst of ``engine`` as JSON, with its flows; ``start_ns``: the capture's first
+    timestamp, which ``offset_ns`` counts from."""
+    events = engine.bursts()
+    flows = engine.burst_flows(events["id"])
+    by_event: dict[int, list[dict[str, Any]]] = {}
+    for flow in flows:
+        by_event.setdefault(int(flow["event"]), []).append(_flow_json(flow))
+    names = engine.burst_tenants
+    class_names = {t.name: t.class_names for t in engine.policy.tenants}
+    out = []
+    for event in events:
+        tenant = names[event["tenant"]] if event["tenant"] >= 0 else None
+        cls = int(event["cls"]) if event["cls"] >= 0 else None
+        classes = class_names.get(tenant or "", [])
+        start, end = int(event["start_ns"]), int(event["end_ns"])
+        out.append(
+            {
+                "id": int(event["id"]),
+                "scope": BurstScope(event["scope"]).name.lower(),
+                "view": BurstView(event["view"]).name.lower(),
+                "tenant": tenant,
+                "cls": cls,
+                "class": classes[cls] if cls is not None and cls < len(classes) else None,
+                "start_ns": start,
+                "end_ns": end,
+                "offset_ns": start - start_ns,
+                "duration_ns": end - start,
+                "bytes": int(event["bytes"]),
+                "packets": int(event["packets"]),
+                "peak_bps": int(event["peak_bps"]),
+                "max_queue_bytes": int(event["max_queue_bytes"]),
+                "dropped": int(event["dropped"]),
+                "drops": {name.removeprefix("drop_"): int(event[name]) for name in DROP_FIELDS},
+                "remarked": int(event["remarked"]),
+                "flows": by_event.get(int(event["id"]), []),
+            }
+        )
+    return out
+
+
+def _flow_json(flow: np.void) -> dict[str, Any]:
+    return {
+        "src": _address(flow["src"]),
+        "dst": _address(flow["dst"]),
+        "src_port": int(flow["src_port"]),
+        "dst_port": int(flow["dst_port"]),
+        "proto": int(flow["proto"]),
+        "packets": int(flow["packets"]),
+        "bytes": int(flow["bytes"]),
+        "error_bytes": int(flow["error_bytes"]),
+    }
+
+
+def _address(raw: npt.NDArray[np.uint8]) -> str:
+    address = ipaddress.IPv6Address(bytes(raw))
+    return str(address.ipv4_mapped or address)
+
+
+def scope_summaries(engine: Engine, events: Sequence[dict[str, Any]], drops: dict[tuple[str | None, int | None], int]) -> list[ScopeBursts]:
+    """Per scope watched: ``drops`` is the packets dropped after the classifier by (tenant,
+    class), as ``stats()`` counts them."""
+    out = []
+    order = {name: index for index, name in enumerate(engine.policy.tenant_names)}
+    in_policy_order = sorted(engine.burst_stats(), key=lambda s: (s["scope"] != "port", order.get(s["tenant"], len(order)), s["cls"] if s["cls"] is not None else -1))
+    for stats in in_policy_order:
+        key = (stats["tenant"], stats["cls"])
+        mine = [e for e in events if (e["tenant"], e["cls"], e["scope"]) == (*key, stats["scope"]) and e["view"] == "rate"]
+        if stats["scope"] == "port":
+            dropped = sum(drops.values())
+        elif stats["scope"] == "tenant":
+            dropped = sum(n for (tenant, _), n in drops.items() if tenant == stats["tenant"])
+        else:
+            dropped = drops.get(key, 0)
+        out.append(
+            ScopeBursts(
+                scope=stats["scope"],
+                tenant=stats["tenant"],
+                cls=stats["cls"],
+                class_name=stats["class"],
+                window_ns=stats["window_ns"],
+                threshold_bps=stats["threshold_bps"],
+                bursts=stats["rate_events"],
+                queue_bursts=stats["queue_events"],
+                time_in_burst_ns=stats["time_in_burst_ns"],
+                longest_ns=max((e["duration_ns"] for e in mine), default=0),
+                biggest_bytes=max((e["bytes"] for e in mine), default=0),
+                peak_window_bps=stats["peak_window_bps"],
+                max_queue_bytes=stats["max_queue_bytes"],
+                dropped=dropped,
+                dropped_in_bursts=sum(e["dropped"] for e in mine),
+                polls=stats["polls"],
+            )
+        )
+    return out
+
+
+def format_bursts(scopes: Sequence[ScopeBursts], events: Sequence[dict[str, Any]], align: Any) -> list[str]:
+    """The bursts section of the table: per scope the truth beside what the coarsest polls
+    showed, then the biggest bursts with their top flow."""
+    if not scopes:
+        return []
+    coarsest = max((interval for scope in scopes for interval in scope.polls), default=None)
+    header = ["microbursts", "window", "threshold", "bursts", "longest", "biggest", "peak", "max queue", "lost in bursts"]
+    if coarsest is not None:
+        header += [f"{format_duration(coarsest)} polls: peak", "queue"]
+    rows = [header]
+    for s in scopes:
+        cells = [s.label, format_duration(s.window_ns), _rate(s.threshold_bps), f"{s.bursts:,}", _time(s.longest_ns), _size(s.biggest_bytes)]
+        cells += [_rate(s.peak_window_bps), _size(s.max_queue_bytes), f"{s.dropped_in_bursts:,} of {s.dropped:,}"]
+        if coarsest is not None:
+            view = s.polls[coarsest]
+            cells += [_rate(view["peak_bps"]), _size(view["queue_max_at_polls"])]
+        rows.append(cells)
+    lines = ["", *align(rows, right=range(1, len(header)))]
+    biggest = sorted(events, key=lambda e: (-e["bytes"], e["id"]))[:LISTED_BURSTS]
+    if biggest:
+        lines += ["", f"biggest bursts ({len(biggest)} of {len(events):,}; times from the capture's first packet):"]
+        rows = [["scope", "view", "at", "lasted", "bytes", "packets", "peak", "dropped", "top flow"]]
+        for e in biggest:
+            label = "port" if e["scope"] == "port" else (f"{e['tenant']} / {e['class']}" if e["scope"] == "class" else e["tenant"])
+            cells = [label, e["view"], _time(e["offset_ns"]), _time(e["duration_ns"]), _size(e["bytes"]), f"{e['packets']:,}"]
+            rows.append(cells + [_rate(e["peak_bps"]), f"{e['dropped']:,}", _top_flow(e["flows"])])
+        lines += align(rows, right=range(2, 8))
+    return lines
+
+
+def _top_flow(flows: Sequence[dict[str, Any]]) -> str:
+    if not flows:
+        return "-"
+    f = flows[0]
+    proto = PROTOCOL_NAMES.get(f["proto"], str(f["proto"]))
+    return f"{f['src']}:{f['src_port']} > {f['dst']}:{f['dst_port']} {proto} {_size(f['bytes'])}"
+
+
+def _rate(bps: int) -> str:
+    """A rate for people: three significant digits."""
+    for scale, unit in ((10**12, "Tbps"), (10**9, "Gbps"), (10**6, "Mbps"), (10**3, "kbps")):
+        if bps >= scale:
+            return f"{bps / scale:.3g} {unit}"
+    return format_rate(bps) if bps else "0"
+
+
+def _size(size: int) -> str:
+    for scale, unit in ((10**9, "GB"), (10**6, "MB"), (10**3, "KB")):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} B"
+
+
+def _time(ns: int) -> str:
+    for scale, unit in ((10**9, "s"), (10**6, "ms"), (10**3, "us")):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns} ns"
