@@ -56,13 +56,22 @@ def test_the_sample_policy_finds_each_all_reduce_burst_with_its_flow(capsys: pyt
 
 
 def test_the_table_shows_the_bursts_beside_the_polls(capsys: pytest.CaptureFixture[str]) -> None:
+    report = replay_json(capsys, str(SAMPLE), "--policy", str(POLICY))
     assert main(["replay", str(SAMPLE), "--policy", str(POLICY)]) == 0
     out = capsys.readouterr().out
     section = out[out.index("\nmicrobursts") :]
     lines = section.strip().splitlines()
-    assert lines[0].split()[:4] == ["microbursts", "window", "threshold", "bursts"] and "1s polls: peak" in lines[0]
+    assert lines[0].split()[:4] == ["microbursts", "window", "threshold", "bursts"]
     collective = next(line for line in lines if line.startswith("training / collective"))
     assert collective.split()[3:6] == ["1ms", "100", "Mbps"] and collective.split()[6] == "10"
+    polls = lines.index(next(line for line in lines if line.startswith("what polls showed")))
+    assert "1s: peak rate, max queue" in lines[polls] and "1ms: peak rate, max queue" in lines[polls]
+    polled = next(line for line in lines[polls:] if line.startswith("training / collective")).split()[3:]
+    scope = next(s for s in report["burst_scopes"] if s["class"] == "collective")
+    views = {p["interval_ns"]: p for p in scope["polls"]}
+    assert [float(polled[0]), float(polled[4])] == pytest.approx([views[10**9]["peak_bps"] / 1e6, views[10**6]["peak_bps"] / 1e6], rel=0.01)
+    assert polled[1::4] == ["Mbps,", "Mbps,"] and polled[2] == polled[6] == "0"
+    assert max(len(line) for line in lines) <= 100, "readable in a 100-column terminal"
     assert "biggest bursts (10 of 10" in section
     assert "10.100.0.1:40000 > 10.100.0.2:5001 udp" in section
 

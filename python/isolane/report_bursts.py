@@ -173,41 +173,46 @@ def scope_summaries(engine: Engine, events: Sequence[dict[str, Any]], drops: dic
 
 
 def format_bursts(scopes: Sequence[ScopeBursts], events: Sequence[dict[str, Any]], align: Any) -> list[str]:
-    """The bursts section of the table: per scope the truth beside what the coarsest polls
-    showed, then the biggest bursts with their top flow."""
+    """The bursts section of the table (under 100 columns): per scope the truth, then what the
+    longest and shortest polls showed of the same traffic, then the biggest bursts."""
     if not scopes:
         return []
-    coarsest = max((interval for scope in scopes for interval in scope.polls), default=None)
-    header = ["microbursts", "window", "threshold", "bursts", "longest", "biggest", "peak", "max queue", "lost in bursts"]
-    if coarsest is not None:
-        header += [f"{format_duration(coarsest)} polls: peak", "queue"]
+    header = ["microbursts", "window", "threshold", "bursts", "biggest", "peak", "max queue", "lost in bursts"]
     rows = [header]
     for s in scopes:
-        cells = [s.label, format_duration(s.window_ns), _rate(s.threshold_bps), f"{s.bursts:,}", _time(s.longest_ns), _size(s.biggest_bytes)]
-        cells += [_rate(s.peak_window_bps), _size(s.max_queue_bytes), f"{s.dropped_in_bursts:,} of {s.dropped:,}"]
-        if coarsest is not None:
-            view = s.polls[coarsest]
-            cells += [_rate(view["peak_bps"]), _size(view["queue_max_at_polls"])]
-        rows.append(cells)
+        cells = [s.label, format_duration(s.window_ns), _rate(s.threshold_bps), f"{s.bursts:,}", _size(s.biggest_bytes)]
+        rows.append(cells + [_rate(s.peak_window_bps), _size(s.max_queue_bytes), f"{s.dropped_in_bursts:,} of {s.dropped:,}"])
     lines = ["", *align(rows, right=range(1, len(header)))]
+    intervals = sorted({interval for scope in scopes for interval in scope.polls}, reverse=True)
+    shown = intervals[:1] + intervals[-1:] if len(intervals) > 1 else intervals
+    if shown:
+        header = ["what polls showed", *(f"{format_duration(p)}: peak rate, max queue" for p in shown)]
+        rows = [header] + [[s.label, *(f"{_rate(s.polls[p]['peak_bps'])}, {_size(s.polls[p]['queue_max_at_polls'])}" for p in shown)] for s in scopes]
+        lines += ["", *align(rows, right=range(1, len(header)))]
     biggest = sorted(events, key=lambda e: (-e["bytes"], e["id"]))[:LISTED_BURSTS]
     if biggest:
-        lines += ["", f"biggest bursts ({len(biggest)} of {len(events):,}; times from the capture's first packet):"]
-        rows = [["scope", "view", "at", "lasted", "bytes", "packets", "peak", "dropped", "top flow"]]
+        lines += ["", f"biggest bursts ({len(biggest)} of {len(events):,}; at: time from the first packet), with their top flow:"]
+        rows = [["scope", "view", "at", "lasted", "bytes", "packets", "peak", "dropped"]]
+        flows = []
         for e in biggest:
             label = "port" if e["scope"] == "port" else (f"{e['tenant']} / {e['class']}" if e["scope"] == "class" else e["tenant"])
             cells = [label, e["view"], _time(e["offset_ns"]), _time(e["duration_ns"]), _size(e["bytes"]), f"{e['packets']:,}"]
-            rows.append(cells + [_rate(e["peak_bps"]), f"{e['dropped']:,}", _top_flow(e["flows"])])
-        lines += align(rows, right=range(2, 8))
+            rows.append(cells + [_rate(e["peak_bps"]), f"{e['dropped']:,}"])
+            flows.append(_top_flow(e["flows"], e["bytes"]))
+        table = align(rows, right=range(2, 8))
+        lines.append(table[0])
+        for row, flow in zip(table[1:], flows):
+            lines += [row, f"    {flow}"]
     return lines
 
 
-def _top_flow(flows: Sequence[dict[str, Any]]) -> str:
+def _top_flow(flows: Sequence[dict[str, Any]], total: int) -> str:
     if not flows:
-        return "-"
+        return "no flow"
     f = flows[0]
     proto = PROTOCOL_NAMES.get(f["proto"], str(f["proto"]))
-    return f"{f['src']}:{f['src_port']} > {f['dst']}:{f['dst_port']} {proto} {_size(f['bytes'])}"
+    share = f", {100 * f['bytes'] / total:.0f}% of the bytes" if total else ""
+    return f"{f['src']}:{f['src_port']} > {f['dst']}:{f['dst_port']} {proto}: {_size(f['bytes'])}{share}"
 
 
 def _rate(bps: int) -> str:
