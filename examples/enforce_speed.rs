@@ -12,11 +12,14 @@
 //! Packets go to tenants at random, 114 bytes each, over one second of packet time, so that
 //! each tenant offers 1.5x its CIR (the shaper runs at 1.25x CIR).
 use bytemuck::Zeroable;
-use isolane::verdict::{Reason, Verdict, ALLOW};
-use isolane::enforce::{Enforcer, Processed, QosSpec};
+use isolane::enforce::Processed;
+use isolane::verdict::Verdict;
 use isolane::parse::PacketInfo;
 use std::time::Instant;
 
+#[path = "common/enforcer.rs"]
+mod common;
+use common::{enforcer, stand_in_classifier, verdict};
 #[path = "common/qos.rs"]
 mod qos;
 use qos::metered_and_shaped;
@@ -86,25 +89,6 @@ fn main() {
             summary[2]
         );
     }
-}
-
-fn verdict(tenant: i32) -> Verdict {
-    Verdict { tenant, rule: 0, cls: 0, action: ALLOW, reason: Reason::Rule as u8 }
-}
-
-/// A classifier that costs next to nothing but reads every record, as a real one does.
-fn stand_in_classifier(records: &[PacketInfo], out: &mut [Verdict]) {
-    for (record, slot) in records.iter().zip(out) {
-        *slot = verdict(record.vni);
-    }
-}
-
-fn enforcer(spec: &QosSpec) -> Enforcer {
-    let names: Vec<String> = spec.tenants.iter().map(|t| t.name.clone()).collect();
-    let mut enforcer = Enforcer::default();
-    enforcer.stage(Some(spec.clone()));
-    enforcer.retarget(&names);
-    enforcer
 }
 
 fn best_of(mut run: impl FnMut() -> f64) -> f64 {

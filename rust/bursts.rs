@@ -8,18 +8,18 @@
 
 mod event;
 mod flows;
+mod monitor;
 mod polls;
-
-use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
 use crate::outcome::Outcome;
 use crate::parse::PacketInfo;
 use crate::verdict::{Verdict, DROP};
-use event::{OpenEvent, Seen};
+use event::Seen;
 use flows::TopFlows;
-use polls::Polls;
+use monitor::{Hot, Monitor};
+use polls::PollClock;
 
 pub use event::{event_fields, window_bps, BurstEvent, Scope, View};
 pub use flows::{flow_fields, FlowKey, FlowRow, COUNTERS, REPORTED};
@@ -60,7 +60,7 @@ impl BurstConfig {
     }
 
     /// The most bytes the window may hold at or below the threshold.
-    fn limit_bytes(&self) -> u64 {
+    pub(super) fn limit_bytes(&self) -> u64 {
         let limit = u128::from(self.threshold_bps) * u128::from(self.window_ns) / 8_000_000_000;
         limit.min(u128::from(u64::MAX)) as u64
     }
@@ -115,7 +115,8 @@ pub struct Totals {
     pub rate_events: u64,
     pub queue_events: u64,
     pub time_in_burst_ns: u64,
-    pub peak_window_bytes: u64,
+    /// The highest window rate, over every setting the scope had (each at its own window).
+    pub peak_window_bps: u64,
     pub max_queue_bytes: u64,
 }
 
@@ -124,7 +125,7 @@ impl Totals {
         self.rate_events += other.rate_events;
         self.queue_events += other.queue_events;
         self.time_in_burst_ns += other.time_in_burst_ns;
-        self.peak_window_bytes = self.peak_window_bytes.max(other.peak_window_bytes);
+        self.peak_window_bps = self.peak_window_bps.max(other.peak_window_bps);
         self.max_queue_bytes = self.max_queue_bytes.max(other.max_queue_bytes);
     }
 }
@@ -141,154 +142,18 @@ pub struct ScopeStats {
 
 /// Where ended events go, and the flow counters open events borrow.
 #[derive(Debug, Default)]
-struct Sink {
-    events: Vec<BurstEvent>,
-    flows: Vec<FlowRow>,
+pub(super) struct Sink {
+    pub(super) events: Vec<BurstEvent>,
+    pub(super) flows: Vec<FlowRow>,
     /// Where each event's flows start in `flows` (events end in id order).
-    flow_starts: Vec<usize>,
+    pub(super) flow_starts: Vec<usize>,
     #[allow(clippy::vec_box)] // boxes move between the pool and open events without a copy
-    pool: Vec<Box<TopFlows>>,
+    pub(super) pool: Vec<Box<TopFlows>>,
 }
 
 impl Sink {
-    fn take_flows(&mut self) -> Box<TopFlows> {
+    pub(super) fn take_flows(&mut self) -> Box<TopFlows> {
         self.pool.pop().unwrap_or_default()
-    }
-}
-
-/// One scope's state.
-#[derive(Debug)]
-struct Monitor {
-    key: ScopeKey,
-    seen: Seen,
-    config: BurstConfig,
-    limit: u64,
-    /// (time, bytes) of the packets in the window, oldest first; `sum` their bytes.
-    window: VecDeque<(u64, u32)>,
-    sum: u64,
-    /// Bytes waiting at the port in the scope's queues.
-    depth: u64,
-    rate: Option<OpenEvent>,
-    queue: Option<OpenEvent>,
-    totals: Totals,
-    polls: Polls,
-}
-
-impl Monitor {
-    fn new(key: ScopeKey, seen: Seen, config: BurstConfig, depth: u64, poll_ns: &[u64]) -> Monitor {
-        let (window, polls) = (VecDeque::new(), Polls::new(poll_ns));
-        Monitor { key, seen, config, limit: config.limit_bytes(), window, sum: 0, depth, rate: None, queue: None, totals: Totals::default(), polls }
-    }
-
-    /// A packet of the scope at `now` (docs/bursts.md, "The rate view", steps 1-4). `outcome`:
-    /// its fate, if decided (not `Pending`).
-    #[inline]
-    fn arrive(&mut self, now: u64, bytes: u32, info: &PacketInfo, outcome: u8, sink: &mut Sink) {
-        self.leave_until(now, sink);
-        self.window.push_back((now, bytes));
-        self.sum += u64::from(bytes);
-        self.totals.peak_window_bytes = self.totals.peak_window_bytes.max(self.sum);
-        if self.sum > self.limit && self.rate.is_none() {
-            self.rate = Some(OpenEvent::new(now, self.depth, sink.take_flows()));
-        }
-        if self.rate.is_some() || self.queue.is_some() {
-            self.count(bytes, info, outcome);
-        }
-        self.polls.add(now, bytes);
-    }
-
-    /// Packets whose window has passed by `now` leave it; a rate event ends when its window
-    /// falls to the limit, at the instant the packet that takes it there leaves.
-    #[inline]
-    fn leave_until(&mut self, now: u64, sink: &mut Sink) {
-        let window_ns = self.config.window_ns;
-        while let Some(&(time, bytes)) = self.window.front() {
-            let leaves = time.saturating_add(window_ns);
-            if leaves > now {
-                return;
-            }
-            self.window.pop_front();
-            self.sum -= u64::from(bytes);
-            if self.sum <= self.limit {
-                if let Some(open) = self.rate.take() {
-                    self.end(View::Rate, open, leaves, sink);
-                }
-            }
-        }
-    }
-
-    #[cold]
-    fn count(&mut self, bytes: u32, info: &PacketInfo, outcome: u8) {
-        for event in [self.rate.as_mut(), self.queue.as_mut()].into_iter().flatten() {
-            event.packets += 1;
-            event.bytes += u64::from(bytes);
-            event.peak_window_bytes = event.peak_window_bytes.max(self.sum);
-            event.flows.add(info, bytes);
-            if outcome != Outcome::Pending as u8 {
-                event.outcomes[usize::from(outcome)] += 1;
-            }
-        }
-    }
-
-    /// A packet of the scope had its fate decided at the port at `now` (after an event whose
-    /// window fell by then ended).
-    fn decided(&mut self, now: u64, outcome: Outcome, sink: &mut Sink) {
-        self.leave_until(now, sink);
-        for event in [self.rate.as_mut(), self.queue.as_mut()].into_iter().flatten() {
-            event.outcomes[outcome as usize] += 1;
-        }
-    }
-
-    fn admitted(&mut self, now: u64, bytes: u32, sink: &mut Sink) {
-        self.leave_until(now, sink);
-        self.polls.queue_event(now, self.depth);
-        self.depth += u64::from(bytes);
-        self.totals.max_queue_bytes = self.totals.max_queue_bytes.max(self.depth);
-        for event in [self.rate.as_mut(), self.queue.as_mut()].into_iter().flatten() {
-            event.max_queue_bytes = event.max_queue_bytes.max(self.depth);
-        }
-        if let Some(thresholds) = self.config.queue {
-            if self.queue.is_none() && self.depth > thresholds.rise_bytes {
-                self.queue = Some(OpenEvent::new(now, self.depth, sink.take_flows()));
-            }
-        }
-    }
-
-    fn departed(&mut self, now: u64, bytes: u32, sink: &mut Sink) {
-        self.leave_until(now, sink);
-        self.polls.queue_event(now, self.depth);
-        self.depth = self.depth.saturating_sub(u64::from(bytes));
-        if self.config.queue.is_some_and(|q| self.depth <= q.fall_bytes) {
-            if let Some(open) = self.queue.take() {
-                self.end(View::Queue, open, now, sink);
-            }
-        }
-    }
-
-    fn end(&mut self, view: View, open: OpenEvent, end_ns: u64, sink: &mut Sink) {
-        let id = sink.events.len() as u64;
-        let top = open.flows.top(id);
-        sink.flow_starts.push(sink.flows.len());
-        sink.events.push(BurstEvent::of(id, self.seen, view, &open, end_ns, top.len() as u8));
-        sink.flows.extend(top);
-        match view {
-            View::Rate => {
-                self.totals.rate_events += 1;
-                self.totals.time_in_burst_ns += end_ns.saturating_sub(open.start_ns);
-            }
-            View::Queue => self.totals.queue_events += 1,
-        }
-        sink.pool.push(open.flows);
-    }
-
-    /// Ends the open events at `now`, as a scope that goes away.
-    fn close(&mut self, now: u64, sink: &mut Sink) {
-        if let Some(open) = self.rate.take() {
-            self.end(View::Rate, open, now, sink);
-        }
-        if let Some(open) = self.queue.take() {
-            self.end(View::Queue, open, now, sink);
-        }
     }
 }
 
@@ -306,6 +171,8 @@ struct TenantSlots {
 /// The detector of one engine; see the module documentation.
 #[derive(Debug, Default)]
 pub struct Detector {
+    /// Every scope's hot state, side by side, and the rest of it, by the same index.
+    hot: Vec<Hot>,
     monitors: Vec<Monitor>,
     port: Option<u32>,
     /// By the engine's tenant index.
@@ -319,6 +186,8 @@ pub struct Detector {
     sink: Sink,
     /// Totals of scopes whose setting changed or went away.
     archive: FxHashMap<ScopeKey, (BurstConfig, Totals)>,
+    /// The instances of the shortest polling interval.
+    clock: PollClock,
     /// Events already handed out by [`Detector::take_ended`].
     handed_out: usize,
 }
@@ -341,17 +210,21 @@ impl Detector {
     /// setting (and the polling intervals) did not change keeps its state; the others' open
     /// events end at `now`. `queues_kept`: the port was kept, so the bytes waiting in it stay.
     pub fn retarget(&mut self, spec: &BurstSpec, names: &[String], queues: &[(usize, u16)], queues_kept: bool, now: u64) {
-        let mut old: FxHashMap<ScopeKey, Monitor> = std::mem::take(&mut self.monitors).into_iter().map(|m| (m.key.clone(), m)).collect();
+        let old_scopes = std::mem::take(&mut self.hot).into_iter().zip(std::mem::take(&mut self.monitors));
+        let mut old: FxHashMap<ScopeKey, (Hot, Monitor)> = old_scopes.map(|(hot, m)| (m.key.clone(), (hot, m))).collect();
         let old_depths: Vec<u64> = if queues_kept { self.queues.iter().map(|q| q.depth).collect() } else { vec![0; queues.len()] };
         let by_name: FxHashMap<&str, &TenantBursts> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
         let depth_of = |tenant: Option<usize>, cls: Option<u16>| -> u64 {
             let matches = |(t, c): &(usize, u16)| tenant.is_none_or(|tenant| *t == tenant) && cls.is_none_or(|cls| *c == cls);
             queues.iter().zip(&old_depths).filter(|(q, _)| matches(q)).map(|(_, depth)| depth).sum()
         };
-        let (mut monitors, mut retired) = (Vec::new(), Vec::new());
+        if self.clock.intervals_ns() != spec.poll_ns {
+            self.clock = PollClock::new(&spec.poll_ns); // every scope starts anew (below)
+        }
+        let (mut hots, mut monitors, mut retired) = (Vec::new(), Vec::new(), Vec::new());
         let mut add = |key: ScopeKey, scope: Scope, tenant: i32, cls: i32, config: BurstConfig, depth: u64| -> u32 {
             let kept = match old.remove(&key) {
-                Some(m) if m.config == config && m.polls.intervals_ns() == spec.poll_ns => Some(m),
+                Some((hot, m)) if m.config == config && m.polls.intervals_ns() == spec.poll_ns => Some((hot, m)),
                 Some(changed) => {
                     retired.push(changed);
                     None
@@ -359,7 +232,9 @@ impl Detector {
                 None => None,
             };
             let seen = Seen { scope, tenant, cls, window_ns: config.window_ns };
-            monitors.push(kept.unwrap_or_else(|| Monitor::new(key, seen, config, depth, &spec.poll_ns)));
+            let (hot, monitor) = kept.unwrap_or_else(|| (Hot::new(&config), Monitor::new(key, seen, config, depth, &spec.poll_ns)));
+            hots.push(hot);
+            monitors.push(monitor);
             (monitors.len() - 1) as u32
         };
         let port = spec.port.map(|config| add(ScopeKey::Port, Scope::Port, -1, -1, config, depth_of(None, None)));
@@ -383,12 +258,12 @@ impl Detector {
         }
         // Scopes whose setting changed or that went away: their events end, their totals stay.
         retired.extend(old.into_values());
-        retired.sort_by(|a, b| a.key.cmp(&b.key));
-        for mut monitor in retired {
-            monitor.close(now, &mut self.sink);
+        retired.sort_by(|a, b| a.1.key.cmp(&b.1.key));
+        for (mut hot, mut monitor) in retired {
+            monitor.close(&mut hot, now, &mut self.sink);
             let archived = self.archive.entry(monitor.key.clone()).or_insert((monitor.config, Totals::default()));
             archived.0 = monitor.config;
-            archived.1.add(&monitor.totals);
+            archived.1.add(&monitor.totals(&hot));
         }
         self.queues = queues
             .iter()
@@ -399,7 +274,7 @@ impl Detector {
                 QueueSlots { monitors: [slots.tenant, class], depth }
             })
             .collect();
-        (self.monitors, self.port, self.tenants, self.class_slots) = (monitors, port, tenants, class_slots);
+        (self.hot, self.monitors, self.port, self.tenants, self.class_slots) = (hots, monitors, port, tenants, class_slots);
     }
 
     fn name_id(&mut self, name: &str) -> i32 {
@@ -419,21 +294,42 @@ impl Detector {
         if verdict.action == DROP {
             return;
         }
-        let Detector { monitors, sink, tenants, class_slots, port, .. } = self;
-        if let Some(port) = *port {
-            monitors[port as usize].arrive(now, bytes, info, outcome, sink);
+        if now >= self.clock.end {
+            self.next_poll(now);
         }
-        let Some(slots) = usize::try_from(verdict.tenant).ok().and_then(|t| tenants.get(t)) else { return };
+        if let Some(port) = self.port {
+            self.arrive(port, now, bytes, info, outcome);
+        }
+        let Some(&slots) = usize::try_from(verdict.tenant).ok().and_then(|t| self.tenants.get(t)) else { return };
         if slots.tenant != NONE {
-            monitors[slots.tenant as usize].arrive(now, bytes, info, outcome, sink);
+            self.arrive(slots.tenant, now, bytes, info, outcome);
         }
         let cls = verdict.cls as u32; // -1 is out of range
         if cls < slots.classes {
-            let slot = class_slots[(slots.first_class + cls) as usize];
+            let slot = self.class_slots[(slots.first_class + cls) as usize];
             if slot != NONE {
-                monitors[slot as usize].arrive(now, bytes, info, outcome, sink);
+                self.arrive(slot, now, bytes, info, outcome);
             }
         }
+    }
+
+    #[inline(always)]
+    fn arrive(&mut self, scope: u32, now: u64, bytes: u32, info: &PacketInfo, outcome: u8) {
+        let scope = scope as usize;
+        self.monitors[scope].arrive(&mut self.hot[scope], now, bytes, info, outcome, &mut self.sink);
+    }
+
+    /// The shortest polling interval ended (for the first time: began): every scope folds in
+    /// the bytes it counted.
+    #[cold]
+    fn next_poll(&mut self, now: u64) {
+        let at = self.clock.instances();
+        if !at.is_empty() {
+            for (hot, monitor) in self.hot.iter_mut().zip(&mut self.monitors) {
+                monitor.fold_polls(hot, &at);
+            }
+        }
+        self.clock.advance(now);
     }
 
     /// The monitors of port queue `queue`'s scopes: the port's, its tenant's, its class's.
@@ -453,11 +349,11 @@ impl Detector {
         }
         let monitors: Vec<usize> = self.queue_monitors(queue).collect();
         for m in monitors {
-            let monitor = &mut self.monitors[m];
+            let (hot, monitor) = (&mut self.hot[m], &mut self.monitors[m]);
             if admitted {
-                monitor.admitted(now, bytes, &mut self.sink);
+                monitor.admitted(hot, now, bytes, &mut self.sink);
             }
-            monitor.decided(now, outcome, &mut self.sink);
+            monitor.decided(hot, now, outcome, &mut self.sink);
         }
     }
 
@@ -468,15 +364,15 @@ impl Detector {
         }
         let monitors: Vec<usize> = self.queue_monitors(queue).collect();
         for m in monitors {
-            self.monitors[m].departed(now, bytes, &mut self.sink);
+            self.monitors[m].departed(&mut self.hot[m], now, bytes, &mut self.sink);
         }
     }
 
     /// The end of the stream: every window empties, so open rate events end (the port's
     /// drain, before, ended the queue events).
     pub fn drain(&mut self) {
-        for monitor in &mut self.monitors {
-            monitor.leave_until(u64::MAX, &mut self.sink);
+        for (hot, monitor) in self.hot.iter_mut().zip(&mut self.monitors) {
+            monitor.leave_until(hot, u64::MAX, &mut self.sink);
         }
     }
 
@@ -510,11 +406,12 @@ impl Detector {
         for (key, (config, totals)) in &self.archive {
             all.insert(key.clone(), ScopeStats { key: key.clone(), config: *config, totals: *totals, polls: Vec::new() });
         }
-        for monitor in &self.monitors {
+        let at = self.clock.instances();
+        for (hot, monitor) in self.hot.iter().zip(&self.monitors) {
             let entry = all.entry(monitor.key.clone()).or_insert_with(|| ScopeStats { key: monitor.key.clone(), config: monitor.config, totals: Totals::default(), polls: Vec::new() });
             entry.config = monitor.config;
-            entry.totals.add(&monitor.totals);
-            entry.polls = monitor.polls.views();
+            entry.totals.add(&monitor.totals(hot));
+            entry.polls = monitor.poll_views(hot, &at);
         }
         let mut all: Vec<ScopeStats> = all.into_values().collect();
         all.sort_by(|a, b| a.key.cmp(&b.key));

@@ -476,11 +476,14 @@ impl Enforcer {
         let (prefetch, bursts) = (self.prefetches(), self.bursts.active());
         let Some(state) = port else {
             let out = &mut out[first..];
-            match (prefetch, bursts) {
-                (true, true) => self.enforce_without_port::<true, true>(records, verdicts, out, first),
-                (true, false) => self.enforce_without_port::<true, false>(records, verdicts, out, first),
-                (false, true) => self.enforce_without_port::<false, true>(records, verdicts, out, first),
-                (false, false) => self.enforce_without_port::<false, false>(records, verdicts, out, first),
+            let clock_ns = self.clock_ns;
+            if prefetch {
+                self.enforce_without_port::<true>(records, verdicts, out, first);
+            } else {
+                self.enforce_without_port::<false>(records, verdicts, out, first);
+            }
+            if bursts {
+                self.observe_chunk(clock_ns, records, verdicts, out);
             }
             return;
         };
@@ -504,10 +507,10 @@ impl Enforcer {
     }
 
     /// Enforces `records` (classified as `verdicts`), which start at `first` in the batch, into
-    /// `out`, with no port: a loop of its own for each way of prefetching and with or without
-    /// burst detection, so that the fast lane keeps its values in registers.
+    /// `out`, with no port: a loop of its own for each way of prefetching, so that the fast
+    /// lane keeps its values in registers.
     #[inline(always)]
-    fn enforce_without_port<const PREFETCH: bool, const BURSTS: bool>(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
+    fn enforce_without_port<const PREFETCH: bool>(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
         for (i, ((info, verdict), slot)) in records.iter().zip(verdicts).zip(out).enumerate() {
             if PREFETCH {
                 self.prefetch_ahead(verdicts, i);
@@ -516,9 +519,18 @@ impl Enforcer {
             arrival.clock_ns = arrival.clock_ns.max(self.clock_ns);
             self.clock_ns = arrival.clock_ns;
             self.enforce_one(arrival, *verdict, first + i, false, slot);
-            if BURSTS {
-                self.observe_burst(&arrival, verdict, info, slot.outcome);
-            }
+        }
+    }
+
+    /// Hands a chunk enforced without a port to the burst detector, in a pass of its own (its
+    /// records and rows are still in L1, and the fast lane's loop keeps its registers): every
+    /// fate is decided, so the detector sees what it would have packet by packet. `clock_ns`:
+    /// the clock before the chunk.
+    #[inline(never)]
+    fn observe_chunk(&mut self, mut clock_ns: u64, records: &[PacketInfo], verdicts: &[Verdict], out: &[Processed]) {
+        for ((info, verdict), row) in records.iter().zip(verdicts).zip(out) {
+            clock_ns = clock_ns.max(packet_time(info));
+            self.observe_burst(&Arrival::of(info, clock_ns), verdict, info, row.outcome);
         }
     }
 

@@ -5,7 +5,8 @@ doc alone: the rate view (sliding window, starts, ends at t_e + W, drain), what 
 Not modelled: the queue view (use policies whose fates are all known at arrival: no port, or a
 port with no shaper in front, so that no row is PENDING) and ``update``. Events come out in the
 order the doc numbers them: the order their end is found, packet by packet; within one packet,
-port scope, then tenant, then class; in ``drain()``, scope by scope in that order.
+port scope, then tenant, then class; in ``drain()``, the port, then the tenants in policy order,
+each before its classes (by class id), as docs/bursts.md ("Details", "Ids") says.
 """
 
 from __future__ import annotations
@@ -290,9 +291,10 @@ class BurstReference:
         )
 
     def drain(self) -> list[Event]:
-        """End of stream: every window empties, so open events end where their window falls to L."""
+        """End of stream: every window empties, so open events end where their window falls to L;
+        the port first, then each tenant (in policy order) before its classes (by class id)."""
         ended: list[Event] = []
-        for scope in self.scopes:
+        for scope in sorted(self.scopes, key=lambda s: (s.spec.scope != PORT, s.spec.tenant, s.spec.scope, s.spec.cls)):
             scope._leave_until(None, ended)
         return self._number(ended)
 
@@ -345,9 +347,9 @@ def scopes_from_dict(policy: Mapping[str, Any]) -> list[ScopeSpec]:
         return ScopeSpec(scope, tenant, cls, parse_duration(mb["window"]), _threshold(mb["threshold"], rate, where))
 
     out = []
-    port = policy.get("port") or {}
-    if "microburst" in port:
-        out.append(spec(PORT, -1, -1, port["microburst"], port["rate"], "port"))
+    port = policy.get("port")
+    if port is not None:  # a port is watched by default: 10us at its line rate (docs/qos.md)
+        out.append(spec(PORT, -1, -1, port.get("microburst", {"window": "10us", "threshold": "100%"}), port["rate"], "port"))
     tenant_specs, class_specs = [], []
     for t, tenant in enumerate(policy.get("tenants", [])):
         if "microburst" in tenant:

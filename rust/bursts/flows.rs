@@ -86,11 +86,14 @@ impl TopFlows {
         counter.bytes += bytes;
     }
 
-    /// The [`REPORTED`] flows with the most bytes, then the lower 5-tuple, as rows of `event`.
-    pub fn top(&self, event: u64) -> Vec<FlowRow> {
-        let mut counted: Vec<&Counter> = self.counters[..self.len].iter().collect();
-        counted.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.key.cmp(&b.key)));
-        counted.iter().take(REPORTED).enumerate().map(|(rank, c)| FlowRow::new(event, rank as u8, c)).collect()
+    /// Appends the [`REPORTED`] flows with the most bytes, then the lower 5-tuple, to `out` as
+    /// rows of `event`, and says how many. Sorts the counters in place: the burst is over.
+    pub fn report_into(&mut self, event: u64, out: &mut Vec<FlowRow>) -> usize {
+        let counted = &mut self.counters[..self.len];
+        counted.sort_unstable_by(|a, b| b.bytes.cmp(&a.bytes).then(a.key.cmp(&b.key)));
+        let top = &counted[..counted.len().min(REPORTED)];
+        out.extend(top.iter().enumerate().map(|(rank, c)| FlowRow::new(event, rank as u8, c)));
+        top.len()
     }
 }
 

@@ -1,8 +1,9 @@
 //! What a poller would have seen of a scope (docs/bursts.md, "Polled counters"): per polling
 //! interval, the average rate of each interval and the queue depth at each poll instant.
 //!
-//! Bytes are counted per interval of the shortest polling period, and folded into the longer
-//! ones (multiples of it) only when that interval ends: one compare and one add a packet.
+//! A scope's packets add their bytes to one counter; when the shortest interval ends (for the
+//! whole detector: [`PollClock`]), every scope that counted bytes folds them into each
+//! interval's current instance. A packet costs an add.
 
 /// What a poller at one interval saw.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -17,11 +18,50 @@ pub struct PollView {
     pub queue_max_at_polls: u64,
 }
 
+/// The instances of the shortest polling interval, for every scope at once.
+#[derive(Debug, Clone, Default)]
+pub struct PollClock {
+    intervals_ns: Vec<u64>,
+    fine_ns: u64,
+    /// The current instance of the shortest interval, and where it ends (`u64::MAX` without
+    /// polls); `None` before the first packet.
+    fine_index: Option<u64>,
+    pub end: u64,
+}
+
+impl PollClock {
+    /// `intervals_ns`: checked ([`check_intervals`]).
+    pub fn new(intervals_ns: &[u64]) -> PollClock {
+        let fine_ns = intervals_ns.iter().copied().min().unwrap_or(0);
+        PollClock { intervals_ns: intervals_ns.to_vec(), fine_ns, fine_index: None, end: 0 }
+    }
+
+    pub fn intervals_ns(&self) -> &[u64] {
+        &self.intervals_ns
+    }
+
+    /// The instance of each interval that the shortest one's current instance is in (empty
+    /// before the first packet).
+    pub fn instances(&self) -> Vec<u64> {
+        let Some(fine) = self.fine_index else { return Vec::new() };
+        self.intervals_ns.iter().map(|&ns| fine / (ns / self.fine_ns)).collect()
+    }
+
+    /// Moves to the instance `now` is in.
+    pub fn advance(&mut self, now: u64) {
+        if self.fine_ns == 0 {
+            self.end = u64::MAX;
+            return;
+        }
+        let index = now / self.fine_ns;
+        self.fine_index = Some(index);
+        self.end = index.saturating_add(1).saturating_mul(self.fine_ns);
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 struct Interval {
     ns: u64,
-    /// `ns` over the shortest interval.
-    ratio: u64,
     first: u64,
     current: u64,
     current_bytes: u64,
@@ -34,67 +74,36 @@ struct Interval {
 #[derive(Debug, Clone, Default)]
 pub struct Polls {
     intervals: Vec<Interval>,
-    /// The shortest interval; the bytes of its current instance, which ends at `fine_end`.
-    fine_ns: u64,
-    fine_index: u64,
-    fine_end: u64,
-    fine_bytes: u64,
+    /// Bytes were folded in.
     started: bool,
     /// The time of the port's latest event in this scope, once there was one.
     last_queue_event: Option<u64>,
 }
 
 impl Polls {
-    /// `intervals_ns`: checked ([`check_intervals`]).
     pub fn new(intervals_ns: &[u64]) -> Polls {
-        let fine_ns = intervals_ns.iter().copied().min().unwrap_or(0);
-        let intervals = intervals_ns.iter().map(|&ns| Interval { ns, ratio: ns / fine_ns.max(1), ..Interval::default() }).collect();
-        Polls { intervals, fine_ns, ..Polls::default() }
+        Polls { intervals: intervals_ns.iter().map(|&ns| Interval { ns, ..Interval::default() }).collect(), ..Polls::default() }
     }
 
     pub fn intervals_ns(&self) -> Vec<u64> {
         self.intervals.iter().map(|interval| interval.ns).collect()
     }
 
-    #[inline]
-    pub fn add(&mut self, now: u64, bytes: u32) {
-        if now >= self.fine_end || !self.started {
-            self.next_fine(now);
-        }
-        self.fine_bytes += u64::from(bytes);
-    }
-
-    /// Folds the ending fine interval into the longer ones and starts the one `now` is in.
-    #[cold]
-    fn next_fine(&mut self, now: u64) {
-        if self.fine_ns == 0 {
-            self.fine_end = u64::MAX;
-            self.started = true;
-            return;
-        }
-        if self.started {
-            self.fold();
-        }
-        self.fine_index = now / self.fine_ns;
-        self.fine_end = self.fine_index.saturating_add(1).saturating_mul(self.fine_ns);
-        for interval in &mut self.intervals {
-            let index = self.fine_index / interval.ratio;
-            if !self.started {
+    /// The scope's `bytes` of an instance of the shortest interval, which lies in instance
+    /// `at[i]` of interval `i`.
+    pub fn fold(&mut self, at: &[u64], bytes: u64) {
+        let started = self.started;
+        for (interval, &index) in self.intervals.iter_mut().zip(at) {
+            if !started {
                 (interval.first, interval.current) = (index, index);
             } else if index != interval.current {
                 interval.peak_bytes = interval.peak_bytes.max(interval.current_bytes);
                 (interval.current, interval.current_bytes) = (index, 0);
             }
+            interval.current_bytes += bytes;
+            interval.total_bytes += bytes;
         }
         self.started = true;
-    }
-
-    fn fold(&mut self) {
-        for interval in &mut self.intervals {
-            interval.current_bytes += self.fine_bytes;
-            interval.total_bytes += self.fine_bytes;
-        }
-        self.fine_bytes = 0;
     }
 
     /// The queue depth changes at `now`: every poll instant since the last change read `depth`.
@@ -111,12 +120,19 @@ impl Polls {
         }
     }
 
-    pub fn views(&self) -> Vec<PollView> {
-        self.intervals
+    /// What pollers saw, with `pending` bytes of the shortest interval's current instance,
+    /// `at` (each interval's instance it is in) not folded in yet.
+    pub fn views(&self, pending: u64, at: &[u64]) -> Vec<PollView> {
+        let mut polls = self.clone();
+        if pending > 0 {
+            polls.fold(at, pending);
+        }
+        polls
+            .intervals
             .iter()
             .map(|interval| {
-                let (current, total) = (interval.current_bytes + self.fine_bytes, interval.total_bytes + self.fine_bytes);
-                let polls = if self.started { interval.current - interval.first + 1 } else { 0 };
+                let (current, total) = (interval.current_bytes, interval.total_bytes);
+                let polls = if polls.started { interval.current - interval.first + 1 } else { 0 };
                 let bps = |bytes: u64, ns: u128| (u128::from(bytes) * 8_000_000_000).checked_div(ns).unwrap_or(0) as u64;
                 PollView {
                     interval_ns: interval.ns,

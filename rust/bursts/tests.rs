@@ -28,7 +28,7 @@ fn send(detector: &mut Detector, now: u64, bytes: u32, src_port: u16) {
 #[test]
 fn a_burst_starts_at_the_packet_over_the_limit_and_ends_when_its_window_falls_back() {
     let mut d = detector(None, vec![]);
-    assert_eq!(d.monitors[0].limit, 1_000);
+    assert_eq!(d.hot[0].limit(), 1_000);
     for (t, bytes) in [(0, 400), (1_000, 400), (2_000, 400), (3_000, 400)] {
         send(&mut d, t, bytes, 1);
     }
@@ -41,7 +41,7 @@ fn a_burst_starts_at_the_packet_over_the_limit_and_ends_when_its_window_falls_ba
     // After the second packet leaves at 11 us, 800 B remain: the event ends then.
     assert_eq!((e.start_ns, e.end_ns, e.packets, e.bytes), (2_000, 11_000, 2, 800));
     assert_eq!({ e.peak_bps }, window_bps(1_600, W));
-    assert_eq!(d.monitors[0].totals.time_in_burst_ns, 9_000);
+    assert_eq!(d.monitors[0].totals(&d.hot[0]).time_in_burst_ns, 9_000);
 }
 
 #[test]
@@ -49,9 +49,9 @@ fn a_window_exactly_at_the_limit_is_no_burst_and_equal_times_count_in_order() {
     let mut d = detector(None, vec![]);
     send(&mut d, 0, 500, 1);
     send(&mut d, 0, 500, 1);
-    assert!(d.monitors[0].rate.is_none(), "1,000 B is at the limit, not above");
+    assert!(!d.monitors[0].is_open(View::Rate), "1,000 B is at the limit, not above");
     send(&mut d, 0, 1, 1);
-    assert_eq!(d.monitors[0].rate.as_ref().map(|e| e.start_ns), Some(0));
+    assert!(d.monitors[0].is_open(View::Rate), "open at the third packet, at 0");
     d.drain();
     let e = d.events()[0];
     assert_eq!((e.start_ns, e.end_ns, e.packets, e.bytes), (0, W as i64, 1, 1));
@@ -110,7 +110,7 @@ fn the_queue_view_rises_and_falls_with_hysteresis() {
     for (t, bytes) in [(100, 1_500), (200, 1_500), (300, 1_500)] {
         d.port_arrival(0, t, bytes, Outcome::Pass);
     }
-    assert!(d.monitors[0].queue.is_some(), "4,500 B > 3,000 B");
+    assert!(d.monitors[0].is_open(View::Queue), "4,500 B > 3,000 B");
     d.port_arrival(0, 400, 1_500, Outcome::DropPortQueue);
     d.departed(0, 1_500, 1_500); // 3,000 B: still open (fall at 1,000 B)
     d.departed(0, 2_500, 1_500); // 1,500 B
@@ -119,7 +119,7 @@ fn the_queue_view_rises_and_falls_with_hysteresis() {
     let e = d.events()[0];
     assert_eq!((e.view, e.start_ns, e.end_ns, e.max_queue_bytes, e.drop_port_queue, e.dropped), (View::Queue as u8, 300, 3_500, 4_500, 1, 1));
     // Polls at 1, 2 and 3 us read 4,500, 3,000 and 1,500 bytes.
-    let polls = d.monitors[0].polls.views()[0];
+    let polls = d.stats()[0].polls[0];
     assert_eq!((polls.queue_polls, polls.queue_nonzero_polls, polls.queue_max_at_polls), (3, 3, 4_500));
 }
 
@@ -129,7 +129,7 @@ fn polls_average_each_interval() {
     send(&mut d, 10, 1_000, 1);
     send(&mut d, 150_000, 500, 1);
     send(&mut d, 2_500_000, 250, 1);
-    let views = d.monitors[0].polls.views();
+    let views = d.stats()[0].polls.clone();
     // 1 ms polls: intervals 0..=2, 1,500 B in the first; 100 us polls: 0..=25, 1,000 B in one.
     assert_eq!((views[0].polls, views[0].peak_bps, views[0].mean_bps), (3, 12_000_000, 1_750 * 8_000 / 3));
     assert_eq!((views[1].polls, views[1].peak_bps), (26, 80_000_000));
@@ -143,9 +143,9 @@ fn an_update_keeps_an_unchanged_scope_and_ends_a_changed_one() {
     let config = d.monitors[0].config;
     let spec = |config| BurstSpec { port: None, tenants: vec![TenantBursts { name: "a".into(), tenant: Some(config), classes: vec![] }], poll_ns: vec![] };
     d.retarget(&spec(config), &names, &[], false, 5);
-    assert!(d.monitors[0].rate.is_some() && d.events().is_empty(), "kept, still open");
+    assert!(d.monitors[0].is_open(View::Rate) && d.events().is_empty(), "kept, still open");
     d.retarget(&spec(BurstConfig { window_ns: 2 * W, ..config }), &names, &[], false, 6);
     assert_eq!((d.events()[0].start_ns, d.events()[0].end_ns), (0, 6));
-    assert!(d.monitors[0].rate.is_none() && d.monitors[0].window.is_empty());
+    assert!(!d.monitors[0].is_open(View::Rate) && d.hot[0].window_len() == 0);
     assert_eq!(d.stats()[0].totals.rate_events, 1, "the ended event's totals stay");
 }

@@ -42,7 +42,7 @@ pub(super) fn burst_stats_dict<'py>(py: Python<'py>, stats: &ScopeStats) -> PyRe
     entry.set_item("rate_events", totals.rate_events)?;
     entry.set_item("queue_events", totals.queue_events)?;
     entry.set_item("time_in_burst_ns", totals.time_in_burst_ns)?;
-    entry.set_item("peak_window_bps", bursts::window_bps(totals.peak_window_bytes, config.window_ns))?;
+    entry.set_item("peak_window_bps", totals.peak_window_bps)?;
     entry.set_item("max_queue_bytes", totals.max_queue_bytes)?;
     let polls = stats.polls.iter().map(|view| {
         let poll = PyDict::new(py);
