@@ -3,7 +3,8 @@
 //! rounds, alternating). Every tenant has an srTCM meter and an EDT shaper (as
 //! `enforce_speed`) and, when watched, a 1 us or 10 us window at a threshold two 114-byte
 //! packets per microsecond would pass (1.9 Gbit/s), so that bursts are rare: the cost measured
-//! is that of watching, per packet.
+//! is that of watching, per packet. `THRESHOLD=<bit/s>` sets another threshold (e.g. 100000000,
+//! where many packets open a burst).
 use bytemuck::Zeroable;
 use isolane::bursts::{BurstConfig, BurstSpec, TenantBursts};
 use isolane::enforce::{Processed, QosSpec};
@@ -44,7 +45,7 @@ fn main() {
     let offered = packets as u64 * u64::from(SIZE) / tenants as u64;
     let plain = metered_and_shaped(tenants, (offered * 2 / 3).max(1));
     let watched = |window_ns: u64| {
-        let config = BurstConfig { window_ns, threshold_bps: 1_900_000_000 * window_ns / 1_000, queue: None };
+        let config = BurstConfig { window_ns, threshold_bps: std::env::var("THRESHOLD").ok().and_then(|t| t.parse().ok()).unwrap_or(1_900_000_000 * window_ns / 1_000), queue: None };
         let bursts = plain.tenants.iter().map(|t| TenantBursts { name: t.name.clone(), tenant: Some(config), classes: vec![] }).collect();
         QosSpec { bursts: BurstSpec { port: None, tenants: bursts, poll_ns: vec![1_000_000_000, 100_000_000, 10_000_000, 1_000_000] }, ..plain.clone() }
     };

@@ -188,6 +188,9 @@ pub struct Detector {
     archive: FxHashMap<ScopeKey, (BurstConfig, Totals)>,
     /// The instances of the shortest polling interval.
     clock: PollClock,
+    /// The scopes that counted bytes in the shortest polling interval's current instance: only
+    /// they fold at its end, so that a sparse capture does not pay for every scope each time.
+    counted: Vec<u32>,
     /// Events already handed out by [`Detector::take_ended`].
     handed_out: usize,
 }
@@ -274,6 +277,7 @@ impl Detector {
                 QueueSlots { monitors: [slots.tenant, class], depth }
             })
             .collect();
+        self.counted = (0..hots.len() as u32).filter(|&m| hots[m as usize].counted_bytes()).collect();
         (self.hot, self.monitors, self.port, self.tenants, self.class_slots) = (hots, monitors, port, tenants, class_slots);
     }
 
@@ -315,20 +319,22 @@ impl Detector {
 
     #[inline(always)]
     fn arrive(&mut self, scope: u32, now: u64, bytes: u32, info: &PacketInfo, outcome: u8) {
-        let scope = scope as usize;
-        self.monitors[scope].arrive(&mut self.hot[scope], now, bytes, info, outcome, &mut self.sink);
+        let hot = &mut self.hot[scope as usize];
+        if !hot.counted_bytes() {
+            self.counted.push(scope);
+        }
+        self.monitors[scope as usize].arrive(hot, now, bytes, info, outcome, &mut self.sink);
     }
 
-    /// The shortest polling interval ended (for the first time: began): every scope folds in
-    /// the bytes it counted.
+    /// The shortest polling interval ended (for the first time: began): the scopes that
+    /// counted bytes in it fold them in.
     #[cold]
     fn next_poll(&mut self, now: u64) {
         let at = self.clock.instances();
-        if !at.is_empty() {
-            for (hot, monitor) in self.hot.iter_mut().zip(&mut self.monitors) {
-                monitor.fold_polls(hot, &at);
-            }
+        for &m in &self.counted {
+            self.monitors[m as usize].fold_polls(&mut self.hot[m as usize], &at);
         }
+        self.counted.clear();
         self.clock.advance(now);
     }
 

@@ -90,6 +90,12 @@ pub(super) struct Hot {
 const _: () = assert!(std::mem::size_of::<Hot>() == 128, "a scope's hot state is two cache lines");
 
 impl Hot {
+    /// Whether the scope counted bytes in the shortest polling interval's current instance.
+    #[inline]
+    pub(super) fn counted_bytes(&self) -> bool {
+        self.fine_bytes > 0
+    }
+
     pub(super) fn new(config: &BurstConfig) -> Hot {
         Hot { limit: config.limit_bytes(), window_ns: config.window_ns as u32, ..Hot::default() }
     }
@@ -111,7 +117,9 @@ impl Hot {
         self.window.push_back((now.saturating_add(u64::from(self.window_ns)), bytes));
         self.sum += u64::from(bytes);
         self.fine_bytes += u64::from(bytes);
-        self.peak_window_bytes = self.peak_window_bytes.max(self.sum);
+        if self.sum > self.peak_window_bytes {
+            self.peak_window_bytes = self.sum; // a branch, rarely taken once the peak is set: no store
+        }
     }
 }
 
@@ -164,10 +172,12 @@ impl Monitor {
         }
     }
 
-    /// The shortest polling interval ended: its bytes go into each interval's instance `at`.
+    /// The shortest polling interval ended: its bytes go into each interval's instance `at`
+    /// (none before the first packet, or without polls).
     pub(super) fn fold_polls(&mut self, hot: &mut Hot, at: &[u64]) {
-        if hot.fine_bytes > 0 {
-            self.polls.fold(at, std::mem::take(&mut hot.fine_bytes));
+        let bytes = std::mem::take(&mut hot.fine_bytes);
+        if bytes > 0 && !at.is_empty() {
+            self.polls.fold(at, bytes);
         }
     }
 
