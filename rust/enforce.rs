@@ -11,6 +11,7 @@
 //! both shapers (release = the later of the two; a drop by either leaves both untouched) ->
 //! the port, which sees the packet at its release time.
 
+mod chunks;
 mod columns;
 mod spec;
 mod stats;
@@ -29,6 +30,8 @@ use crate::bursts::{BurstEvent, Detector, FlowRow, ScopeStats};
 use crate::memory::prefetch;
 use crate::shaping::{Port, PortConfig, QueueConfig, ShapeDrop, ShaperConsts, ShaperState};
 
+pub use chunks::{Chunks, Classified};
+use chunks::Given;
 pub use columns::{BurstColumns, ContractColumns, MeterColumns, QosColumns, ShaperColumns};
 pub use crate::outcome::{processed_fields, Outcome, Processed, NO_COLOR, OUTCOMES};
 pub use spec::{Arrival, ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
@@ -139,51 +142,6 @@ pub const CHUNK: usize = 2048;
 /// 48 KiB L1 cache from one step to the next (2,048 of them spilled to L2 and took 7% longer
 /// through the whole pipeline).
 const CACHED_CHUNK: usize = 256;
-
-/// A batch's packets with their verdicts, handed to the enforcer a chunk at a time:
-/// classified records, or a capture parsed and classified as it goes (`engine/pipeline.rs`).
-pub trait Chunks {
-    /// Packets in the batch.
-    fn packets(&self) -> usize;
-
-    /// Packets `first..first + len` (at most [`CHUNK`]) and their verdicts, in scratch space
-    /// the source may fill and return (`records` and `verdicts` hold at least `len`).
-    fn chunk<'s>(&'s mut self, first: usize, len: usize, records: &'s mut [PacketInfo], verdicts: &'s mut [Verdict]) -> (&'s [PacketInfo], &'s [Verdict]);
-}
-
-/// Records with their verdicts, handed over as they are.
-struct Given<'r> {
-    records: &'r [PacketInfo],
-    verdicts: &'r [Verdict],
-}
-
-impl Chunks for Given<'_> {
-    fn packets(&self) -> usize {
-        self.records.len()
-    }
-
-    fn chunk<'s>(&'s mut self, first: usize, len: usize, _: &'s mut [PacketInfo], _: &'s mut [Verdict]) -> (&'s [PacketInfo], &'s [Verdict]) {
-        (&self.records[first..first + len], &self.verdicts[first..first + len])
-    }
-}
-
-/// Records classified a chunk at a time by `classify`, just before they are enforced.
-pub struct Classified<'r, C> {
-    pub records: &'r [PacketInfo],
-    pub classify: C,
-}
-
-impl<C: FnMut(&[PacketInfo], &mut [Verdict])> Chunks for Classified<'_, C> {
-    fn packets(&self) -> usize {
-        self.records.len()
-    }
-
-    fn chunk<'s>(&'s mut self, first: usize, len: usize, _: &'s mut [PacketInfo], verdicts: &'s mut [Verdict]) -> (&'s [PacketInfo], &'s [Verdict]) {
-        let (records, verdicts) = (&self.records[first..first + len], &mut verdicts[..len]);
-        (self.classify)(records, verdicts);
-        (records, verdicts)
-    }
-}
 
 /// Below this much state ([`Enforcer::state_bytes`]) it stays in a 2 MiB L2 cache, and
 /// prefetching costs more instructions (~30-50 a packet) than it saves misses (1,000 tenants of
