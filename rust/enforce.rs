@@ -321,7 +321,7 @@ impl Enforcer {
         self.port = Some(state);
     }
 
-    /// Ends the packet stream: the port drains ([`drain_port`](Enforcer::drain_port)), then
+    /// Ends the packet stream: the port drains (packets in flight reach it, all it holds is sent), then
     /// every burst window empties, so that every open burst ends (docs/bursts.md).
     pub fn drain(&mut self) {
         self.drain_port();

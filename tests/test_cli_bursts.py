@@ -62,11 +62,13 @@ def test_the_table_shows_the_bursts_beside_the_polls(capsys: pytest.CaptureFixtu
     section = out[out.index("\nmicrobursts") :]
     lines = section.strip().splitlines()
     assert lines[0].split()[:4] == ["microbursts", "window", "threshold", "bursts"]
-    collective = next(line for line in lines if line.startswith("training / collective"))
-    assert collective.split()[3:6] == ["1ms", "100", "Mbps"] and collective.split()[6] == "10"
+    training = lines.index(next(line for line in lines if line.startswith("training ")))
+    collective = lines[training + 1]
+    assert collective.startswith("  collective"), "a class under its tenant"
+    assert collective.split()[1:4] == ["1ms", "100", "Mbps"] and collective.split()[4] == "10"
     polls = lines.index(next(line for line in lines if line.startswith("what polls showed")))
     assert "1s: peak rate, max queue" in lines[polls] and "1ms: peak rate, max queue" in lines[polls]
-    polled = next(line for line in lines[polls:] if line.startswith("training / collective")).split()[3:]
+    polled = next(line for line in lines[polls:] if line.startswith("  collective")).split()[1:]
     scope = next(s for s in report["burst_scopes"] if s["class"] == "collective")
     views = {p["interval_ns"]: p for p in scope["polls"]}
     assert [float(polled[0]), float(polled[4])] == pytest.approx([views[10**9]["peak_bps"] / 1e6, views[10**6]["peak_bps"] / 1e6], rel=0.01)

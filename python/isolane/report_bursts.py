@@ -177,17 +177,18 @@ def format_bursts(scopes: Sequence[ScopeBursts], events: Sequence[dict[str, Any]
     longest and shortest polls showed of the same traffic, then the biggest bursts."""
     if not scopes:
         return []
-    header = ["microbursts", "window", "threshold", "bursts", "biggest", "peak", "max queue", "lost in bursts"]
+    labels = _nested_labels(scopes)
+    header = ["microbursts", "window", "threshold", "bursts", "longest", "biggest", "peak", "max queue", "lost in bursts"]
     rows = [header]
-    for s in scopes:
-        cells = [s.label, format_duration(s.window_ns), _rate(s.threshold_bps), f"{s.bursts:,}", _size(s.biggest_bytes)]
+    for s, label in zip(scopes, labels):
+        cells = [label, format_duration(s.window_ns), _rate(s.threshold_bps), f"{s.bursts:,}", _time(s.longest_ns), _size(s.biggest_bytes)]
         rows.append(cells + [_rate(s.peak_window_bps), _size(s.max_queue_bytes), f"{s.dropped_in_bursts:,} of {s.dropped:,}"])
     lines = ["", *align(rows, right=range(1, len(header)))]
     intervals = sorted({interval for scope in scopes for interval in scope.polls}, reverse=True)
     shown = intervals[:1] + intervals[-1:] if len(intervals) > 1 else intervals
     if shown:
         header = ["what polls showed", *(f"{format_duration(p)}: peak rate, max queue" for p in shown)]
-        rows = [header] + [[s.label, *(f"{_rate(s.polls[p]['peak_bps'])}, {_size(s.polls[p]['queue_max_at_polls'])}" for p in shown)] for s in scopes]
+        rows = [header] + [[label, *(f"{_rate(s.polls[p]['peak_bps'])}, {_size(s.polls[p]['queue_max_at_polls'])}" for p in shown)] for s, label in zip(scopes, labels)]
         lines += ["", *align(rows, right=range(1, len(header)))]
     biggest = sorted(events, key=lambda e: (-e["bytes"], e["id"]))[:LISTED_BURSTS]
     if biggest:
@@ -204,6 +205,16 @@ def format_bursts(scopes: Sequence[ScopeBursts], events: Sequence[dict[str, Any]
         for row, flow in zip(table[1:], flows):
             lines += [row, f"    {flow}"]
     return lines
+
+
+def _nested_labels(scopes: Sequence[ScopeBursts]) -> list[str]:
+    """Each scope's label, a class indented under its tenant's line when that comes just before
+    (as the tenants' table shows classes)."""
+    labels = []
+    for i, s in enumerate(scopes):
+        tenant_above = i > 0 and scopes[i - 1].tenant == s.tenant and scopes[i - 1].scope in ("tenant", "class")
+        labels.append(f"  {s.class_name}" if s.scope == "class" and tenant_above else s.label)
+    return labels
 
 
 def _top_flow(flows: Sequence[dict[str, Any]], total: int) -> str:
