@@ -317,6 +317,22 @@ impl Detector {
         }
     }
 
+    /// Asks the cache for the state of the scopes a later packet will need (its tenant's and
+    /// class's; the port's stays cached).
+    #[inline]
+    pub fn prefetch(&self, verdict: &Verdict) {
+        let Some(&slots) = usize::try_from(verdict.tenant).ok().and_then(|t| self.tenants.get(t)) else { return };
+        if let Some(hot) = self.hot.get(slots.tenant as usize) {
+            hot.prefetch();
+        }
+        let cls = verdict.cls as u32;
+        if cls < slots.classes {
+            if let Some(hot) = self.hot.get(self.class_slots[(slots.first_class + cls) as usize] as usize) {
+                hot.prefetch();
+            }
+        }
+    }
+
     #[inline(always)]
     fn arrive(&mut self, scope: u32, now: u64, bytes: u32, info: &PacketInfo, outcome: u8) {
         let hot = &mut self.hot[scope as usize];

@@ -486,7 +486,10 @@ impl Enforcer {
     /// the clock before the chunk.
     #[inline(never)]
     fn observe_chunk(&mut self, mut clock_ns: u64, records: &[PacketInfo], verdicts: &[Verdict], out: &[Processed]) {
-        for ((info, verdict), row) in records.iter().zip(verdicts).zip(out) {
+        for (i, ((info, verdict), row)) in records.iter().zip(verdicts).zip(out).enumerate() {
+            if let Some(ahead) = verdicts.get(i + 8) {
+                self.bursts.prefetch(ahead);
+            }
             clock_ns = clock_ns.max(packet_time(info));
             self.observe_burst(&Arrival::of(info, clock_ns), verdict, info, row.outcome);
         }

@@ -96,6 +96,13 @@ impl Hot {
         self.fine_bytes > 0
     }
 
+    /// Asks the cache for both lines.
+    #[inline]
+    pub(super) fn prefetch(&self) {
+        crate::memory::prefetch(self);
+        crate::memory::prefetch(&self.peak_window_bytes);
+    }
+
     pub(super) fn new(config: &BurstConfig) -> Hot {
         Hot { limit: config.limit_bytes(), window_ns: config.window_ns as u32, ..Hot::default() }
     }
