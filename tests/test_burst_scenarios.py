@@ -75,6 +75,7 @@ def test_bursts_polls_cannot_see_lose_a_tenant_two_percent() -> None:
         for view in (port["polls"][interval], victim["polls"][interval]):
             assert view["queue_polls"] > 0 and view["queue_nonzero_polls"] == 0 and view["queue_max_at_polls"] == 0
     assert port["polls"][SECOND]["polls"] == 2 and port["polls"][SECOND]["peak_bps"] < LINE_BPS // 10
+    assert port["polls"][SECOND]["peak_utilisation"] == port["polls"][SECOND]["peak_bps"] / LINE_BPS < 0.1
     assert victim["polls"][SECOND]["peak_bps"] < VICTIM_THRESHOLD_BPS // 10  # nowhere near its threshold
 
     # The truth: a rate event per burst, far above the threshold, its queue at the port filled

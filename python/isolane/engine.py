@@ -433,14 +433,20 @@ class Engine:
         (``window_ns``, ``threshold_bps``, ``queue``: rise and fall bytes or None), the truth
         (``rate_events``, ``queue_events``, ``time_in_burst_ns``, ``peak_window_bps``,
         ``max_queue_bytes``) and ``polls``: per polling interval in ns, what a poller saw
-        (``polls``, ``peak_bps``, ``mean_bps``, ``queue_polls``, ``queue_nonzero_polls``,
+        (``polls``, ``peak_bps``, ``mean_bps``, ``peak_utilisation`` and ``mean_utilisation`` of
+        the port's line rate (None without a port), ``queue_polls``, ``queue_nonzero_polls``,
         ``queue_max_at_polls``)."""
-        class_names = {t.name: t.class_names for t in self.policy.tenants}
+        policy = self.policy
+        class_names = {t.name: t.class_names for t in policy.tenants}
+        line_bps = policy.port.rate_bps if policy.port is not None else None
         out = []
         for raw in self._core.burst_stats():
             cls, names = raw["cls"], class_names.get(raw["tenant"], [])
             scope = BurstScope(raw["scope"]).name.lower()
             polls = {view.pop("interval_ns"): view for view in raw.pop("polls")}
+            for view in polls.values():
+                view["peak_utilisation"] = view["peak_bps"] / line_bps if line_bps else None
+                view["mean_utilisation"] = view["mean_bps"] / line_bps if line_bps else None
             out.append({**raw, "scope": scope, "class": names[cls] if cls is not None and cls < len(names) else None, "polls": polls})
         return out
 
