@@ -149,3 +149,19 @@ fn an_update_keeps_an_unchanged_scope_and_ends_a_changed_one() {
     assert!(!d.monitors[0].is_open(View::Rate) && d.hot[0].window_len() == 0);
     assert_eq!(d.stats()[0].totals.rate_events, 1, "the ended event's totals stay");
 }
+
+#[test]
+fn a_packet_leaves_the_window_exactly_one_window_after_it_came() {
+    // (t - W, t]: at t = W the packet of time 0 is out, 1 ns earlier it is in.
+    let mut apart = detector(None, vec![]);
+    send(&mut apart, 0, 600, 1);
+    send(&mut apart, W, 600, 1);
+    apart.drain();
+    assert!(apart.events().is_empty(), "1,200 B, but never in one window");
+    let mut within = detector(None, vec![]);
+    send(&mut within, 0, 600, 1);
+    send(&mut within, W - 1, 600, 1);
+    within.drain();
+    let e = within.events()[0];
+    assert_eq!((e.start_ns, e.end_ns), ((W - 1) as i64, W as i64), "ends as the first packet leaves, at 0 + W");
+}
