@@ -354,10 +354,11 @@ impl Detector {
         self.clock.advance(now);
     }
 
-    /// The monitors of port queue `queue`'s scopes: the port's, its tenant's, its class's.
-    fn queue_monitors(&self, queue: u32) -> impl Iterator<Item = usize> + '_ {
-        let own = self.queues.get(queue as usize).map_or([NONE; 2], |q| q.monitors);
-        self.port.into_iter().chain(own).filter(|&m| m != NONE).map(|m| m as usize)
+    /// The monitors of port queue `queue`'s scopes, in a fixed array (a port event allocates
+    /// nothing): the port's, its tenant's, its class's, [`NONE`] where a scope is not watched.
+    fn queue_monitors(&self, queue: u32) -> [u32; 3] {
+        let [tenant, class] = self.queues.get(queue as usize).map_or([NONE; 2], |q| q.monitors);
+        [self.port.unwrap_or(NONE), tenant, class]
     }
 
     /// A packet of port queue `queue` had its fate decided there at `now`: admitted (queued)
@@ -369,8 +370,7 @@ impl Detector {
                 slots.depth += u64::from(bytes);
             }
         }
-        let monitors: Vec<usize> = self.queue_monitors(queue).collect();
-        for m in monitors {
+        for m in self.queue_monitors(queue).into_iter().filter(|&m| m != NONE).map(|m| m as usize) {
             let (hot, monitor) = (&mut self.hot[m], &mut self.monitors[m]);
             if admitted {
                 monitor.admitted(hot, now, bytes, &mut self.sink);
@@ -384,8 +384,7 @@ impl Detector {
         if let Some(slots) = self.queues.get_mut(queue as usize) {
             slots.depth = slots.depth.saturating_sub(u64::from(bytes));
         }
-        let monitors: Vec<usize> = self.queue_monitors(queue).collect();
-        for m in monitors {
+        for m in self.queue_monitors(queue).into_iter().filter(|&m| m != NONE).map(|m| m as usize) {
             self.monitors[m].departed(&mut self.hot[m], now, bytes, &mut self.sink);
         }
     }
