@@ -123,8 +123,7 @@ def scapy_extract(path, limit: int | None = None, vxlan_port: int = VXLAN_PORT) 
     read from the dissected layers. scapy also binds VXLAN to other ports (4790, 8472, ...)
     and to source ports, so the destination port is checked to keep isolane's semantics."""
     from scapy.layers.inet import IP, TCP, UDP
-    from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, \
-        IPv6ExtHdrHopByHop, IPv6ExtHdrRouting
+    from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, IPv6ExtHdrHopByHop, IPv6ExtHdrRouting
     from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
     from scapy.layers.vxlan import VXLAN
     from scapy.utils import PcapReader

@@ -38,7 +38,7 @@ def test_peer_limit(vx_pcap, name):
 @pytest.fixture(scope="module")
 def odd_pcap(tmp_path_factory):
     """Hand-made packets around the edges of the VXLAN case, with the expected rows."""
-    from scapy.all import ARP, IP, TCP, UDP, VXLAN, Dot1Q, Ether, ICMP, IPv6, wrpcap
+    from scapy.all import ARP, ICMP, IP, TCP, UDP, VXLAN, Dot1Q, Ether, IPv6, wrpcap
     from scapy.layers.inet6 import IPv6ExtHdrHopByHop
 
     def E():  # explicit MACs: a bare Ether() makes scapy ARP for the destination

@@ -45,7 +45,11 @@ fn main() {
     let offered = packets as u64 * u64::from(SIZE) / tenants as u64;
     let plain = metered_and_shaped(tenants, (offered * 2 / 3).max(1));
     let watched = |window_ns: u64| {
-        let config = BurstConfig { window_ns, threshold_bps: std::env::var("THRESHOLD").ok().and_then(|t| t.parse().ok()).unwrap_or(1_900_000_000 * window_ns / 1_000), queue: None };
+        let config = BurstConfig {
+            window_ns,
+            threshold_bps: std::env::var("THRESHOLD").ok().and_then(|t| t.parse().ok()).unwrap_or(1_900_000_000 * window_ns / 1_000),
+            queue: None,
+        };
         let bursts = plain.tenants.iter().map(|t| TenantBursts { name: t.name.clone(), tenant: Some(config), classes: vec![] }).collect();
         QosSpec { bursts: BurstSpec { port: None, tenants: bursts, poll_ns: vec![1_000_000_000, 100_000_000, 10_000_000, 1_000_000] }, ..plain.clone() }
     };
@@ -66,6 +70,11 @@ fn main() {
     }
     let per_packet = |seconds: f64| seconds * 1e9 / packets as f64;
     for (slot, (name, _)) in specs.iter().enumerate() {
-        println!("{tenants} tenants, bursts {name:>4}: {:5.1} ns/packet ({:+.1} over off), {} bursts", per_packet(best[slot]), per_packet(best[slot] - best[0]), events[slot]);
+        println!(
+            "{tenants} tenants, bursts {name:>4}: {:5.1} ns/packet ({:+.1} over off), {} bursts",
+            per_packet(best[slot]),
+            per_packet(best[slot] - best[0]),
+            events[slot]
+        );
     }
 }

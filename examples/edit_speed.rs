@@ -47,12 +47,8 @@ fn timed(work: impl FnOnce()) -> f64 {
 
 fn main() {
     let rules: usize = std::env::args().nth(1).map_or(10_000, |n| n.parse().unwrap());
-    let spec = TablesSpec {
-        tenants: vec![tenant("big", rules), tenant("small", 0)],
-        vnis: vec![(1, 0), (2, 1)],
-        unknown_action: DROP,
-        ..TablesSpec::default()
-    };
+    let spec =
+        TablesSpec { tenants: vec![tenant("big", rules), tenant("small", 0)], vnis: vec![(1, 0), (2, 1)], unknown_action: DROP, ..TablesSpec::default() };
     let middle = rules as i32 / 2;
     let row = RuleRow { rule: EXTRA, action: DROP, class: 0 };
     let insert = |at| RuleEdit::Insert { at, rows: vec![row] };
@@ -106,7 +102,10 @@ fn classify_speed(engine: &Engine, rules: usize) {
         ..PacketInfo::zeroed()
     };
     let ipv4: Vec<PacketInfo> = (0..PACKETS).map(|i| packet(i * 7919 % rules)).collect();
-    let ipv6: Vec<PacketInfo> = ipv4.iter().map(|p| PacketInfo { src: (0x2001_0db8u128 << 96 | 1).to_be_bytes(), dst: (0x2001_0db8u128 << 96 | 2).to_be_bytes(), ip_version: 6, ..*p }).collect();
+    let ipv6: Vec<PacketInfo> = ipv4
+        .iter()
+        .map(|p| PacketInfo { src: (0x2001_0db8u128 << 96 | 1).to_be_bytes(), dst: (0x2001_0db8u128 << 96 | 2).to_be_bytes(), ip_version: 6, ..*p })
+        .collect();
     for (what, records) in [("IPv4, edited tenant (whole table)", &ipv4), ("IPv6", &ipv6)] {
         let mut out = vec![Verdict::zeroed(); records.len()];
         let mut best = f64::MAX;

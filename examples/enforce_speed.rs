@@ -13,8 +13,8 @@
 //! each tenant offers 1.5x its CIR (the shaper runs at 1.25x CIR).
 use bytemuck::Zeroable;
 use isolane::enforce::Processed;
-use isolane::verdict::Verdict;
 use isolane::parse::PacketInfo;
+use isolane::verdict::Verdict;
 use std::time::Instant;
 
 #[path = "common/enforcer.rs"]

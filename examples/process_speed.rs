@@ -6,8 +6,8 @@
 //! its CIR (the shaper runs at 1.25x CIR).
 use bytemuck::Zeroable;
 use isolane::classify::{ipv4_mapped, Rule};
-use isolane::engine::{Engine, TablesSpec, TenantSpec, ALLOW, DROP};
 use isolane::enforce::Processed;
+use isolane::engine::{Engine, TablesSpec, TenantSpec, ALLOW, DROP};
 use isolane::parse::{PacketInfo, Status, Tunnel};
 use std::time::Instant;
 
@@ -76,6 +76,10 @@ fn main() {
         }
     }
     for (best, threads) in best.iter().zip(&thread_counts) {
-        println!("{TENANTS} tenants, batches of {batch}, {threads} threads: {:.1} Mpps ({:.1} ns/packet)", PACKETS as f64 / best / 1e6, best * 1e9 / PACKETS as f64);
+        println!(
+            "{TENANTS} tenants, batches of {batch}, {threads} threads: {:.1} Mpps ({:.1} ns/packet)",
+            PACKETS as f64 / best / 1e6,
+            best * 1e9 / PACKETS as f64
+        );
     }
 }

@@ -53,13 +53,7 @@ pub struct BatchView<'a> {
 impl<'a> BatchView<'a> {
     /// Checks that the arrays describe packets inside `data`, so that later per-packet work
     /// can index without failing.
-    pub fn new(
-        data: &'a [u8],
-        offsets: &'a [u64],
-        lengths: &'a [u32],
-        wire_lengths: &'a [u32],
-        link_types: LinkTypes<'a>,
-    ) -> Result<Self> {
+    pub fn new(data: &'a [u8], offsets: &'a [u64], lengths: &'a [u32], wire_lengths: &'a [u32], link_types: LinkTypes<'a>) -> Result<Self> {
         let count = offsets.len();
         if lengths.len() != count || wire_lengths.len() != count {
             return Err(CoreError::InvalidBatch(format!(
@@ -70,10 +64,7 @@ impl<'a> BatchView<'a> {
         }
         if let LinkTypes::PerPacket(link_types) = link_types {
             if link_types.len() != count {
-                return Err(CoreError::InvalidBatch(format!(
-                    "link_types has {} entries for {count} packets",
-                    link_types.len()
-                )));
+                return Err(CoreError::InvalidBatch(format!("link_types has {} entries for {count} packets", link_types.len())));
             }
         }
         if let Some(index) = (0..count).find(|&i| !fits(data.len(), offsets[i], lengths[i])) {
@@ -116,9 +107,7 @@ impl<'a> BatchView<'a> {
 }
 
 fn fits(data_len: usize, offset: u64, length: u32) -> bool {
-    offset
-        .checked_add(u64::from(length))
-        .is_some_and(|end| end <= data_len as u64)
+    offset.checked_add(u64::from(length)).is_some_and(|end| end <= data_len as u64)
 }
 
 /// An owned batch, as the pcap reader fills it.
@@ -170,13 +159,7 @@ impl PacketBuffers {
             Some(link_type) => LinkTypes::Uniform(link_type),
             None => LinkTypes::PerPacket(&self.link_types),
         };
-        BatchView {
-            data: &self.data,
-            offsets: &self.offsets,
-            lengths: &self.lengths,
-            wire_lengths: &self.wire_lengths,
-            link_types,
-        }
+        BatchView { data: &self.data, offsets: &self.offsets, lengths: &self.lengths, wire_lengths: &self.wire_lengths, link_types }
     }
 }
 

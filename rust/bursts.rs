@@ -429,7 +429,12 @@ impl Detector {
         }
         let at = self.clock.instances();
         for (hot, monitor) in self.hot.iter().zip(&self.monitors) {
-            let entry = all.entry(monitor.key.clone()).or_insert_with(|| ScopeStats { key: monitor.key.clone(), config: monitor.config, totals: Totals::default(), polls: Vec::new() });
+            let entry = all.entry(monitor.key.clone()).or_insert_with(|| ScopeStats {
+                key: monitor.key.clone(),
+                config: monitor.config,
+                totals: Totals::default(),
+                polls: Vec::new(),
+            });
             entry.config = monitor.config;
             entry.totals.add(&monitor.totals(hot));
             entry.polls = monitor.poll_views(hot, &at);

@@ -7,8 +7,8 @@ mod chunked;
 mod tree;
 mod tuples;
 
-use std::sync::Arc;
 pub(crate) use chunked::{Chunked, Item};
+use std::sync::Arc;
 pub use tree::{Fields, Forest, NO_RULE};
 use tuples::TupleSpace;
 
@@ -40,18 +40,8 @@ pub struct Rule {
 
 impl Rule {
     /// A rule that matches every packet.
-    pub const ANY: Rule = Rule {
-        src: 0,
-        src_len: 0,
-        dst: 0,
-        dst_len: 0,
-        src_ports: (0, u16::MAX),
-        dst_ports: (0, u16::MAX),
-        proto: 0,
-        proto_mask: 0,
-        dscp: 0,
-        dscp_mask: 0,
-    };
+    pub const ANY: Rule =
+        Rule { src: 0, src_len: 0, dst: 0, dst_len: 0, src_ports: (0, u16::MAX), dst_ports: (0, u16::MAX), proto: 0, proto_mask: 0, dscp: 0, dscp_mask: 0 };
 
     /// Checks the fields a table's hash does not cover (and the prefixes beyond its lengths).
     #[inline]
@@ -471,11 +461,7 @@ fn is_ipv4_mapped(address: u128) -> bool {
 
 /// Parses a ClassBench rule file (`@src/len dst/len sp : sp dp : dp proto/mask flags/mask`).
 pub fn parse_classbench(text: &str) -> Result<Vec<Rule>, (usize, String)> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(number, line)| classbench_rule(line).map_err(|why| (number + 1, why)))
-        .collect()
+    text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()).map(|(number, line)| classbench_rule(line).map_err(|why| (number + 1, why))).collect()
 }
 
 fn classbench_rule(line: &str) -> Result<Rule, String> {
@@ -521,8 +507,7 @@ fn port_range(text: &str) -> Result<(u16, u16), String> {
 }
 
 fn hex_u8(text: &str) -> Result<u8, String> {
-    u8::from_str_radix(text.trim().trim_start_matches("0x").trim_start_matches("0X"), 16)
-        .map_err(|_| format!("'{text}' is not a hex byte"))
+    u8::from_str_radix(text.trim().trim_start_matches("0x").trim_start_matches("0X"), 16).map_err(|_| format!("'{text}' is not a hex byte"))
 }
 
 #[cfg(test)]

@@ -23,20 +23,20 @@ use std::hint::select_unpredictable;
 use bytemuck::Zeroable;
 use rustc_hash::FxHashMap;
 
-use crate::verdict::{Verdict, DROP};
-use crate::meter::{Color, MeterConsts, MeterState};
-use crate::parse::PacketInfo;
 use crate::bursts::{BurstEvent, Detector, FlowRow, ScopeStats};
 use crate::memory::prefetch;
+use crate::meter::{Color, MeterConsts, MeterState};
+use crate::parse::PacketInfo;
 use crate::shaping::{Port, PortConfig, QueueConfig, ShapeDrop, ShaperConsts, ShaperState};
+use crate::verdict::{Verdict, DROP};
 
-pub use chunks::{Chunks, Classified};
-use chunks::Given;
-pub use columns::{BurstColumns, ContractColumns, MeterColumns, QosColumns, ShaperColumns};
 pub use crate::outcome::{processed_fields, Outcome, Processed, NO_COLOR, OUTCOMES};
+use chunks::Given;
+pub use chunks::{Chunks, Classified};
+pub use columns::{BurstColumns, ContractColumns, MeterColumns, QosColumns, ShaperColumns};
 pub use spec::{Arrival, ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
-pub use stats::{QosCounters, QosStats, StatsKey};
 use stats::RowCounters;
+pub use stats::{QosCounters, QosStats, StatsKey};
 
 /// A packet's time as the enforcer reads it (a negative timestamp is 0).
 #[inline]
@@ -103,7 +103,12 @@ impl Profiles {
         *self.index.entry(*contract).or_insert_with(|| {
             let meter = contract.meter.map(|m| (MeterConsts::new(&m.params), m));
             let shaper = contract.shaper.as_ref().map(ShaperConsts::new);
-            let fast = meter.zip(shaper).map(|((meter, spec), shaper)| MeterAndShaper { meter, meter_count: spec.count, actions: ColorActions::new(&spec.actions), shaper });
+            let fast = meter.zip(shaper).map(|((meter, spec), shaper)| MeterAndShaper {
+                meter,
+                meter_count: spec.count,
+                actions: ColorActions::new(&spec.actions),
+                shaper,
+            });
             list.push(Profile { meter, shaper, fast });
             (list.len() - 1) as u32
         })
@@ -267,9 +272,9 @@ impl Enforcer {
                 continue;
             };
             let kept = old.remove(name).filter(|(old_qos, ..)| same_globals && old_qos == qos);
-            let (mut stage, mut classes) = kept.map(|(_, stage, classes)| (stage, classes)).unwrap_or_else(|| {
-                (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect())
-            });
+            let (mut stage, mut classes) = kept
+                .map(|(_, stage, classes)| (stage, classes))
+                .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
             stage.profile = profiles.of(&qos.contract);
             stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default());
             for (class_stage, class) in classes.iter_mut().zip(&qos.classes) {

@@ -11,16 +11,16 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use rustc_hash::FxHashMap;
 
-use crate::memory::prefetch;
 use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosSpec, QosStats, StatsKey};
+use crate::memory::prefetch;
 use crate::parse::{PacketInfo, Status, Tunnel};
 use crate::verdict::class_id;
 pub use crate::verdict::{verdict_fields, Reason, Verdict, ALLOW, DROP, NO_CLASS, REASONS};
-use counters::{CounterNames, CounterShards, UNKNOWN_SLOT};
 pub use counters::Counters;
-use pipeline::QosPipeline;
+use counters::{CounterNames, CounterShards, UNKNOWN_SLOT};
 pub use pipeline::Packets;
+use pipeline::QosPipeline;
 
 mod counters;
 mod pipeline;
@@ -611,7 +611,8 @@ impl Engine {
         let hot = tenants.iter().map(|t| HotTenant::of(t)).collect();
         let counter_slots = names.names.len();
         drop(names);
-        let mut tables = EngineTables { tenants, heads, hot, vnis: VniMap::new(spec.vnis), unknown_action: spec.unknown_action, counter_slots, ..Default::default() };
+        let mut tables =
+            EngineTables { tenants, heads, hot, vnis: VniMap::new(spec.vnis), unknown_action: spec.unknown_action, counter_slots, ..Default::default() };
         tables.vlans = spec.vlans.into_iter().collect();
         tables.sources = spec.sources;
         let worn: Vec<String> = tables.tenants.iter().filter(|t| t.table.is_worn()).map(|t| t.name.clone()).collect();
@@ -689,7 +690,12 @@ fn install(tables: &ArcSwap<EngineTables>, current: &EngineTables, index: usize,
 fn check_tenant(tenant: &TenantSpec) -> Result<(), String> {
     let n = tenant.rules.len();
     if tenant.actions.len() != n || tenant.classes.len() != n || tenant.policy_rules.len() != n {
-        return Err(format!("{n} rules but {} actions, {} classes, {} policy rule indices", tenant.actions.len(), tenant.classes.len(), tenant.policy_rules.len()));
+        return Err(format!(
+            "{n} rules but {} actions, {} classes, {} policy rule indices",
+            tenant.actions.len(),
+            tenant.classes.len(),
+            tenant.policy_rules.len()
+        ));
     }
     // The engine numbers policy rules by counting their first rows.
     let mut previous = -1;

@@ -11,8 +11,8 @@
 pub mod batch;
 pub mod bursts;
 pub mod classify;
-pub mod engine;
 pub mod enforce;
+pub mod engine;
 pub mod error;
 pub mod memory;
 pub mod meter;

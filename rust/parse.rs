@@ -130,9 +130,7 @@ pub fn parse_batch(batch: &BatchView<'_>, config: &ParseConfig, timestamps_ns: &
         return;
     }
     let mut work = || {
-        out.par_chunks_mut(CHUNK)
-            .enumerate()
-            .for_each(|(chunk, records)| parse_range(batch, config, timestamps_ns, chunk * CHUNK, records));
+        out.par_chunks_mut(CHUNK).enumerate().for_each(|(chunk, records)| parse_range(batch, config, timestamps_ns, chunk * CHUNK, records));
     };
     match crate::pool::thread_pool(threads) {
         Some(pool) => pool.install(work),
@@ -205,10 +203,8 @@ fn vxlan_ipv4_fast_path(packet: &[u8], wire_len: u32, config: &ParseConfig, out:
     }
     let proto = p[INNER_IP + 9];
     let has_ports = matches!(proto, PROTO_TCP | PROTO_UDP | PROTO_SCTP | PROTO_DCCP | PROTO_UDPLITE);
-    let inner_ok = be16(INNER_ETHERTYPE) == ETHERTYPE_IPV4
-        && p[INNER_IP] == 0x45
-        && be16(INNER_IP + 6) & 0x3fff == 0
-        && inner_len >= if has_ports { 24 } else { 20 };
+    let inner_ok =
+        be16(INNER_ETHERTYPE) == ETHERTYPE_IPV4 && p[INNER_IP] == 0x45 && be16(INNER_IP + 6) & 0x3fff == 0 && inner_len >= if has_ports { 24 } else { 20 };
     if !inner_ok {
         return false;
     }
@@ -252,11 +248,7 @@ fn ipv4_mapped(address: &[u8]) -> [u8; 16] {
 
 /// Parses one packet through every check: the reference for the fast path.
 pub(crate) fn parse_packet_general(packet: &[u8], wire_len: u32, link_type: u16, config: &ParseConfig) -> PacketInfo {
-    let mut parser = Parser {
-        packet,
-        frame_end: (wire_len as usize).max(packet.len()),
-        info: PacketInfo::unparsed(wire_len),
-    };
+    let mut parser = Parser { packet, frame_end: (wire_len as usize).max(packet.len()), info: PacketInfo::unparsed(wire_len) };
     parser.info.status = match parser.run(link_type, config) {
         Ok(()) => Status::Ok,
         Err(status) => status,
@@ -417,12 +409,7 @@ impl<'a> Parser<'a> {
             len if len < header_len => return Err(Status::Malformed),
             len => end.min(start + len),
         };
-        Ok(UpperLayer {
-            proto: header[9],
-            start: start + header_len,
-            end: packet_end,
-            has_header: fragment_offset == 0,
-        })
+        Ok(UpperLayer { proto: header[9], start: start + header_len, end: packet_end, has_header: fragment_offset == 0 })
     }
 
     fn ipv6(&mut self, start: usize, end: usize, outer: bool) -> Step<UpperLayer> {

@@ -7,9 +7,9 @@
 
 use std::io::Read;
 
+use pcap_parser::parse_pcap_header;
 use pcap_parser::pcapng::{self, Block};
 use pcap_parser::traits::PcapNGPacketBlock;
-use pcap_parser::parse_pcap_header;
 
 use crate::batch::{linktype, PacketBuffers};
 use crate::error::{CoreError, Result};
@@ -211,9 +211,7 @@ impl<R: Read> PcapReader<R> {
         let packet = self.packets_read + packets_in_batch as u64;
         let error = |reason: String| pcap_error(at, packet, reason);
         match self.state {
-            State::Pcap { big_endian, nanoseconds, snaplen, link_type } => {
-                pcap_record(bytes, big_endian, nanoseconds, snaplen, link_type).map_err(error)
-            }
+            State::Pcap { big_endian, nanoseconds, snaplen, link_type } => pcap_record(bytes, big_endian, nanoseconds, snaplen, link_type).map_err(error),
             State::PcapNg { .. } => self.pcapng_block(bytes).map_err(error),
         }
     }
@@ -256,9 +254,7 @@ impl<R: Read> PcapReader<R> {
                 wire_len: epb.origlen,
                 ticks: (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low),
             },
-            Block::SimplePacket(spb) => {
-                BlockContent::Packet { interface: 0, bytes: packet_at(spb.packet_data()), wire_len: spb.origlen, ticks: 0 }
-            }
+            Block::SimplePacket(spb) => BlockContent::Packet { interface: 0, bytes: packet_at(spb.packet_data()), wire_len: spb.origlen, ticks: 0 },
             _ => BlockContent::Nothing, // statistics, name resolution, custom blocks: nothing to count
         };
         let packet = match content {
@@ -399,12 +395,7 @@ fn read_pcap_header(head: &[u8]) -> Result<State> {
     let link_type = header.network.0 & 0x03ff_ffff;
     let link_type = u16::try_from(link_type).map_err(|_| pcap_error(20, 0, format!("unknown link type {link_type}")))?;
     check_link_type(link_type).map_err(|reason| pcap_error(20, 0, reason))?;
-    Ok(State::Pcap {
-        big_endian: header.is_bigendian(),
-        nanoseconds: header.is_nanosecond_precision(),
-        snaplen: header.snaplen,
-        link_type,
-    })
+    Ok(State::Pcap { big_endian: header.is_bigendian(), nanoseconds: header.is_nanosecond_precision(), snaplen: header.snaplen, link_type })
 }
 
 fn check_link_type(link_type: u16) -> std::result::Result<(), String> {

@@ -24,11 +24,7 @@ use rule_table::RuleTable;
 /// cross into Python.
 fn without_gil<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyResult<T> {
     py.detach(|| catch_unwind(AssertUnwindSafe(work))).map_err(|panic| {
-        let what = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("unknown panic");
+        let what = panic.downcast_ref::<String>().map(String::as_str).or_else(|| panic.downcast_ref::<&str>().copied()).unwrap_or("unknown panic");
         IsolaneError::new_err(format!("internal error in isolane's core (please report it): {what}"))
     })
 }
@@ -36,7 +32,10 @@ fn without_gil<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyRe
 #[pymodule(gil_used = false)]
 mod _core {
     #[pymodule_export]
-    use super::{burst_flow_layout, burst_layout, parse_records, processed_layout, read_pcap, record_layout, verdict_layout, Engine, PacketBatch, PcapIterator, RuleTable};
+    use super::{
+        burst_flow_layout, burst_layout, parse_records, processed_layout, read_pcap, record_layout, verdict_layout, Engine, PacketBatch, PcapIterator,
+        RuleTable,
+    };
 
     #[pymodule_init]
     fn init(module: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

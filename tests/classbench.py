@@ -94,17 +94,17 @@ class Rules:
         return tuple(getattr(self, f)[i].copy() if f in ("src", "dst") else
                      int(getattr(self, f)[i]) for f in RULE_FIELDS)
 
-    def take(self, idx) -> "Rules":
+    def take(self, idx) -> Rules:
         """A new Rules (copies) of the rules at ``idx`` (a slice, index array or mask)."""
         return Rules(**{f: np.array(getattr(self, f)[idx], order="C", copy=True)
                         for f in RULE_FIELDS})
 
     @staticmethod
-    def empty() -> "Rules":
+    def empty() -> Rules:
         return Rules.from_lists([])
 
     @staticmethod
-    def from_lists(rules: list[tuple]) -> "Rules":
+    def from_lists(rules: list[tuple]) -> Rules:
         """From tuples in RULE_FIELDS order (src/dst as 16 bytes or 16 ints)."""
         cols = list(zip(*rules)) if rules else [[] for _ in RULE_FIELDS]
         out = {}
@@ -117,7 +117,7 @@ class Rules:
                 out[f] = np.array(col, dtype=dt)
         return Rules(**out)
 
-    def equal(self, other: "Rules") -> bool:
+    def equal(self, other: Rules) -> bool:
         return all(np.array_equal(getattr(self, f), getattr(other, f)) for f in RULE_FIELDS)
 
 
@@ -142,7 +142,7 @@ class Trace:
     def dst16(self) -> np.ndarray:
         return ipv4_mapped(self.dst)
 
-    def take(self, idx) -> "Trace":
+    def take(self, idx) -> Trace:
         return Trace(**{f.name: np.array(getattr(self, f.name)[idx], order="C", copy=True)
                         for f in dataclasses.fields(self)})
 

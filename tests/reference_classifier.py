@@ -168,7 +168,7 @@ class ReferenceTable:
         self.rules: list[tuple] = [rules.rule(i) for i in range(len(rules))]
 
     @classmethod
-    def from_rules(cls, rules: Rules) -> "ReferenceTable":
+    def from_rules(cls, rules: Rules) -> ReferenceTable:
         return cls(*rules.args())
 
     def __len__(self) -> int:

@@ -8,12 +8,23 @@ import time
 
 import numpy as np
 import pytest
-from burst_reference import (
-    CLASS, EVENT_FIELDS, PORT, RATE, TENANT, BurstReference, Event, ScopeSpec, flow_key, flow_rows, scopes_from_dict, to_array,
-)  # fmt: skip
-from burst_traffic import Burst, make_trace, policy_for, write_pcap
 
 import isolane
+from burst_reference import (
+    CLASS,
+    EVENT_FIELDS,
+    PORT,
+    RATE,
+    TENANT,
+    BurstReference,
+    Event,
+    ScopeSpec,
+    flow_key,
+    flow_rows,
+    scopes_from_dict,
+    to_array,
+)  # fmt: skip
+from burst_traffic import Burst, make_trace, policy_for, write_pcap
 from isolane.engine import Outcome
 
 W = 1000  # ns

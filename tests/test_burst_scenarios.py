@@ -12,9 +12,9 @@ import warnings
 from typing import Any
 
 import numpy as np
-from burst_traffic import Burst, make_trace, policy_for
 
 import isolane
+from burst_traffic import Burst, make_trace, policy_for
 from isolane import Engine, Policy
 
 LINE_BPS = 100_000_000_000

@@ -12,17 +12,29 @@ from typing import Any
 
 import hypothesis
 import numpy as np
-import port_reference
 import pytest
-from burst_reference import (
-    CLASS, DEFAULT_INTERVALS_NS, EVENT_FIELDS, PORT, QUEUE, RATE, TENANT, BurstReference, Event, ScopeSpec, _Scope,
-    flow_key, packet_bytes, scopes_from_dict,
-)  # fmt: skip
-from burst_traffic import Burst, make_trace, policy_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import isolane
+import port_reference
+from burst_reference import (
+    CLASS,
+    DEFAULT_INTERVALS_NS,
+    EVENT_FIELDS,
+    PORT,
+    QUEUE,
+    RATE,
+    TENANT,
+    BurstReference,
+    Event,
+    ScopeSpec,
+    _Scope,
+    flow_key,
+    packet_bytes,
+    scopes_from_dict,
+)  # fmt: skip
+from burst_traffic import Burst, make_trace, policy_for
 from isolane import Engine, Outcome, Policy, PolicyError
 
 COUNT_MODES = ("inner", "outer", "wire", "wire_fcs")

@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from classbench import (RULE_FIELDS, RULE_SETS, Rules, ipv4_mapped, load_trace, parse_rules,
-                        rule_set, rule_set_paths, rule_to_dict, table_insert)
+from classbench import RULE_FIELDS, RULE_SETS, Rules, ipv4_mapped, load_trace, parse_rules, rule_set, rule_set_paths, rule_to_dict, table_insert
 from reference_classifier import ReferenceTable, classify, first_match
 
 UNLABELLED_SAMPLE = 3000  # unlabelled 100k-trace lines checked against the reference

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 import isolane
-from locations import SAMPLE
 from isolane.cli import main
+from locations import SAMPLE
 
 
 def test_inspect_table_on_the_sample(capsys) -> None:  # type: ignore[no-untyped-def]

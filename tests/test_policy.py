@@ -3,11 +3,11 @@ Schema, and compilation into the classification arrays of docs/classify-contract
 
 from __future__ import annotations
 
-import random
 import ipaddress
 import itertools
 import json
 import os
+import random
 import subprocess
 import sys
 import time

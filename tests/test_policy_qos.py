@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 import warnings
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import numpy as np
 import pytest
+import tomllib
 import yaml  # type: ignore[import-untyped]
 from hypothesis import given, settings
 from hypothesis import strategies as st

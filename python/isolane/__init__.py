@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 
 from isolane._core import GENEVE_PORT, VXLAN_PORT, IsolaneError, PacketBatch, PcapError, PcapIterator, RuleTable, read_pcap
-from isolane.parsing import PARSED_DTYPE, LinkType, Status, Tunnel, format_addresses, parse
-from isolane.policy import Policy, PolicyError, PolicyWarning
 from isolane.engine import (
     BURST_DTYPE,
     BURST_FLOW_DTYPE,
@@ -27,6 +25,8 @@ from isolane.engine import (
     Reason,
     UpdateReport,
 )
+from isolane.parsing import PARSED_DTYPE, LinkType, Status, Tunnel, format_addresses, parse
+from isolane.policy import Policy, PolicyError, PolicyWarning
 from isolane.report import ReplayReport, format_report, replay
 
 __all__ = [

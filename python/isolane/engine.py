@@ -22,7 +22,19 @@ import numpy.typing as npt
 
 from isolane import _core
 from isolane.parsing import PARSED_DTYPE, dtype_of, parse, tunnel_ports
-from isolane.policy import CompiledPolicy, CompiledQos, MeterArrays, Policy, PolicyError, Rule, ShaperArrays, _Checker, _tenant_tables, format_duration, parse_duration
+from isolane.policy import (
+    CompiledPolicy,
+    CompiledQos,
+    MeterArrays,
+    Policy,
+    PolicyError,
+    Rule,
+    ShaperArrays,
+    _Checker,
+    _tenant_tables,
+    format_duration,
+    parse_duration,
+)
 
 
 class Reason(enum.IntEnum):

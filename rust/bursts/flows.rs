@@ -123,7 +123,18 @@ pub struct FlowRow {
 impl FlowRow {
     fn new(event: u64, rank: u8, c: &Counter) -> FlowRow {
         let k = &c.key;
-        FlowRow { event, rank, src: k.src, dst: k.dst, src_port: k.src_port, dst_port: k.dst_port, proto: k.proto, packets: c.packets, bytes: c.bytes, error_bytes: c.error_bytes }
+        FlowRow {
+            event,
+            rank,
+            src: k.src,
+            dst: k.dst,
+            src_port: k.src_port,
+            dst_port: k.dst_port,
+            proto: k.proto,
+            packets: c.packets,
+            bytes: c.bytes,
+            error_bytes: c.error_bytes,
+        }
     }
 }
 

@@ -305,7 +305,6 @@ impl Monitor {
             View::Queue => self.queue.is_some(),
         }
     }
-
 }
 
 #[cfg(test)]

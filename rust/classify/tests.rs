@@ -151,7 +151,14 @@ fn classbench_traces_match_their_labels() {
                 if f[5] < 0 {
                     continue; // a 100k trace's unlabelled tail: the rule it came from, not the first match
                 }
-                keys.push(Key { src: ipv4_mapped(f[0] as u32), dst: ipv4_mapped(f[1] as u32), src_port: f[2] as u16, dst_port: f[3] as u16, proto: f[4] as u8, dscp: 0 });
+                keys.push(Key {
+                    src: ipv4_mapped(f[0] as u32),
+                    dst: ipv4_mapped(f[1] as u32),
+                    src_port: f[2] as u16,
+                    dst_port: f[3] as u16,
+                    proto: f[4] as u8,
+                    dscp: 0,
+                });
                 labels.push((line_number + 1, f[5] as i32));
             }
             assert!(keys.len() >= 5120, "{name}: only {} labelled headers", keys.len());
@@ -173,9 +180,27 @@ pub(crate) fn rule_strategy() -> impl Strategy<Value = Rule> {
     ];
     let length = prop_oneof![Just(0u8), 96u8..=128, 0u8..=128];
     let ports = prop_oneof![Just((0u16, u16::MAX)), (0u16..100).prop_map(|p| (p, p)), (0u16..100, 0u16..100).prop_map(|(a, b)| (a.min(b), a.max(b)))];
-    (address.clone(), length.clone(), address, length, ports.clone(), ports, (0u8..20, prop_oneof![Just(0u8), Just(0xffu8), any::<u8>()]), (0u8..64, prop_oneof![Just(0u8), Just(0x3fu8)]))
+    (
+        address.clone(),
+        length.clone(),
+        address,
+        length,
+        ports.clone(),
+        ports,
+        (0u8..20, prop_oneof![Just(0u8), Just(0xffu8), any::<u8>()]),
+        (0u8..64, prop_oneof![Just(0u8), Just(0x3fu8)]),
+    )
         .prop_map(|(src, src_len, dst, dst_len, src_ports, dst_ports, (proto, proto_mask), (dscp, dscp_mask))| Rule {
-            src, src_len, dst, dst_len, src_ports, dst_ports, proto, proto_mask, dscp, dscp_mask,
+            src,
+            src_len,
+            dst,
+            dst_len,
+            src_ports,
+            dst_ports,
+            proto,
+            proto_mask,
+            dscp,
+            dscp_mask,
         })
 }
 

@@ -136,9 +136,7 @@ fn ipv4_ranges(rule: &Rule) -> Option<Ranges> {
         _ => (0, 255),
     };
     let ports = |(low, high): (u16, u16)| (u32::from(low), u32::from(high));
-    Some(Ranges {
-        field: [(src_low, src_high), (dst_low, dst_high), ports(rule.src_ports), ports(rule.dst_ports), proto],
-    })
+    Some(Ranges { field: [(src_low, src_high), (dst_low, dst_high), ports(rule.src_ports), ports(rule.dst_ports), proto] })
 }
 
 /// The IPv4 addresses a 128-bit prefix holds, as a range, if it holds any.
@@ -288,9 +286,7 @@ impl Forest {
     pub fn lookup_group<const N: usize>(&self, fields: &[Fields; N], best: &mut [u32; N], alive: impl Fn(u32) -> bool) {
         let words: &[u32] = bytemuck::cast_slice(&self.arena);
         for root in &self.roots[..self.trees] {
-            let mut child: [u32; N] = std::array::from_fn(|p| {
-                select_unpredictable(root.best < best[p], root.first_child(words, &fields[p]), self.empty_leaf)
-            });
+            let mut child: [u32; N] = std::array::from_fn(|p| select_unpredictable(root.best < best[p], root.first_child(words, &fields[p]), self.empty_leaf));
             while child.iter().fold(LEAF, |all, &c| all & c) == 0 {
                 for (child, fields) in child.iter_mut().zip(fields) {
                     // A packet at its leaf steps through the dummy node at word 0 and stays.
@@ -596,9 +592,7 @@ impl Builder<'_> {
     /// there; `None` if no rule is (the field cannot tell these rules apart).
     fn window(&self, ids: &[u32], region: (u32, u32), field: usize) -> Option<(u32, u32)> {
         let narrow = ids.iter().map(|&id| clamp(self.ranges[id as usize].field[field], region)).filter(|&range| range != region);
-        let (low, high) = narrow.fold(None, |span: Option<(u32, u32)>, (low, high)| {
-            Some(span.map_or((low, high), |(l, h)| (l.min(low), h.max(high))))
-        })?;
+        let (low, high) = narrow.fold(None, |span: Option<(u32, u32)>, (low, high)| Some(span.map_or((low, high), |(l, h)| (l.min(low), h.max(high)))))?;
         let free = (1u64 << (32 - (low ^ high).leading_zeros())) - 1;
         Some((low & !free as u32, low | free as u32))
     }

@@ -176,9 +176,7 @@ impl TupleSpace {
     /// Puts a rule into the first table (best first) that can hash it without overfilling its
     /// bucket, or into a new table cut to the rule's own lengths.
     fn place(&mut self, rank: Rank, rule: Rule) {
-        let fits = self.tables.iter().position(|t| {
-            t.accepts(&rule) && t.buckets.get(&t.bucket_key(rule.src, rule.dst)).map_or(0, |b| b.len()) < BUCKET_LIMIT
-        });
+        let fits = self.tables.iter().position(|t| t.accepts(&rule) && t.buckets.get(&t.bucket_key(rule.src, rule.dst)).map_or(0, |b| b.len()) < BUCKET_LIMIT);
         let slot = fits.unwrap_or_else(|| {
             let cut = |len: u8| if len == 128 { 128 } else { len - len % LENGTH_STEP };
             let wanted = (cut(rule.src_len), cut(rule.dst_len));

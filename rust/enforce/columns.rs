@@ -54,11 +54,23 @@ pub struct BurstColumns {
 impl BurstColumns {
     fn spec(&self, tenant_names: &[String]) -> Result<BurstSpec, String> {
         let rows = self.scope.len();
-        let lengths = [self.tenant.len(), self.cls.len(), self.window_ns.len(), self.threshold_bps.len(), self.has_queue.len(), self.queue_rise.len(), self.queue_fall.len()];
+        let lengths = [
+            self.tenant.len(),
+            self.cls.len(),
+            self.window_ns.len(),
+            self.threshold_bps.len(),
+            self.has_queue.len(),
+            self.queue_rise.len(),
+            self.queue_fall.len(),
+        ];
         if lengths.iter().any(|&len| len != rows) {
             return Err(format!("burst columns have {rows} scopes but lengths {lengths:?}"));
         }
-        let mut spec = BurstSpec { poll_ns: self.poll_ns.clone(), tenants: tenant_names.iter().map(|name| TenantBursts { name: name.clone(), ..TenantBursts::default() }).collect(), port: None };
+        let mut spec = BurstSpec {
+            poll_ns: self.poll_ns.clone(),
+            tenants: tenant_names.iter().map(|name| TenantBursts { name: name.clone(), ..TenantBursts::default() }).collect(),
+            port: None,
+        };
         for row in 0..rows {
             let queue = (self.has_queue[row] != 0).then(|| QueueThresholds { rise_bytes: self.queue_rise[row], fall_bytes: self.queue_fall[row] });
             let config = BurstConfig { window_ns: self.window_ns[row], threshold_bps: self.threshold_bps[row], queue };
@@ -70,7 +82,12 @@ impl BurstColumns {
                     let cls = u16::try_from(self.cls[row]).map_err(|_| format!("burst row {row}: class {} is out of range", self.cls[row]))?;
                     tenant.classes.push((cls, config));
                 }
-                (scope, _) => return Err(format!("burst row {row}: scope {scope} of tenant {} is not a port (0), tenant (1) or class (2) of a known tenant", self.tenant[row])),
+                (scope, _) => {
+                    return Err(format!(
+                        "burst row {row}: scope {scope} of tenant {} is not a port (0), tenant (1) or class (2) of a known tenant",
+                        self.tenant[row]
+                    ))
+                }
             }
         }
         spec.tenants.retain(|t| t.tenant.is_some() || !t.classes.is_empty());

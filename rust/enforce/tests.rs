@@ -2,10 +2,10 @@
 //! port, statistics that add up, and state kept or reset across updates.
 
 use super::*;
-use crate::verdict::{Reason, ALLOW};
 use crate::meter::{MeterKind, MeterParams};
-use crate::shaping::ShaperParams;
 use crate::shaping::PortMode;
+use crate::shaping::ShaperParams;
+use crate::verdict::{Reason, ALLOW};
 use proptest::prelude::*;
 
 const MS: u64 = 1_000_000;
@@ -145,7 +145,10 @@ fn the_release_is_the_later_shaper_and_a_drop_leaves_both_shapers_untouched() {
 fn the_port_sees_packets_at_their_release_and_its_verdicts_reach_the_batch_or_the_statistics() {
     // 1,000 B/s line, 350 B buffer. Class shaper 500 B/s, burst 100.
     let shaper = ShaperParams { rate: 500, burst: 100, max_queue_bytes: 10_000, max_delay_ns: u64::MAX };
-    let mut s = spec(vec![tenant("a", Contract::default(), vec![Contract { meter: None, shaper: Some(shaper) }]), tenant("b", Contract::default(), vec![Contract::default()])]);
+    let mut s = spec(vec![
+        tenant("a", Contract::default(), vec![Contract { meter: None, shaper: Some(shaper) }]),
+        tenant("b", Contract::default(), vec![Contract::default()]),
+    ]);
     s.port = Some(PortConfig { line_rate: 1000, buffer_bytes: 350, mode: PortMode::PerQueue });
     let mut e = enforcer(s);
     let a = (packet(0, 100), verdict(0, 0, ALLOW));
@@ -235,7 +238,15 @@ fn the_engine_classifies_and_enforces_with_one_policy_and_keeps_state_across_upd
     let tables = |names: &[&str]| TablesSpec {
         tenants: names
             .iter()
-            .map(|name| TenantSpec { name: name.to_string(), rules: vec![], actions: vec![], classes: vec![], policy_rules: vec![], default_action: ALLOW, default_class: 0 })
+            .map(|name| TenantSpec {
+                name: name.to_string(),
+                rules: vec![],
+                actions: vec![],
+                classes: vec![],
+                policy_rules: vec![],
+                default_action: ALLOW,
+                default_class: 0,
+            })
             .collect(),
         vnis: names.iter().enumerate().map(|(t, name)| (if *name == "a" { 100 } else { 200 }, t as i32)).collect(),
         ..TablesSpec::default()
@@ -294,7 +305,12 @@ fn any_meter() -> impl Strategy<Value = MeterSpec> {
 fn any_shaper() -> impl Strategy<Value = ShaperParams> {
     let rate = prop_oneof![1u64..5_000, 1u64..=crate::shaping::MAX_RATE];
     let amount = prop_oneof![Just(0u64), 0u64..20_000, any::<u64>()];
-    (rate, 64u64..20_000, amount.clone(), amount).prop_map(|(rate, burst, max_queue_bytes, max_delay_ns)| ShaperParams { rate, burst, max_queue_bytes, max_delay_ns })
+    (rate, 64u64..20_000, amount.clone(), amount).prop_map(|(rate, burst, max_queue_bytes, max_delay_ns)| ShaperParams {
+        rate,
+        burst,
+        max_queue_bytes,
+        max_delay_ns,
+    })
 }
 
 /// (time step in ns, back in time?, wire length, tenant, class, classifier drop?, DSCP)

@@ -15,10 +15,10 @@ use bytemuck::Zeroable;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::verdict::Verdict;
 use crate::batch::BatchView;
 use crate::enforce::{Chunks, Enforcer, Processed, QosSpec, QosStats, StatsKey, CHUNK};
 use crate::parse::{parse_range, PacketInfo, ParseConfig};
+use crate::verdict::Verdict;
 
 /// Packets a thread takes at a time: a few of the enforcer's chunks, so that taking a piece
 /// costs nothing next to its work and a chunk never spans two pieces.

@@ -168,7 +168,12 @@ fn classifying_threads_see_whole_policies_while_updates_run() {
                 // Either policy, never a mix within a batch: 8080 allowed iff rule 0 exists.
                 let new_policy = out[1].reason == Reason::Rule as u8;
                 for (i, v) in out.iter().enumerate() {
-                    let expected_rule = match (i % 2 == 0, new_policy) { (true, true) => 1, (true, false) => 0, (false, true) => 0, (false, false) => -1 };
+                    let expected_rule = match (i % 2 == 0, new_policy) {
+                        (true, true) => 1,
+                        (true, false) => 0,
+                        (false, true) => 0,
+                        (false, false) => -1,
+                    };
                     assert_eq!({ v.rule }, expected_rule, "batch {batches}, packet {i}");
                 }
                 batches += 1;
@@ -273,7 +278,10 @@ fn editing_one_policy_rule_shifts_later_ones_and_keeps_other_tenants() {
     let (blue_before, vnis_before) = (Arc::clone(&engine.tables().tenants[1]), Arc::clone(&engine.tables().vnis.blocks));
     let two_rows = vec![RuleRow { rule: web_rule(8080), action: DROP, class: NO_CLASS }, RuleRow { rule: web_rule(8081), action: DROP, class: NO_CLASS }];
     engine.edit_tenant("red", RuleEdit::Insert { at: 1, rows: two_rows }).unwrap();
-    let rule_of = |port| { let v = classify_one(&engine, packet(100, port)); (v.rule, v.action) };
+    let rule_of = |port| {
+        let v = classify_one(&engine, packet(100, port));
+        (v.rule, v.action)
+    };
     assert_eq!((rule_of(80), rule_of(8080), rule_of(8081), rule_of(443)), ((0, ALLOW), (1, DROP), (1, DROP), (2, ALLOW)));
     assert!(Arc::ptr_eq(&blue_before, &engine.tables().tenants[1]));
     assert!(Arc::ptr_eq(&vnis_before, &engine.tables().vnis.blocks), "an edit shares the VNI map");

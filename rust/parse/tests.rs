@@ -311,9 +311,7 @@ fn batch_parse_matches_per_packet_parse_on_threads() {
         buffers.push(&packet[..cut], packet.len() as u32, i64::from(i), linktype::ETHERNET);
     }
     let view = buffers.view();
-    let expected: Vec<_> = (0..view.len())
-        .map(|i| parse_packet(view.packet(i), view.wire_lengths[i], 1, &ParseConfig::default()))
-        .collect();
+    let expected: Vec<_> = (0..view.len()).map(|i| parse_packet(view.packet(i), view.wire_lengths[i], 1, &ParseConfig::default())).collect();
     for threads in [1, 2, 3] {
         let mut out = vec![PacketInfo::zeroed(); view.len()];
         parse_batch(&view, &ParseConfig::default(), &[], &mut out, threads);
@@ -327,8 +325,8 @@ fn mutated_packet() -> impl Strategy<Value = (Vec<u8>, u32)> {
         p.extend(ipv6(17, [1; 16], [2; 16], &l4(1, 6081, &[0x01, 0, 0x65, 0x58, 0, 0, 9, 0, 0, 0, 0, 0])));
         p
     }];
-    (proptest::sample::select(templates), proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8), any::<prop::sample::Index>())
-        .prop_map(|(mut packet, flips, cut)| {
+    (proptest::sample::select(templates), proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8), any::<prop::sample::Index>()).prop_map(
+        |(mut packet, flips, cut)| {
             for (at, value) in flips {
                 let at = at.index(packet.len());
                 packet[at] = value;
@@ -336,7 +334,8 @@ fn mutated_packet() -> impl Strategy<Value = (Vec<u8>, u32)> {
             let wire = packet.len() as u32;
             packet.truncate(cut.index(packet.len() + 1));
             (packet, wire)
-        })
+        },
+    )
 }
 
 /// Mutations aimed at the bytes the fast path checks, so that both sides of every check occur.
@@ -346,20 +345,15 @@ fn fast_path_candidate() -> impl Strategy<Value = (Vec<u8>, u32)> {
     udp_inner.extend(ipv4(17, [10, 1, 1, 1], [10, 2, 2, 2], &l4(5, 6, &[])));
     let mut outer = ethernet(0x0800, &[]);
     outer.extend(ipv4(17, [192, 0, 2, 1], [192, 0, 2, 2], &l4(40000, 4789, &vxlan(0x08, 7, &udp_inner))));
-    (
-        proptest::collection::vec((prop::sample::select(interesting), any::<u8>()), 0..4),
-        0usize..12,
-        any::<bool>(),
-    )
-        .prop_map(move |(flips, cut, short_wire)| {
-            let mut packet = outer.clone();
-            for (at, value) in flips {
-                packet[at] = value;
-            }
-            let wire = packet.len() as u32 + u32::from(short_wire);
-            packet.truncate(packet.len() - cut);
-            (packet, wire)
-        })
+    (proptest::collection::vec((prop::sample::select(interesting), any::<u8>()), 0..4), 0usize..12, any::<bool>()).prop_map(move |(flips, cut, short_wire)| {
+        let mut packet = outer.clone();
+        for (at, value) in flips {
+            packet[at] = value;
+        }
+        let wire = packet.len() as u32 + u32::from(short_wire);
+        packet.truncate(packet.len() - cut);
+        (packet, wire)
+    })
 }
 
 proptest! {

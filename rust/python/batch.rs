@@ -11,8 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::batch::{linktype, BatchView, LinkTypes, PacketBuffers};
-use crate::parse::{self, ParseConfig, PacketInfo, PortSet};
 use crate::memory;
+use crate::parse::{self, PacketInfo, ParseConfig, PortSet};
 use crate::pcap::{self, Format, Limits, PcapReader};
 
 use super::convert::{as_array, I64, U16, U32, U64, U8};
@@ -78,11 +78,8 @@ impl PacketBatch {
             (LinkTypeStore::PerPacket(_), Some(array)) => LinkTypes::PerPacket(array.as_slice()?),
             (LinkTypeStore::PerPacket(_), None) => unreachable!("borrowed above"),
         };
-        let (data, offsets, lengths, wire_lengths) =
-            (data.as_slice()?, offsets.as_slice()?, lengths.as_slice()?, wire_lengths.as_slice()?);
-        let outcome = without_gil(py, || {
-            BatchView::new(data, offsets, lengths, wire_lengths, link_types).map(|view| work(&view))
-        })?;
+        let (data, offsets, lengths, wire_lengths) = (data.as_slice()?, offsets.as_slice()?, lengths.as_slice()?, wire_lengths.as_slice()?);
+        let outcome = without_gil(py, || BatchView::new(data, offsets, lengths, wire_lengths, link_types).map(|view| work(&view)))?;
         outcome.map_err(|err| to_py_err(err, None))
     }
 }
@@ -131,10 +128,7 @@ impl PacketBatch {
         };
         let packets = batch.offsets.bind(py).len();
         if batch.timestamps_ns.bind(py).len() != packets {
-            return Err(PyValueError::new_err(format!(
-                "timestamps_ns has {} entries for {packets} packets",
-                batch.timestamps_ns.bind(py).len()
-            )));
+            return Err(PyValueError::new_err(format!("timestamps_ns has {} entries for {packets} packets", batch.timestamps_ns.bind(py).len())));
         }
         batch.with_view(py, |_| ())?;
         Ok(batch)
@@ -208,10 +202,7 @@ impl PacketBatch {
 }
 
 fn supported_link_type(link_type: u32) -> PyResult<u16> {
-    u16::try_from(link_type)
-        .ok()
-        .filter(|&t| linktype::is_supported(t))
-        .ok_or_else(|| PyValueError::new_err(format!("unsupported link type {link_type}")))
+    u16::try_from(link_type).ok().filter(|&t| linktype::is_supported(t)).ok_or_else(|| PyValueError::new_err(format!("unsupported link type {link_type}")))
 }
 
 fn open(path: &PathBuf) -> PyResult<(File, u64)> {

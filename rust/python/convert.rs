@@ -26,21 +26,13 @@ pub(super) fn as_array<'py, T: Element>(obj: &Bound<'py, PyAny>, name: &str, bou
     if is_integer && array.getattr("size")?.extract::<usize>()? > 0 {
         let (low, high): (i128, i128) = (array.call_method0("min")?.extract()?, array.call_method0("max")?.extract()?);
         if low < bounds.0 || high > bounds.1 {
-            return Err(PyValueError::new_err(format!(
-                "{name}: values from {low} to {high} do not fit {} .. {}",
-                bounds.0, bounds.1
-            )));
+            return Err(PyValueError::new_err(format!("{name}: values from {low} to {high} do not fit {} .. {}", bounds.0, bounds.1)));
         }
     }
     let kwargs = PyDict::new(py);
     kwargs.set_item("casting", if is_integer { "unsafe" } else { "same_kind" })?;
-    let converted = array
-        .call_method("astype", (dtype::<T>(py),), Some(&kwargs))
-        .and_then(|a| np.call_method1("ascontiguousarray", (a,)))
-        .map_err(context)?;
-    converted
-        .cast_into::<PyArray1<T>>()
-        .map_err(|_| PyValueError::new_err(format!("{name} must be a one-dimensional array")))
+    let converted = array.call_method("astype", (dtype::<T>(py),), Some(&kwargs)).and_then(|a| np.call_method1("ascontiguousarray", (a,))).map_err(context)?;
+    converted.cast_into::<PyArray1<T>>().map_err(|_| PyValueError::new_err(format!("{name} must be a one-dimensional array")))
 }
 
 pub(super) const U8: (i128, i128) = (0, u8::MAX as i128);
@@ -128,7 +120,12 @@ pub(super) fn column<'py, T: Element + Copy>(obj: &Bound<'py, PyAny>, name: &str
 }
 
 /// A column of `count` values, read in place.
-pub(super) fn column_in_place<'py, T: Element + Copy>(obj: &Bound<'py, PyAny>, name: &str, bounds: (i128, i128), count: usize) -> PyResult<PyReadonlyArray1<'py, T>> {
+pub(super) fn column_in_place<'py, T: Element + Copy>(
+    obj: &Bound<'py, PyAny>,
+    name: &str,
+    bounds: (i128, i128),
+    count: usize,
+) -> PyResult<PyReadonlyArray1<'py, T>> {
     let values = as_array::<T>(obj, name, bounds)?.readonly();
     if values.len() != count {
         return Err(PyValueError::new_err(format!("{name} has {} entries, expected {count}", values.len())));

@@ -9,8 +9,8 @@ use pyo3::types::{PyDict, PyList};
 use crate::bursts::{BurstEvent, FlowRow};
 use crate::enforce::{self, ContractColumns, MeterColumns, Processed, QosColumns, QosStats, ShaperColumns};
 use crate::engine::{self, RuleEdit, RuleRow, TablesSpec, TenantSpec, Verdict};
-use crate::parse::{ParseConfig, PacketInfo, PortSet};
 use crate::memory;
+use crate::parse::{PacketInfo, ParseConfig, PortSet};
 
 use super::batch::PacketBatch;
 use super::bursts::{burst_columns_from_dict, burst_stats_dict};
@@ -21,9 +21,7 @@ use super::without_gil;
 /// One tenant of an engine spec: the rule columns plus `name`, `action`, `cls`,
 /// `policy_rule` (per rule), `default_action` and `default_cls`.
 fn tenant_from_dict(tenant: &Bound<'_, PyDict>) -> PyResult<TenantSpec> {
-    let item = |key: &str| -> PyResult<Bound<'_, PyAny>> {
-        tenant.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("tenant spec lacks '{key}'")))
-    };
+    let item = |key: &str| -> PyResult<Bound<'_, PyAny>> { tenant.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("tenant spec lacks '{key}'"))) };
     let columns: Vec<Bound<'_, PyAny>> = RULE_COLUMNS.iter().map(|key| item(key)).collect::<PyResult<_>>()?;
     let columns: [&Bound<'_, PyAny>; 12] = std::array::from_fn(|i| &columns[i]);
     let rules = rules_from_columns(columns)?;
@@ -40,9 +38,7 @@ fn tenant_from_dict(tenant: &Bound<'_, PyDict>) -> PyResult<TenantSpec> {
 }
 
 fn tables_spec_from_dict(spec: &Bound<'_, PyDict>) -> PyResult<TablesSpec> {
-    let item = |key: &str| -> PyResult<Bound<'_, PyAny>> {
-        spec.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("engine spec lacks '{key}'")))
-    };
+    let item = |key: &str| -> PyResult<Bound<'_, PyAny>> { spec.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("engine spec lacks '{key}'"))) };
     let tenants = item("tenants")?
         .extract::<Vec<Bound<'_, PyDict>>>()?
         .iter()
@@ -57,13 +53,7 @@ fn tables_spec_from_dict(spec: &Bound<'_, PyDict>) -> PyResult<TablesSpec> {
             Ok((u128::from_be_bytes(address), len, tenant))
         })
         .collect::<PyResult<Vec<_>>>()?;
-    Ok(TablesSpec {
-        tenants,
-        vnis: item("vnis")?.extract()?,
-        vlans: item("vlans")?.extract()?,
-        sources,
-        unknown_action: item("unknown_action")?.extract()?,
-    })
+    Ok(TablesSpec { tenants, vnis: item("vnis")?.extract()?, vlans: item("vlans")?.extract()?, sources, unknown_action: item("unknown_action")?.extract()? })
 }
 
 /// The engine: compiled policy tables, swapped atomically by `update`.
@@ -105,9 +95,7 @@ impl Engine {
     fn edit_tenant(&self, py: Python<'_>, name: &str, op: &str, at: i32, rows: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
         let rows = match rows {
             Some(rows) => {
-                let item = |key: &str| -> PyResult<Bound<'_, PyAny>> {
-                    rows.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("rows lack '{key}'")))
-                };
+                let item = |key: &str| -> PyResult<Bound<'_, PyAny>> { rows.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("rows lack '{key}'"))) };
                 let columns: Vec<Bound<'_, PyAny>> = RULE_COLUMNS.iter().map(|key| item(key)).collect::<PyResult<_>>()?;
                 let rules = rules_from_columns(std::array::from_fn(|i| &columns[i]))?;
                 let n = rules.len();

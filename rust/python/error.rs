@@ -9,12 +9,7 @@ use pyo3::prelude::*;
 use crate::error::CoreError;
 
 create_exception!(_core, IsolaneError, PyException, "Base class of isolane's errors.");
-create_exception!(
-    _core,
-    PcapError,
-    IsolaneError,
-    "A capture file that is not valid pcap/pcapng; `path`, `offset` and `packet` say where."
-);
+create_exception!(_core, PcapError, IsolaneError, "A capture file that is not valid pcap/pcapng; `path`, `offset` and `packet` say where.");
 
 pub(super) fn to_py_err(err: CoreError, path: Option<&PathBuf>) -> PyErr {
     let shown = path.map(|p| p.display().to_string());

@@ -22,8 +22,7 @@ pub struct RuleTable {
 
 impl RuleTable {
     fn build(py: Python<'_>, rules: Vec<Rule>) -> PyResult<Self> {
-        let table = without_gil(py, || classify::RuleTable::new(rules))?
-            .map_err(|(index, why)| PyValueError::new_err(format!("rule {index}: {why}")))?;
+        let table = without_gil(py, || classify::RuleTable::new(rules))?.map_err(|(index, why)| PyValueError::new_err(format!("rule {index}: {why}")))?;
         Ok(RuleTable { table: std::sync::RwLock::new(table) })
     }
 
@@ -64,8 +63,7 @@ impl RuleTable {
     #[staticmethod]
     fn from_classbench(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
         let text = std::fs::read_to_string(&path).map_err(|err| to_py_err(err.into(), Some(&path)))?;
-        let rules = classify::parse_classbench(&text)
-            .map_err(|(line, why)| PyValueError::new_err(format!("{}: line {line}: {why}", path.display())))?;
+        let rules = classify::parse_classbench(&text).map_err(|(line, why)| PyValueError::new_err(format!("{}: line {line}: {why}", path.display())))?;
         Self::build(py, rules)
     }
 
@@ -74,9 +72,11 @@ impl RuleTable {
     /// and `dscp` (int, or absent for any).
     #[staticmethod]
     fn from_rules(py: Python<'_>, rules: Vec<Bound<'_, PyDict>>) -> PyResult<Self> {
-        let parsed = rules.iter().enumerate().map(|(index, rule)| rule_from_dict(rule).map_err(|err| {
-            PyValueError::new_err(format!("rule {index}: {}", err.value(py)))
-        })).collect::<PyResult<Vec<_>>>()?;
+        let parsed = rules
+            .iter()
+            .enumerate()
+            .map(|(index, rule)| rule_from_dict(rule).map_err(|err| PyValueError::new_err(format!("rule {index}: {}", err.value(py)))))
+            .collect::<PyResult<Vec<_>>>()?;
         Self::build(py, parsed)
     }
 

@@ -83,7 +83,12 @@ impl ShaperConsts {
     pub fn new(params: &ShaperParams) -> Self {
         let burst_scaled = u128::from(params.burst) * NS_PER_S;
         let limit_scaled = burst_scaled + u128::from(params.max_queue_bytes) * NS_PER_S;
-        ShaperConsts { params: *params, rate: Divisor::new(params.rate), burst: Pair::of_scaled(burst_scaled, params.rate), limit: Pair::of_scaled(limit_scaled, params.rate) }
+        ShaperConsts {
+            params: *params,
+            rate: Divisor::new(params.rate),
+            burst: Pair::of_scaled(burst_scaled, params.rate),
+            limit: Pair::of_scaled(limit_scaled, params.rate),
+        }
     }
 
     /// How long a packet that leaves the TAT `ahead` of now waits, or why it is dropped. Owing

@@ -413,10 +413,8 @@ impl Port {
             }
             PortMode::PerQueue => {
                 let queues = &self.queues;
-                let (phase, queue) = self
-                    .scheduler
-                    .pick(|q| queues[q as usize].packets.front().expect("a queue in a ring has packets").bytes)
-                    .expect("a queue may send");
+                let (phase, queue) =
+                    self.scheduler.pick(|q| queues[q as usize].packets.front().expect("a queue in a ring has packets").bytes).expect("a queue may send");
                 let unit = self.unit;
                 let state = &mut self.queues[queue as usize];
                 let waiting = state.packets.pop_front().expect("picked queue has a packet");

@@ -658,11 +658,8 @@ fn unequal_weights_share_in_proportion() {
     let weights = [1u32, 2, 3, 4, 10];
     let total_weight: u32 = weights.iter().sum();
     let mut rng = Rng(12);
-    let parts = weights
-        .iter()
-        .enumerate()
-        .map(|(q, &w)| offered(&mut rng, q as u32, GBIT * 3 / 2 * u64::from(w) / u64::from(total_weight), 0, SECOND))
-        .collect();
+    let parts =
+        weights.iter().enumerate().map(|(q, &w)| offered(&mut rng, q as u32, GBIT * 3 / 2 * u64::from(w) / u64::from(total_weight), 0, SECOND)).collect();
     let arrivals = merged(parts);
     let queues: Vec<QueueConfig> = weights.iter().map(|&w| queue(0, w, 0, 0)).collect();
     let (_, departures, _) = run(per_queue(GBIT, u64::MAX / 2), &queues, &arrivals);
@@ -708,8 +705,7 @@ fn a_ceiling_is_never_exceeded_over_any_window() {
     let arrivals = merged(vec![capped, other]);
     let queues = [queue(0, 10, 0, ceil), QueueConfig::BEST_EFFORT];
     let (_, departures, _) = run(per_queue(GBIT, u64::MAX / 2), &queues, &arrivals);
-    let mine: Vec<(u64, u64)> =
-        departures.iter().filter(|d| d.queue == 0).map(|d| (d.start_ns, u64::from(arrivals[d.packet as usize].bytes))).collect();
+    let mine: Vec<(u64, u64)> = departures.iter().filter(|d| d.queue == 0).map(|d| (d.start_ns, u64::from(arrivals[d.packet as usize].bytes))).collect();
     let mut prefix = vec![0u64];
     for (_, bytes) in &mine {
         prefix.push(prefix.last().unwrap() + bytes);

@@ -25,105 +25,248 @@ from __future__ import annotations
 
 from isolane._core import IsolaneError as IsolaneError
 from isolane.policy.addresses import (
-    PORT_PATTERN as PORT_PATTERN,
-    PREFIX_PATTERN as PREFIX_PATTERN,
-    Network as Network,
-    PortRange as PortRange,
     _ADDR_SHAPE_RE as _ADDR_SHAPE_RE,
+)
+from isolane.policy.addresses import (
     _H16 as _H16,
+)
+from isolane.policy.addresses import (
     _IPV4 as _IPV4,
+)
+from isolane.policy.addresses import (
     _IPV6 as _IPV6,
+)
+from isolane.policy.addresses import (
     _LEN4 as _LEN4,
+)
+from isolane.policy.addresses import (
     _LEN6 as _LEN6,
+)
+from isolane.policy.addresses import (
     _LS32 as _LS32,
+)
+from isolane.policy.addresses import (
     _MAPPED_V4 as _MAPPED_V4,
+)
+from isolane.policy.addresses import (
     _OCTET as _OCTET,
+)
+from isolane.policy.addresses import (
     _PORT_NUMBER as _PORT_NUMBER,
+)
+from isolane.policy.addresses import (
     _PORT_TEXT_RE as _PORT_TEXT_RE,
+)
+from isolane.policy.addresses import (
     _PREFIX_RE as _PREFIX_RE,
+)
+from isolane.policy.addresses import (
+    PORT_PATTERN as PORT_PATTERN,
+)
+from isolane.policy.addresses import (
+    PREFIX_PATTERN as PREFIX_PATTERN,
+)
+from isolane.policy.addresses import (
+    Network as Network,
+)
+from isolane.policy.addresses import (
+    PortRange as PortRange,
+)
+from isolane.policy.addresses import (
     _families as _families,
+)
+from isolane.policy.addresses import (
     _ipv6_pattern as _ipv6_pattern,
+)
+from isolane.policy.addresses import (
     _mapped as _mapped,
+)
+from isolane.policy.addresses import (
     _merge_ranges as _merge_ranges,
+)
+from isolane.policy.addresses import (
     _parse_prefix as _parse_prefix,
 )
+from isolane.policy.bursts import MAX_WINDOW_NS, MIN_WINDOW_NS
 from isolane.policy.compile import (
     I32 as I32,
+)
+from isolane.policy.compile import (
     I64 as I64,
-    U16 as U16,
-    U32 as U32,
-    U64 as U64,
+)
+from isolane.policy.compile import (
     U8 as U8,
+)
+from isolane.policy.compile import (
+    U16 as U16,
+)
+from isolane.policy.compile import (
+    U32 as U32,
+)
+from isolane.policy.compile import (
+    U64 as U64,
+)
+from isolane.policy.compile import (
     CompiledPolicy,
     TenantTables,
+)
+from isolane.policy.compile import (
     _compile as _compile,
+)
+from isolane.policy.compile import (
     _fingerprint as _fingerprint,
+)
+from isolane.policy.compile import (
     _readonly as _readonly,
+)
+from isolane.policy.compile import (
     _tenant_tables as _tenant_tables,
+)
+from isolane.policy.constants import (
+    _CLASS_KEYS as _CLASS_KEYS,
+)
+from isolane.policy.constants import (
+    _CONTRACT_KEYS as _CONTRACT_KEYS,
+)
+from isolane.policy.constants import (
+    _DSCP_NAME as _DSCP_NAME,
+)
+from isolane.policy.constants import (
+    _METER_BUCKETS as _METER_BUCKETS,
+)
+from isolane.policy.constants import (
+    _METER_FIELDS as _METER_FIELDS,
+)
+from isolane.policy.constants import (
+    _METER_KEYS as _METER_KEYS,
+)
+from isolane.policy.constants import (
+    _METER_REQUIRED as _METER_REQUIRED,
+)
+from isolane.policy.constants import (
+    _METER_WORDS as _METER_WORDS,
+)
+from isolane.policy.constants import (
+    _MICROBURST_KEYS as _MICROBURST_KEYS,
+)
+from isolane.policy.constants import (
+    _PORT_KEYS as _PORT_KEYS,
+)
+from isolane.policy.constants import (
+    _PROTO_NAME as _PROTO_NAME,
+)
+from isolane.policy.constants import (
+    _RULE_KEYS as _RULE_KEYS,
+)
+from isolane.policy.constants import (
+    _SHAPER_KEYS as _SHAPER_KEYS,
+)
+from isolane.policy.constants import (
+    _TENANT_KEYS as _TENANT_KEYS,
+)
+from isolane.policy.constants import (
+    _TOP_KEYS as _TOP_KEYS,
 )
 from isolane.policy.constants import (
     ACTION_ALLOW,
     ACTION_DROP,
-    ACTIONS as ACTIONS,
     COLOR_ACTIONS,
     COLORS,
     COUNT_MODES,
     COUNT_OVERHEAD,
     DEFAULT_COLOR_MAP,
     DEFAULT_LARGEST_FRAME,
-    DEFAULT_MAX_DELAY_NS as DEFAULT_MAX_DELAY_NS,
-    DEFAULT_PRIORITY as DEFAULT_PRIORITY,
     DSCP_NAMES,
     MAX_BURST_BYTES,
-    MAX_CLASSES as MAX_CLASSES,
-    MAX_LARGEST_FRAME as MAX_LARGEST_FRAME,
-    MAX_PORT as MAX_PORT,
-    MAX_PRIORITY as MAX_PRIORITY,
     MAX_RATE_BYTES,
-    MAX_RULE_EXPANSION as MAX_RULE_EXPANSION,
-    MAX_VLAN as MAX_VLAN,
-    MAX_VNI as MAX_VNI,
-    MAX_WEIGHT as MAX_WEIGHT,
     METER_KINDS,
     METER_NONE,
-    MIN_FRAME as MIN_FRAME,
     NO_CLASS,
     PORT_ALPHA_LOG2,
     PORT_MODES,
-    PORT_PROTOCOLS as PORT_PROTOCOLS,
     PROTOCOLS,
     RULE_FIELDS,
+)
+from isolane.policy.constants import (
+    ACTIONS as ACTIONS,
+)
+from isolane.policy.constants import (
+    DEFAULT_MAX_DELAY_NS as DEFAULT_MAX_DELAY_NS,
+)
+from isolane.policy.constants import (
+    DEFAULT_PRIORITY as DEFAULT_PRIORITY,
+)
+from isolane.policy.constants import (
+    MAX_CLASSES as MAX_CLASSES,
+)
+from isolane.policy.constants import (
+    MAX_LARGEST_FRAME as MAX_LARGEST_FRAME,
+)
+from isolane.policy.constants import (
+    MAX_PORT as MAX_PORT,
+)
+from isolane.policy.constants import (
+    MAX_PRIORITY as MAX_PRIORITY,
+)
+from isolane.policy.constants import (
+    MAX_RULE_EXPANSION as MAX_RULE_EXPANSION,
+)
+from isolane.policy.constants import (
+    MAX_VLAN as MAX_VLAN,
+)
+from isolane.policy.constants import (
+    MAX_VNI as MAX_VNI,
+)
+from isolane.policy.constants import (
+    MAX_WEIGHT as MAX_WEIGHT,
+)
+from isolane.policy.constants import (
+    MIN_FRAME as MIN_FRAME,
+)
+from isolane.policy.constants import (
+    PORT_PROTOCOLS as PORT_PROTOCOLS,
+)
+from isolane.policy.constants import (
     SCHEMA_VERSION as SCHEMA_VERSION,
+)
+from isolane.policy.constants import (
     Action as Action,
+)
+from isolane.policy.constants import (
     Color as Color,
+)
+from isolane.policy.constants import (
     Count as Count,
+)
+from isolane.policy.constants import (
     MeterKind as MeterKind,
+)
+from isolane.policy.constants import (
     PortMode as PortMode,
-    _CLASS_KEYS as _CLASS_KEYS,
-    _CONTRACT_KEYS as _CONTRACT_KEYS,
-    _DSCP_NAME as _DSCP_NAME,
-    _METER_BUCKETS as _METER_BUCKETS,
-    _METER_FIELDS as _METER_FIELDS,
-    _METER_KEYS as _METER_KEYS,
-    _METER_REQUIRED as _METER_REQUIRED,
-    _METER_WORDS as _METER_WORDS,
-    _MICROBURST_KEYS as _MICROBURST_KEYS,
-    _PORT_KEYS as _PORT_KEYS,
-    _PROTO_NAME as _PROTO_NAME,
-    _RULE_KEYS as _RULE_KEYS,
-    _SHAPER_KEYS as _SHAPER_KEYS,
-    _TENANT_KEYS as _TENANT_KEYS,
-    _TOP_KEYS as _TOP_KEYS,
+)
+from isolane.policy.constants import (
     _dscp_names as _dscp_names,
+)
+from isolane.policy.errors import (
+    _MAX_LISTED_ERRORS as _MAX_LISTED_ERRORS,
 )
 from isolane.policy.errors import (
     PolicyError,
     PolicyWarning,
-    _MAX_LISTED_ERRORS as _MAX_LISTED_ERRORS,
+)
+from isolane.policy.errors import (
     _at as _at,
+)
+from isolane.policy.errors import (
     _describe as _describe,
+)
+from isolane.policy.errors import (
     _did_you_mean as _did_you_mean,
+)
+from isolane.policy.errors import (
     _or_list as _or_list,
+)
+from isolane.policy.errors import (
     _render_error as _render_error,
 )
 from isolane.policy.json_schema import (
@@ -131,7 +274,12 @@ from isolane.policy.json_schema import (
     schema_text,
 )
 from isolane.policy.model import (
+    _T as _T,
+)
+from isolane.policy.model import (
     ColorAction as ColorAction,
+)
+from isolane.policy.model import (
     Contract,
     Meter,
     Microburst,
@@ -141,47 +289,135 @@ from isolane.policy.model import (
     Shaper,
     Tenant,
     TrafficClass,
-    _T as _T,
+)
+from isolane.policy.model import (
     _action_to_data as _action_to_data,
+)
+from isolane.policy.model import (
     _given as _given,
+)
+from isolane.policy.model import (
     _ports_to_data as _ports_to_data,
+)
+from isolane.policy.model import (
     _unless_none as _unless_none,
 )
 from isolane.policy.policy import (
     Policy,
+)
+from isolane.policy.policy import (
     _build as _build,
+)
+from isolane.policy.policy import (
     _emit as _emit,
 )
-from isolane.policy.bursts import MAX_WINDOW_NS, MIN_WINDOW_NS
 from isolane.policy.qos import (
     DEFAULT_PORT_BURST_WINDOW_NS,
     BurstArrays,
     CompiledQos,
     MeterArrays,
     ShaperArrays,
+)
+from isolane.policy.qos import (
     _column as _column,
+)
+from isolane.policy.qos import (
     _compile_qos as _compile_qos,
+)
+from isolane.policy.qos import (
     _meter_arrays as _meter_arrays,
+)
+from isolane.policy.qos import (
     _shaper_arrays as _shaper_arrays,
+)
+from isolane.policy.qos import (
     _shaper_row as _shaper_row,
+)
+from isolane.policy.qos import (
     _tenant_weights as _tenant_weights,
 )
 from isolane.policy.read import (
     _load_toml as _load_toml,
+)
+from isolane.policy.read import (
     _load_yaml as _load_yaml,
+)
+from isolane.policy.read import (
     _read_file as _read_file,
 )
 from isolane.policy.shadowed import (
     _BIG_GROUP as _BIG_GROUP,
+)
+from isolane.policy.shadowed import (
     _MAPPED_VALUE as _MAPPED_VALUE,
+)
+from isolane.policy.shadowed import (
     _MASKS as _MASKS,
+)
+from isolane.policy.shadowed import (
     _addr_ints as _addr_ints,
+)
+from isolane.policy.shadowed import (
     _shadowed_rules as _shadowed_rules,
 )
 from isolane.policy.units import (
+    _ALL_RATE_UNITS as _ALL_RATE_UNITS,
+)
+from isolane.policy.units import (
+    _ALL_SIZE_UNITS as _ALL_SIZE_UNITS,
+)
+from isolane.policy.units import (
+    _DURATION_RE as _DURATION_RE,
+)
+from isolane.policy.units import (
+    _NUM as _NUM,
+)
+from isolane.policy.units import (
+    _PFX as _PFX,
+)
+from isolane.policy.units import (
+    _RATE_RE as _RATE_RE,
+)
+from isolane.policy.units import (
+    _RATE_UNITS as _RATE_UNITS,
+)
+from isolane.policy.units import (
+    _SIZE_RE as _SIZE_RE,
+)
+from isolane.policy.units import (
+    _SIZE_UNITS as _SIZE_UNITS,
+)
+from isolane.policy.units import (
+    _SPLIT_UNIT_RE as _SPLIT_UNIT_RE,
+)
+from isolane.policy.units import (
+    _TIME_UNITS as _TIME_UNITS,
+)
+from isolane.policy.units import (
+    _UNIT_PREFIXES as _UNIT_PREFIXES,
+)
+from isolane.policy.units import (
     DURATION_PATTERN as DURATION_PATTERN,
+)
+from isolane.policy.units import (
     RATE_PATTERN as RATE_PATTERN,
+)
+from isolane.policy.units import (
     SIZE_PATTERN as SIZE_PATTERN,
+)
+from isolane.policy.units import (
+    _format as _format,
+)
+from isolane.policy.units import (
+    _parse_quantity as _parse_quantity,
+)
+from isolane.policy.units import (
+    _span as _span,
+)
+from isolane.policy.units import (
+    _unit_problem as _unit_problem,
+)
+from isolane.policy.units import (
     default_burst,
     format_duration,
     format_rate,
@@ -189,31 +425,29 @@ from isolane.policy.units import (
     parse_duration,
     parse_rate,
     parse_size,
-    _ALL_RATE_UNITS as _ALL_RATE_UNITS,
-    _ALL_SIZE_UNITS as _ALL_SIZE_UNITS,
-    _DURATION_RE as _DURATION_RE,
-    _NUM as _NUM,
-    _PFX as _PFX,
-    _RATE_RE as _RATE_RE,
-    _RATE_UNITS as _RATE_UNITS,
-    _SIZE_RE as _SIZE_RE,
-    _SIZE_UNITS as _SIZE_UNITS,
-    _SPLIT_UNIT_RE as _SPLIT_UNIT_RE,
-    _TIME_UNITS as _TIME_UNITS,
-    _UNIT_PREFIXES as _UNIT_PREFIXES,
-    _format as _format,
-    _parse_quantity as _parse_quantity,
-    _span as _span,
-    _unit_problem as _unit_problem,
 )
 from isolane.policy.validate import (
     BAD as BAD,
+)
+from isolane.policy.validate import (
     _Bad as _Bad,
+)
+from isolane.policy.validate import (
     _Checker as _Checker,
+)
+from isolane.policy.validate import (
     _guarantee as _guarantee,
+)
+from isolane.policy.validate import (
     _is_int_pair as _is_int_pair,
+)
+from isolane.policy.validate import (
     _policy_warnings as _policy_warnings,
+)
+from isolane.policy.validate import (
     _port_checks as _port_checks,
+)
+from isolane.policy.validate import (
     _rule_label as _rule_label,
 )
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from isolane.policy.addresses import PORT_PATTERN, PREFIX_PATTERN
 from isolane.policy.constants import (
+    _METER_FIELDS,
+    _METER_REQUIRED,
     ACTIONS,
     COLORS,
     COUNT_MODES,
@@ -22,8 +24,6 @@ from isolane.policy.constants import (
     PORT_MODES,
     PROTOCOLS,
     SCHEMA_VERSION,
-    _METER_FIELDS,
-    _METER_REQUIRED,
 )
 from isolane.policy.units import DURATION_PATTERN, RATE_PATTERN, SIZE_PATTERN
 

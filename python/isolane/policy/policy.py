@@ -12,13 +12,13 @@ from typing import Any
 
 from isolane.policy.compile import CompiledPolicy, TenantTables, _compile, _tenant_tables
 from isolane.policy.constants import (
+    _DSCP_NAME,
+    _TOP_KEYS,
     ACTIONS,
     COUNT_MODES,
     DEFAULT_COLOR_MAP,
     DEFAULT_LARGEST_FRAME,
     SCHEMA_VERSION,
-    _DSCP_NAME,
-    _TOP_KEYS,
     Action,
     Color,
     Count,

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from isolane.policy.compile import I64, U8, U32, U64, _readonly
 from isolane.policy.constants import (
+    _METER_BUCKETS,
     COLOR_ACTIONS,
     COLORS,
     COUNT_MODES,
@@ -22,7 +23,6 @@ from isolane.policy.constants import (
     MAX_WEIGHT,
     METER_KINDS,
     PORT_MODES,
-    _METER_BUCKETS,
 )
 from isolane.policy.model import ColorAction, Contract, Meter, Microburst, Remark
 from isolane.policy.units import default_burst

@@ -7,8 +7,20 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from isolane.policy.addresses import Network, PortRange, _PORT_TEXT_RE, _families, _mapped, _merge_ranges, _parse_prefix
+from isolane.policy.addresses import _PORT_TEXT_RE, Network, PortRange, _families, _mapped, _merge_ranges, _parse_prefix
+from isolane.policy.bursts import read_microburst
 from isolane.policy.constants import (
+    _CLASS_KEYS,
+    _METER_BUCKETS,
+    _METER_FIELDS,
+    _METER_KEYS,
+    _METER_REQUIRED,
+    _METER_WORDS,
+    _PORT_KEYS,
+    _PROTO_NAME,
+    _RULE_KEYS,
+    _SHAPER_KEYS,
+    _TENANT_KEYS,
     ACTIONS,
     COLORS,
     COUNT_MODES,
@@ -30,21 +42,9 @@ from isolane.policy.constants import (
     PORT_MODES,
     PORT_PROTOCOLS,
     PROTOCOLS,
-    _CLASS_KEYS,
-    _METER_BUCKETS,
-    _METER_FIELDS,
-    _METER_KEYS,
-    _METER_REQUIRED,
-    _METER_WORDS,
-    _PORT_KEYS,
-    _PROTO_NAME,
-    _RULE_KEYS,
-    _SHAPER_KEYS,
-    _TENANT_KEYS,
     Color,
 )
 from isolane.policy.errors import _at, _describe, _did_you_mean, _or_list
-from isolane.policy.bursts import read_microburst
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Rule, Shaper, Tenant, TrafficClass
 from isolane.policy.shadowed import _MASKS, _shadowed_rules
 from isolane.policy.units import _span, default_burst, format_rate, format_size, parse_duration, parse_rate, parse_size

@@ -5,8 +5,8 @@
 use bytemuck::Zeroable;
 
 use crate::classify::{ipv4_mapped, Rule};
-use crate::engine::{Engine, TablesSpec, TenantSpec, ALLOW, DROP};
 use crate::enforce::{ClassQos, ColorAction, Contract, Count, MeterSpec, Outcome, Processed, QosSpec, TenantQos, OUTCOMES};
+use crate::engine::{Engine, TablesSpec, TenantSpec, ALLOW, DROP};
 use crate::meter::{MeterKind, MeterParams};
 use crate::parse::{PacketInfo, Status, Tunnel};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
