@@ -12,9 +12,10 @@
 //! the port, which sees the packet at its release time.
 
 mod chunks;
-mod columns;
+mod inputs;
 mod spec;
 mod stats;
+mod update;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -33,7 +34,7 @@ use crate::verdict::{Verdict, DROP};
 pub use crate::outcome::{processed_fields, Outcome, Processed, NO_COLOR, OUTCOMES};
 use chunks::Given;
 pub use chunks::{Chunks, Classified};
-pub use columns::{BurstColumns, ContractColumns, MeterColumns, QosColumns, ShaperColumns};
+pub use inputs::{BurstRow, ClassInput, MeterRow, PortInput, QosInputs, QosSettings, ShaperRow, TenantInput};
 pub use spec::{Arrival, ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
 use stats::RowCounters;
 pub use stats::{QosCounters, QosStats, StatsKey};
@@ -91,7 +92,7 @@ impl ColorActions {
 }
 
 /// Profiles by contract, numbered as they are first asked for.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Profiles {
     list: Vec<Profile>,
     index: FxHashMap<Contract, u32>,
@@ -112,6 +113,15 @@ impl Profiles {
             list.push(Profile { meter, shaper, fast });
             (list.len() - 1) as u32
         })
+    }
+}
+
+impl std::ops::Index<usize> for Profiles {
+    type Output = Profile;
+
+    #[inline]
+    fn index(&self, profile: usize) -> &Profile {
+        &self.list[profile]
     }
 }
 
@@ -219,7 +229,7 @@ pub struct Enforcer {
     staged: Option<QosSpec>,
     /// By the engine's tenant index (a tenant without a contract has profile [`NO_CONTRACT`]).
     tenants: Vec<TenantState>,
-    profiles: Vec<Profile>,
+    profiles: Profiles,
     /// The contract each tenant's state enforces, by the same index.
     contracts: Vec<Option<TenantQos>>,
     /// Every class's stage, by class row (tenant by tenant, as the port queues).
@@ -245,75 +255,6 @@ pub struct Enforcer {
 }
 
 impl Enforcer {
-    /// `spec` (checked) applies from the next [`retarget`](Enforcer::retarget); `None`
-    /// withdraws a spec whose tables were refused.
-    pub fn stage(&mut self, spec: Option<QosSpec>) {
-        self.staged = spec;
-    }
-
-    /// Aligns the state with the engine's new tenants (by name): a tenant whose contract
-    /// (and the policy-wide count and colour map) did not change keeps its meters and shapers;
-    /// the port and its queues are kept if no queue and no port setting changed.
-    pub fn retarget(&mut self, names: &[String]) {
-        let spec = self.staged.take().unwrap_or_else(|| self.spec.clone());
-        let same_globals = spec.count == self.spec.count && spec.color_map == self.spec.color_map;
-        let mut old = self.take_states();
-        let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
-        // Packets read these at random: huge pages spare a TLB miss per packet when they are large.
-        let class_count = names.iter().filter_map(|name| by_name.get(name.as_str())).map(|qos| qos.classes.len()).sum();
-        let mut tenants = crate::memory::with_capacity(names.len());
-        let mut class_stages = crate::memory::with_capacity(class_count);
-        let (mut contracts, mut queues, mut queue_scopes) = (Vec::new(), Vec::new(), Vec::new());
-        let mut profiles = Profiles::default();
-        for (index, name) in names.iter().enumerate() {
-            let Some(&qos) = by_name.get(name.as_str()) else {
-                tenants.push(TenantState::without_contract());
-                contracts.push(None);
-                continue;
-            };
-            let kept = old.remove(name).filter(|(old_qos, ..)| same_globals && old_qos == qos);
-            let (mut stage, mut classes) = kept
-                .map(|(_, stage, classes)| (stage, classes))
-                .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
-            stage.profile = profiles.of(&qos.contract);
-            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default());
-            for (class_stage, class) in classes.iter_mut().zip(&qos.classes) {
-                class_stage.profile = profiles.of(&class.contract);
-            }
-            let meter_and_shaper = &profiles.list[stage.profile as usize].fast;
-            let fast = spec.port.is_none() && !stage.classes_enforced && meter_and_shaper.as_ref().is_some_and(|m| m.meter_count == spec.count);
-            stage.lane = if fast { Lane::Fast } else { Lane::General };
-            tenants.push(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 });
-            class_stages.extend(classes);
-            queues.extend(qos.classes.iter().enumerate().map(|(c, class)| (name.clone(), c as u16, class.queue)));
-            queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
-            contracts.push(Some(qos.clone()));
-        }
-        let port_kept = self.replace_port(spec.port, queues);
-        let queue_scopes = if spec.port.is_some() { queue_scopes } else { Vec::new() };
-        self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
-        self.archive_rows();
-        self.row_keys = row_keys(&contracts, names);
-        self.class_rows = class_stages.len();
-        self.rows = crate::memory::zeroed_vec(self.row_keys.len());
-        (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles.list);
-        self.spec = spec;
-    }
-
-    /// Every tenant's contract with its stage and its classes' stages, by name.
-    fn take_states(&mut self) -> FxHashMap<String, (TenantQos, Stage, Vec<Stage>)> {
-        let class_stages = std::mem::take(&mut self.class_stages);
-        let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));
-        tenants
-            .filter_map(|(state, qos)| {
-                let qos = qos?;
-                let first = state.first_row as usize;
-                let classes = class_stages[first..first + state.classes as usize].to_vec();
-                Some((qos.name.clone(), (qos, state.stage, classes)))
-            })
-            .collect()
-    }
-
     /// Ends the packet stream at the port, as at the end of a capture: every packet in flight
     /// reaches it in release order and everything queued is sent, their outcomes and delays
     /// into the statistics. The port stays, empty, its time at the last of these events: a
@@ -342,38 +283,6 @@ impl Enforcer {
             }
         }
         port.clear_departures();
-    }
-
-    /// Keeps the port if nothing about it changed; otherwise drains the old one (packets in
-    /// flight arrive, everything queued is sent) into the statistics and starts a new one.
-    /// Whether the port was kept.
-    fn replace_port(&mut self, config: Option<PortConfig>, queues: Vec<(String, u16, QueueConfig)>) -> bool {
-        if let Some(current) = &self.port {
-            if Some(current.config) == config && current.queues == queues {
-                return true;
-            }
-        }
-        self.drain_port();
-        if let Some(old) = self.port.take() {
-            for (queue, (tenant, class, _)) in old.queues.iter().enumerate() {
-                let stats = self.archive.entry((Some(tenant.clone()), Some(*class))).or_default();
-                stats.delay_ns.merge(&old.port.stats(queue as u32).delay_ns);
-            }
-        }
-        self.port = config.map(|config| {
-            let port = Port::new(config, queues.iter().map(|(_, _, queue)| *queue).collect()).expect("QosSpec::check built this port");
-            PortState { port, config, queues }
-        });
-        false
-    }
-
-    fn archive_rows(&mut self) {
-        for (key, row) in self.row_keys.iter().zip(&self.rows) {
-            let counters = row.counters();
-            if counters.packets > 0 {
-                self.archive.entry(key.clone()).or_default().counters.add(&counters);
-            }
-        }
     }
 
     /// Enforces one classified batch in packet order, appending packet `i`'s result to `out`
@@ -738,12 +647,6 @@ impl Enforcer {
 }
 
 /// The statistics rows' keys: every class of the tenants with a contract, every tenant, none.
-fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> Vec<StatsKey> {
-    let classes = contracts.iter().flatten().flat_map(|t| (0..t.classes.len()).map(|c| (Some(t.name.clone()), Some(c as u16))));
-    let tenants = names.iter().map(|name| (Some(name.clone()), None));
-    classes.chain(tenants).chain([(None, None)]).collect()
-}
-
 /// What the meters did to a packet so far.
 struct Metered {
     /// The worst colour any meter gave (green if none).

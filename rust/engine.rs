@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use rustc_hash::FxHashMap;
 
 use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
-use crate::enforce::{Processed, QosSpec, QosStats, StatsKey};
+use crate::enforce::{Processed, QosInputs, QosSpec, QosStats, StatsKey};
 use crate::memory::prefetch;
 use crate::parse::{PacketInfo, Status, Tunnel};
 use crate::verdict::class_id;
@@ -23,7 +23,10 @@ pub use pipeline::Packets;
 use pipeline::QosPipeline;
 
 mod counters;
+mod delta;
 mod pipeline;
+
+pub use delta::{Delta, Route, TenantEntry, TenantOp};
 
 /// What a tenant's part of a policy compiles to.
 #[derive(Debug, Clone, PartialEq)]
@@ -275,18 +278,18 @@ impl HotTenant {
 /// tables of successive edits, which do not change it.
 #[derive(Debug, Clone, Default)]
 struct VniMap {
-    blocks: Arc<[Option<Box<[i32; 4096]>>]>,
+    blocks: Arc<[Option<Arc<[i32; 4096]>>]>,
 }
 
 impl VniMap {
     fn new(vnis: impl IntoIterator<Item = (u32, i32)>) -> VniMap {
-        let mut blocks: Vec<Option<Box<[i32; 4096]>>> = Vec::new();
+        let mut blocks: Vec<Option<Arc<[i32; 4096]>>> = Vec::new();
         for (vni, tenant) in vnis {
             if blocks.is_empty() {
                 blocks = vec![None; 4096];
             }
-            let block = blocks[(vni >> 12) as usize & 0xfff].get_or_insert_with(|| Box::new([-1; 4096]));
-            block[(vni & 0xfff) as usize] = tenant;
+            let block = blocks[(vni >> 12) as usize & 0xfff].get_or_insert_with(|| Arc::new([-1; 4096]));
+            Arc::make_mut(block)[(vni & 0xfff) as usize] = tenant;
         }
         VniMap { blocks: blocks.into() }
     }
@@ -310,6 +313,8 @@ pub struct EngineTables {
     /// `heads[t]` and `hot[t]` are `tenants[t]`'s data-path parts.
     heads: Vec<TenantHead>,
     hot: Vec<HotTenant>,
+    /// What selects each tenant's traffic, as [`Engine::apply`] was given it.
+    routes: Vec<Arc<Route>>,
     vnis: VniMap,
     vlans: FxHashMap<u16, i32>,
     /// Outer source prefixes of untunnelled traffic, checked in order.
@@ -478,6 +483,8 @@ pub struct Engine {
     /// batch (meters must see packets in order) and by updates when they install tables, so a
     /// batch sees tables and contracts of one policy.
     qos: Mutex<QosPipeline>,
+    /// The QoS inputs of the tenants [`Engine::apply`] installed, by tenant position.
+    qos_inputs: Mutex<QosInputs>,
 }
 
 impl Engine {
@@ -496,6 +503,7 @@ impl Engine {
             updating: Arc::default(),
             rebuilds: Mutex::default(),
             qos: Mutex::new(QosPipeline::new(threads)?),
+            qos_inputs: Mutex::default(),
         };
         engine.update(spec)?;
         Ok(engine)

@@ -12,7 +12,6 @@ import pytest
 
 import isolane
 from isolane import PROCESSED_DTYPE, VERDICT_DTYPE, Color, Engine, Outcome, Policy
-from isolane.engine import _qos_spec, _spec
 from locations import SAMPLE
 from qos_reference import Reference
 from test_engine import records as vxlan_records
@@ -285,14 +284,18 @@ def test_bad_input_gets_a_clear_exception() -> None:
     old_records = np.zeros(2, dtype=[("vni", "<i4"), ("wire_len", "<u4")])
     with pytest.raises(TypeError, match="timestamp_ns"):
         engine.process(old_records)
-    qos = _qos_spec(pol.compile_qos())
-    with pytest.raises(ValueError, match="qos spec lacks 'count'"):
-        isolane._core.Engine(_spec(pol.compile()), {k: v for k, v in qos.items() if k != "count"})
-    bad_kind = {**qos, "tenant": {**qos["tenant"], "meter": {**qos["tenant"]["meter"], "kind": np.array([7, 1], dtype=np.uint8)}}}
-    with pytest.raises(ValueError, match=r"tenant 0 \('a'\): meter kind 7"):
-        isolane._core.Engine(_spec(pol.compile()), bad_kind)
-    with pytest.raises(ValueError, match="queue_weight has 1 rows for 2 classes"):
-        isolane._core.Engine(_spec(pol.compile()), {**qos, "queue_weight": np.ones(1, dtype=np.uint32)})
+    core = isolane._core.Engine()
+    tables = isolane.policy.tenant_tables(pol.tenants[0])
+    qos = isolane.policy.tenant_qos(pol.tenants[0], isolane.policy.qos_context(pol))
+    with pytest.raises(ValueError, match=r"tenant 'a': meter kind 7"):
+        core.apply([("insert", 0, tables, qos._replace(meter=qos.meter._replace(kind=7)))], [(0, 1)], None, 0)
+    with pytest.raises(TypeError, match="OpArg"):  # the core reads the compiler's types, not look-alikes
+        core.apply([("insert", 0, tables, {"name": "a"})], [(0, 1)], None, 0)
+    with pytest.raises(ValueError, match="no tenant position 5"):
+        core.apply([("replace", 5, tables, qos)], [], None, 0)
+    with pytest.raises(ValueError, match="tenant op 'move'"):
+        core.apply([("move", 0, tables, qos)], [], None, 0)
+    assert core.tenant_names == []  # nothing is installed when anything is refused
     with pytest.raises(ValueError, match="whole parsed records"):
         engine._core.process_records(np.zeros(3, dtype=np.uint8))
 

@@ -22,19 +22,10 @@ import numpy.typing as npt
 
 from isolane import _core
 from isolane.parsing import PARSED_DTYPE, dtype_of, parse, tunnel_ports
-from isolane.policy import (
-    CompiledPolicy,
-    CompiledQos,
-    MeterArrays,
-    Policy,
-    PolicyError,
-    Rule,
-    ShaperArrays,
-    _Checker,
-    _tenant_tables,
-    format_duration,
-    parse_duration,
-)
+from isolane.policy import Policy, PolicyError, Rule, TenantTables, _Checker, _tenant_tables, format_duration, parse_duration, tenant_tables
+from isolane.policy.claims import TenantChange
+from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP
+from isolane.policy.qos import QosContext, TenantQos, qos_context, qos_settings, tenant_qos
 
 
 class Reason(enum.IntEnum):
@@ -197,108 +188,58 @@ def _with_edits(policy: Policy, edits: list[tuple[int, str, int, Rule | None]]) 
     return dataclasses.replace(policy, tenants=tuple(tenants), warnings=())
 
 
-def _spec(compiled: CompiledPolicy) -> dict[str, Any]:
-    tenants = []
-    for tables in compiled.tenants:
-        tenant: dict[str, Any] = dict(tables.rule_arrays())
-        tenant.update(
-            name=tables.name,
-            action=tables.action,
-            cls=tables.cls,
-            policy_rule=tables.policy_rule,
-            default_action=tables.default_action,
-            default_cls=tables.default_cls,
-        )
-        tenants.append(tenant)
-    return {
-        "tenants": tenants,
-        "vnis": sorted(compiled.vni_tenant.items()),
-        "vlans": sorted(compiled.vlan_tenant.items()),
-        "sources": [(address, length, tenant) for tenant, address, length in compiled.source_prefixes],
-        "unknown_action": compiled.unknown_action,
-    }
+Op = tuple[str, int, TenantTables | None, TenantQos | None]
+"""A tenant operation as the core applies it: ("replace" | "insert", position, tables, QoS) or
+("remove", position, None, None)."""
 
 
-def _contract_columns(meters: MeterArrays, shapers: ShaperArrays) -> dict[str, dict[str, npt.NDArray[Any]]]:
-    meter = {f.name: np.ravel(getattr(meters, f.name)) for f in dataclasses.fields(meters)}
-    shaper = {f.name: getattr(shapers, f.name) for f in dataclasses.fields(shapers)}
-    return {"meter": meter, "shaper": shaper}
+def _ops(changes: list[TenantChange], context: QosContext) -> list[Op]:
+    ops: list[Op] = []
+    for op, at, _, new in changes:
+        if new is None:
+            ops.append((op, at, None, None))
+        else:
+            ops.append((op, at, tenant_tables(new), tenant_qos(new, context)))
+    return ops
 
 
-_MAX_WEIGHT = 2**32 - 1
+def _diff(before: Policy, after: Policy, everything: bool = False) -> list[TenantChange]:
+    """Tenant changes from ``before`` to ``after``: the edits that made it, else a replacement
+    of each position whose tenant is not the same object (tenants read from equal data are),
+    with inserts or removals at the end; ``everything``: a replacement of every position."""
+    changes = None if everything else after.changes_since(before)
+    if changes is not None:
+        return changes
+    old, new = before.tenants, after.tenants
+    common = min(len(old), len(new))
+    found: list[TenantChange] = [("replace", i, old[i], new[i]) for i in range(common) if everything or old[i] is not new[i]]
+    found += [("insert", i, None, new[i]) for i in range(common, len(new))]
+    found += [("remove", i, old[i], None) for i in reversed(range(common, len(old)))]
+    return found
 
 
-def _queue_burst(qos: CompiledQos, tenant: int, row: int, guarantee: int) -> int:
-    """The depth of a queue's guarantee bucket: its class's ``burst``; else the part of its
-    tenant's ``burst`` that its guarantee is of the tenant's (at least 1 B); 0 (the port's
-    default) when neither is set."""
-    if qos.class_burst_given[row]:
-        return int(qos.class_burst[row])
-    tenant_rate = int(qos.tenant_rate[tenant])
-    if qos.tenant_burst_given[tenant] and tenant_rate and guarantee:
-        return max(int(qos.tenant_burst[tenant]) * guarantee // tenant_rate, 1)
-    return 0
-
-
-def _port_queues(qos: CompiledQos) -> dict[str, npt.NDArray[Any]]:
-    """One port queue per class (``docs/qos.md``, "The port in the engine"): the class's
-    priority; weight = tenant weight x class weight; guarantee = the class's rate plus its
-    share, by class weight, of the tenant guarantee its classes do not claim (capped at the
-    class's ceiling); its burst (``_queue_burst``); ceiling = the class's; reserve = the port's
-    ``reserve`` x guarantee / line rate."""
-    rows = len(qos.class_tenant)
-    guarantee = np.zeros(rows, dtype=np.uint64)
-    burst = np.zeros(rows, dtype=np.uint64)
-    reserved = np.zeros(rows, dtype=np.uint64)
-    weight = np.zeros(rows, dtype=np.uint32)
-    for tenant, name in enumerate(qos.tenant_names):
-        first, end = int(qos.class_offsets[tenant]), int(qos.class_offsets[tenant + 1])
-        class_weights = [int(w) for w in qos.class_weight[first:end]]
-        spare = int(qos.tenant_rate[tenant]) - sum(int(r) for r in qos.class_rate[first:end])
-        shares = [spare * w // sum(class_weights) for w in class_weights]
-        shares[0] += spare - sum(shares)
-        for offset, (class_weight, share) in enumerate(zip(class_weights, shares)):
-            row = first + offset
-            ceil = int(qos.class_ceil[row])
-            rate = int(qos.class_rate[row]) + share
-            guarantee[row] = min(rate, ceil) if ceil else rate
-            burst[row] = _queue_burst(qos, tenant, row, int(guarantee[row]))
-            reserved[row] = qos.port_reserve * int(guarantee[row]) // qos.port_rate if qos.port_rate else 0
-            product = int(qos.tenant_weight[tenant]) * class_weight
-            if product > _MAX_WEIGHT:
-                raise ValueError(f"tenant {name!r}, class {offset}: its port weight {product} (tenant weight x class weight) is over {_MAX_WEIGHT}")
-            weight[row] = product
-    return {
-        "queue_priority": qos.class_priority,
-        "queue_weight": weight,
-        "queue_guarantee": guarantee,
-        "queue_burst": burst,
-        "queue_ceil": qos.class_ceil,
-        "queue_reserved": reserved,
-    }
-
-
-def _burst_spec(qos: CompiledQos, poll_ns: tuple[int, ...]) -> dict[str, Any]:
-    bursts = qos.bursts
-    columns = {f.name: getattr(bursts, f.name) for f in dataclasses.fields(bursts)}
-    return {**columns, "poll_ns": np.array(poll_ns, dtype=np.uint64)}
-
-
-def _qos_spec(qos: CompiledQos, poll_ns: tuple[int, ...] = ()) -> dict[str, Any]:
-    return {
-        "bursts": _burst_spec(qos, poll_ns),
-        "tenant_names": qos.tenant_names,
-        "count": qos.count,
-        "color_map": qos.color_map,
-        "port_rate": qos.port_rate,
-        "port_buffer": qos.port_buffer,
-        "port_mode": qos.port_mode,
-        "port_alpha_log2": qos.port_alpha_log2,
-        "tenant": _contract_columns(qos.tenant_meter, qos.tenant_shaper),
-        "class": _contract_columns(qos.class_meter, qos.class_shaper),
-        "class_offsets": qos.class_offsets,
-        **_port_queues(qos),
-    }
+def _changed_weights(before: npt.NDArray[np.uint32], after: npt.NDArray[np.uint32], changes: list[TenantChange]) -> list[tuple[int, int]]:
+    """(position, weight) of each tenant whose weight is new after ``changes``; a replaced or
+    inserted tenant is always given its weight."""
+    if len(changes) > 8:  # many: as a list, whose inserts at the end cost nothing
+        listed = before.tolist()
+        for op, at, _, _ in changes:
+            if op == "remove":
+                del listed[at]
+            else:
+                listed[at : at + (op == "replace")] = [0]
+        moved = np.array(listed, dtype=np.uint32)
+    else:
+        moved = before
+        for op, at, _, _ in changes:
+            if op == "remove":
+                moved = np.delete(moved, at)
+            elif op == "insert":
+                moved = np.insert(moved, at, 0)
+            else:
+                moved = moved.copy()
+                moved[at] = 0
+    return [(int(i), int(after[i])) for i in np.flatnonzero(moved != after)]
 
 
 class Engine:
@@ -328,26 +269,32 @@ class Engine:
             raise TypeError(f"threads must be an int, got {threads!r}")
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
-        self._compiled = policy.compile()
         self._poll_ns = _poll_intervals(poll)
         self._on_burst = on_burst
-        self._core = _core.Engine(_spec(self._compiled), _qos_spec(policy.compile_qos(), self._poll_ns), threads)
-        self._policy = policy
+        self._core = _core.Engine(threads)
+        empty = Policy()
+        self._policy = empty
+        self._weights = empty._weight_inputs.weights
         # Rule edits (tenant position, op, index, rule) made since `_policy`, applied to it when
         # `policy` is read, so that an edit costs its one rule, not a copy of the tenant's rules;
         # and the rule count of each tenant they edit. The lock keeps both whole.
         self._edits: list[tuple[int, str, int, Rule | None]] = []
         self._rule_counts: dict[int, int] = {}
         self._editing = threading.Lock()
+        self._install(policy, [("insert", i, None, t) for i, t in enumerate(policy.tenants)])
 
     @property
     def policy(self) -> Policy:
         """The policy in force: the last one installed, with the rule edits made since."""
         with self._editing:
-            if self._edits:
-                self._policy = _with_edits(self._policy, self._edits)
-                self._edits, self._rule_counts = [], {}
+            self._apply_edits()
             return self._policy
+
+    def _apply_edits(self) -> None:
+        """Brings ``_policy`` up to the rule edits made since it (with the lock held)."""
+        if self._edits:
+            self._policy = _with_edits(self._policy, self._edits)
+            self._edits, self._rule_counts = [], {}
 
     @property
     def threads(self) -> int:
@@ -356,7 +303,7 @@ class Engine:
 
     @property
     def tenant_names(self) -> list[str]:
-        return self._compiled.tenant_names
+        return self._core.tenant_names
 
     def classify(self, packets: _core.PacketBatch | npt.NDArray[np.void], **parse_options: Any) -> npt.NDArray[np.void]:
         """Verdicts (:data:`VERDICT_DTYPE`) for a :class:`~isolane.PacketBatch` (parsed first,
@@ -472,10 +419,24 @@ class Engine:
         tables and start the next on the new; counters run on by tenant name. A tenant whose
         QoS contract did not change keeps its meters, shapers and port queue; a changed or
         new one starts with full buckets."""
-        compiled = policy.compile()
         with self._editing:
-            report = UpdateReport(*self._core.update(_spec(compiled), _qos_spec(policy.compile_qos(), self._poll_ns)))
-            self._compiled, self._policy, self._edits, self._rule_counts = compiled, policy, [], {}
+            self._apply_edits()
+            return self._install(policy, _diff(self._policy, policy))
+
+    def _install(self, policy: Policy, changes: list[TenantChange]) -> UpdateReport:
+        """Hands the core the tenants that changed (every tenant, if what their compiled QoS
+        depends on changed), the weights that are new and the QoS settings if they changed."""
+        old = self._policy
+        context = qos_context(policy)
+        settings = None
+        if (policy.count, policy.largest_frame, policy.color_map, policy.port) != (old.count, old.largest_frame, old.color_map, old.port) or not old.tenants:
+            settings = qos_settings(policy, self._poll_ns)
+            if qos_context(old) != context:
+                changes = _diff(old, policy, everything=True)
+        weights = policy._weight_inputs.weights
+        unknown = ACTION_ALLOW if policy.unknown_tenant == "allow" else ACTION_DROP
+        report = UpdateReport(*self._core.apply(_ops(changes, context), _changed_weights(self._weights, weights, changes), settings, unknown))
+        self._policy, self._weights, self._edits, self._rule_counts = policy, weights, [], {}
         return report
 
     def insert_rule(self, tenant: str, index: int, rule: Mapping[str, Any]) -> None:
@@ -509,8 +470,7 @@ class Engine:
                 rule = checker.rule(data, f"tenants[{position}].rules[{index}]", tenant.class_names, tenant.default_class)
                 if rule is None or checker.errors:
                     raise PolicyError(checker.errors)
-                tables = _tenant_tables(dataclasses.replace(tenant, rules=(rule,)))
-                rows = dict(tables.rule_arrays(), action=tables.action, cls=tables.cls)
+                rows = _tenant_tables(dataclasses.replace(tenant, rules=(rule,)))
             self._core.edit_tenant(tenant_name, op, index, rows)
             self._edits.append((position, op, index, rule))
             self._rule_counts[position] = count + {"insert": 1, "remove": -1}.get(op, 0)

@@ -189,50 +189,6 @@ fn an_update_keeps_unchanged_contracts_and_resets_changed_ones() {
 }
 
 #[test]
-fn bad_columns_are_refused_with_the_place() {
-    let meter_row = MeterColumns {
-        kind: vec![9],
-        color_aware: vec![0],
-        count: vec![1],
-        cir: vec![1000],
-        cbs: vec![100],
-        eir: vec![0],
-        ebs: vec![0],
-        pir: vec![0],
-        pbs: vec![0],
-        action: vec![0, 0, 2],
-        remark_dscp: vec![0; 3],
-    };
-    let shaper_row = ShaperColumns { rate: vec![0], burst: vec![0], queue: vec![0], max_delay_ns: vec![0] };
-    let columns = QosColumns {
-        tenant_names: vec!["a".to_string()],
-        count: 1,
-        color_map: vec![0; 64],
-        tenant: ContractColumns { meter: meter_row.clone(), shaper: shaper_row.clone() },
-        class: ContractColumns { meter: MeterColumns { kind: vec![0], ..meter_row }, shaper: shaper_row },
-        class_offsets: vec![0, 1],
-        queue_priority: vec![0],
-        queue_weight: vec![1],
-        queue_guarantee: vec![0],
-        queue_ceil: vec![0],
-        queue_burst: vec![0],
-        queue_reserved: vec![0],
-        ..QosColumns::default()
-    };
-    let err = columns.clone().into_spec().unwrap_err();
-    assert!(err.contains("tenant 0 ('a')") && err.contains("meter kind 9"), "{err}");
-    let mut fixed = columns.clone();
-    fixed.tenant.meter.kind = vec![1];
-    assert!(fixed.clone().into_spec().is_ok());
-    fixed.queue_weight = vec![];
-    assert!(fixed.into_spec().unwrap_err().contains("queue_weight has 0 rows for 1 classes"));
-    let mut bad_meter = columns;
-    bad_meter.tenant.meter.kind = vec![1];
-    bad_meter.tenant.meter.cir = vec![0];
-    assert!(bad_meter.into_spec().unwrap_err().contains("srTCM CIR is 0"));
-}
-
-#[test]
 fn the_engine_classifies_and_enforces_with_one_policy_and_keeps_state_across_updates() {
     use crate::engine::{Engine, TablesSpec, TenantSpec};
     let tables = |names: &[&str]| TablesSpec {

@@ -1,28 +1,9 @@
-//! Microbursts across the boundary: the policy's burst columns in, events, flows and
-//! per-scope statistics out (docs/bursts.md).
+//! Microbursts across the boundary: events, flows and per-scope statistics out (docs/bursts.md).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::convert::{I64, U64, U8};
-use super::engine::qos_vector;
 use crate::bursts::{self, BurstEvent, FlowRow, Scope, ScopeKey, ScopeStats};
-use crate::enforce::BurstColumns;
-
-/// The `bursts` part of the QoS dict `isolane.engine` builds (see `BurstColumns`).
-pub(super) fn burst_columns_from_dict(bursts: &Bound<'_, PyDict>) -> PyResult<BurstColumns> {
-    Ok(BurstColumns {
-        scope: qos_vector(bursts, "scope", U8)?,
-        tenant: qos_vector(bursts, "tenant", I64)?,
-        cls: qos_vector(bursts, "cls", I64)?,
-        window_ns: qos_vector(bursts, "window_ns", U64)?,
-        threshold_bps: qos_vector(bursts, "threshold_bps", U64)?,
-        has_queue: qos_vector(bursts, "has_queue", U8)?,
-        queue_rise: qos_vector(bursts, "queue_rise", U64)?,
-        queue_fall: qos_vector(bursts, "queue_fall", U64)?,
-        poll_ns: qos_vector(bursts, "poll_ns", U64)?,
-    })
-}
 
 /// One scope's statistics as `Engine.burst_stats` gives them.
 pub(super) fn burst_stats_dict<'py>(py: Python<'py>, stats: &ScopeStats) -> PyResult<Bound<'py, PyDict>> {

@@ -1,59 +1,124 @@
-//! The `Engine` class: its spec and QoS readers, the processed and verdict record layouts, and
-//! the statistics it reports.
+//! The `Engine` class: the compiler's typed results read as they are (`FromPyObject`), the
+//! processed and verdict record layouts, and the statistics it reports.
 
-use numpy::{Element, PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::bursts::{BurstEvent, FlowRow};
-use crate::enforce::{self, ContractColumns, MeterColumns, Processed, QosColumns, QosStats, ShaperColumns};
-use crate::engine::{self, RuleEdit, RuleRow, TablesSpec, TenantSpec, Verdict};
+use crate::classify::Rule;
+use crate::enforce::{self, Processed, QosSettings, QosStats, TenantInput};
+use crate::engine::{self, Delta, Route, RuleEdit, RuleRow, TablesSpec, TenantEntry, TenantOp, TenantSpec, Verdict};
 use crate::memory;
 use crate::parse::{PacketInfo, ParseConfig, PortSet};
 
 use super::batch::PacketBatch;
-use super::bursts::{burst_columns_from_dict, burst_stats_dict};
-use super::convert::{as_array, column, I64, U16, U32, U64, U8};
-use super::rule_table::{rules_from_columns, RULE_COLUMNS};
+use super::bursts::burst_stats_dict;
+use super::convert::{column, U16, U8};
+use super::rule_table::rules_from_columns;
 use super::without_gil;
 
-/// One tenant of an engine spec: the rule columns plus `name`, `action`, `cls`,
-/// `policy_rule` (per rule), `default_action` and `default_cls`.
-fn tenant_from_dict(tenant: &Bound<'_, PyDict>) -> PyResult<TenantSpec> {
-    let item = |key: &str| -> PyResult<Bound<'_, PyAny>> { tenant.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("tenant spec lacks '{key}'"))) };
-    let columns: Vec<Bound<'_, PyAny>> = RULE_COLUMNS.iter().map(|key| item(key)).collect::<PyResult<_>>()?;
-    let columns: [&Bound<'_, PyAny>; 12] = std::array::from_fn(|i| &columns[i]);
-    let rules = rules_from_columns(columns)?;
-    let n = rules.len();
-    Ok(TenantSpec {
-        name: item("name")?.extract()?,
-        actions: column::<u8>(&item("action")?, "action", U8, n)?,
-        classes: column::<u16>(&item("cls")?, "cls", U16, n)?,
-        policy_rules: column::<i32>(&item("policy_rule")?, "policy_rule", (i128::from(i32::MIN), i128::from(i32::MAX)), n)?,
-        default_action: item("default_action")?.extract()?,
-        default_class: item("default_cls")?.extract()?,
-        rules,
-    })
+/// A tenant's compiled tables as Python's `isolane.policy.TenantTables` holds them (read by
+/// attribute): the rule columns, what each rule does, and what selects the tenant's traffic.
+#[derive(FromPyObject)]
+struct TablesArg<'py> {
+    name: String,
+    src: Bound<'py, PyAny>,
+    src_len: Bound<'py, PyAny>,
+    dst: Bound<'py, PyAny>,
+    dst_len: Bound<'py, PyAny>,
+    src_port_lo: Bound<'py, PyAny>,
+    src_port_hi: Bound<'py, PyAny>,
+    dst_port_lo: Bound<'py, PyAny>,
+    dst_port_hi: Bound<'py, PyAny>,
+    proto: Bound<'py, PyAny>,
+    proto_mask: Bound<'py, PyAny>,
+    dscp: Bound<'py, PyAny>,
+    dscp_mask: Bound<'py, PyAny>,
+    action: Bound<'py, PyAny>,
+    cls: Bound<'py, PyAny>,
+    policy_rule: Bound<'py, PyAny>,
+    default_action: u8,
+    default_cls: u16,
+    vnis: Vec<u32>,
+    vlans: Vec<u16>,
+    sources: Vec<(Vec<u8>, u8)>,
 }
 
-fn tables_spec_from_dict(spec: &Bound<'_, PyDict>) -> PyResult<TablesSpec> {
-    let item = |key: &str| -> PyResult<Bound<'_, PyAny>> { spec.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("engine spec lacks '{key}'"))) };
-    let tenants = item("tenants")?
-        .extract::<Vec<Bound<'_, PyDict>>>()?
-        .iter()
-        .enumerate()
-        .map(|(index, tenant)| tenant_from_dict(tenant).map_err(|err| PyValueError::new_err(format!("tenants[{index}]: {}", err.value(spec.py())))))
-        .collect::<PyResult<Vec<_>>>()?;
-    let sources = item("sources")?
-        .extract::<Vec<(Vec<u8>, u8, i32)>>()?
-        .into_iter()
-        .map(|(address, len, tenant)| {
-            let address: [u8; 16] = address.try_into().map_err(|_| PyValueError::new_err("a source address is 16 bytes"))?;
-            Ok((u128::from_be_bytes(address), len, tenant))
+impl TablesArg<'_> {
+    fn rules(&self) -> PyResult<Vec<Rule>> {
+        let columns = [
+            &self.src,
+            &self.src_len,
+            &self.dst,
+            &self.dst_len,
+            &self.src_port_lo,
+            &self.src_port_hi,
+            &self.dst_port_lo,
+            &self.dst_port_hi,
+            &self.proto,
+            &self.proto_mask,
+            &self.dscp,
+            &self.dscp_mask,
+        ];
+        rules_from_columns(columns)
+    }
+
+    fn spec(&self) -> PyResult<TenantSpec> {
+        let rules = self.rules()?;
+        let n = rules.len();
+        Ok(TenantSpec {
+            name: self.name.clone(),
+            actions: column::<u8>(&self.action, "action", U8, n)?,
+            classes: column::<u16>(&self.cls, "cls", U16, n)?,
+            policy_rules: column::<i32>(&self.policy_rule, "policy_rule", (i128::from(i32::MIN), i128::from(i32::MAX)), n)?,
+            default_action: self.default_action,
+            default_class: self.default_cls,
+            rules,
         })
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok(TablesSpec { tenants, vnis: item("vnis")?.extract()?, vlans: item("vlans")?.extract()?, sources, unknown_action: item("unknown_action")?.extract()? })
+    }
+
+    /// Its rows as one policy rule's, for a rule edit.
+    fn rows(&self) -> PyResult<Vec<RuleRow>> {
+        let spec = self.spec()?;
+        Ok((0..spec.rules.len()).map(|i| RuleRow { rule: spec.rules[i], action: spec.actions[i], class: spec.classes[i] }).collect())
+    }
+
+    fn route(&self) -> PyResult<Route> {
+        let sources = self
+            .sources
+            .iter()
+            .map(|(address, len)| {
+                let address: [u8; 16] = address.as_slice().try_into().map_err(|_| PyValueError::new_err("a source address is 16 bytes"))?;
+                Ok((u128::from_be_bytes(address), *len))
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(Route { vnis: self.vnis.clone(), vlans: self.vlans.clone(), sources })
+    }
+}
+
+/// One tenant operation as `isolane.engine` gives it: ("replace" | "insert", position,
+/// TenantTables, TenantQos) or ("remove", position, None, None).
+#[derive(FromPyObject)]
+struct OpArg<'py>(String, usize, Option<TablesArg<'py>>, Option<TenantInput>);
+
+impl OpArg<'_> {
+    fn op(self) -> PyResult<TenantOp> {
+        let OpArg(kind, at, tables, qos) = self;
+        let entry = match (tables, qos) {
+            (Some(tables), Some(qos)) => Some(Box::new(TenantEntry { tables: tables.spec()?, route: tables.route()?, qos })),
+            _ => None,
+        };
+        match (kind.as_str(), entry) {
+            ("replace", Some(tenant)) => Ok(TenantOp::Replace { at, tenant }),
+            ("insert", Some(tenant)) => Ok(TenantOp::Insert { at, tenant }),
+            ("remove", _) => Ok(TenantOp::Remove { at }),
+            (other, _) => Err(PyValueError::new_err(format!(
+                "tenant op '{other}' at {at}: expected ('replace' | 'insert', at, tables, qos) or ('remove', at, None, None)"
+            ))),
+        }
+    }
 }
 
 /// The engine: compiled policy tables, swapped atomically by `update`.
@@ -65,46 +130,36 @@ pub struct Engine {
 #[pymethods]
 impl Engine {
     #[new]
-    #[pyo3(signature = (spec, qos=None, threads=1))]
-    fn new(py: Python<'_>, spec: &Bound<'_, PyDict>, qos: Option<&Bound<'_, PyDict>>, threads: usize) -> PyResult<Self> {
+    #[pyo3(signature = (threads=1))]
+    fn new(py: Python<'_>, threads: usize) -> PyResult<Self> {
         let engine = without_gil(py, || engine::Engine::with_threads(TablesSpec::default(), threads))?.map_err(PyValueError::new_err)?;
-        let engine = Engine { engine };
-        engine.update(py, spec, qos)?;
-        Ok(engine)
+        Ok(Engine { engine })
     }
 
-    /// Installs new tables (and QoS contracts, if given); returns how many tenants were kept,
-    /// patched and rebuilt.
-    #[pyo3(signature = (spec, qos=None))]
-    fn update(&self, py: Python<'_>, spec: &Bound<'_, PyDict>, qos: Option<&Bound<'_, PyDict>>) -> PyResult<(usize, usize, usize)> {
-        let spec = tables_spec_from_dict(spec)?;
-        let report = match qos {
-            Some(qos) => {
-                let columns = qos_columns_from_dict(qos)?;
-                without_gil(py, || columns.into_spec().and_then(|qos| self.engine.update_with_qos(spec, qos)))?
-            }
-            None => without_gil(py, || self.engine.update(spec))?,
-        }
-        .map_err(PyValueError::new_err)?;
+    /// Applies a policy update as the tenants that changed (`ops`, in order), the port weights
+    /// that are new (tenant position after the ops, weight), the QoS settings if they changed,
+    /// and the action on packets of no tenant; returns how many tenants' tables were kept,
+    /// patched and rebuilt. Nothing changes if anything is refused.
+    #[pyo3(signature = (ops, weights, settings, unknown_action))]
+    fn apply(
+        &self,
+        py: Python<'_>,
+        ops: Vec<OpArg<'_>>,
+        weights: Vec<(usize, u32)>,
+        settings: Option<QosSettings>,
+        unknown_action: u8,
+    ) -> PyResult<(usize, usize, usize)> {
+        let ops = ops.into_iter().map(OpArg::op).collect::<PyResult<Vec<_>>>()?;
+        let delta = Delta { ops, weights, settings, unknown_action };
+        let report = without_gil(py, || self.engine.apply(delta))?.map_err(PyValueError::new_err)?;
         Ok((report.kept, report.incremental, report.rebuilt))
     }
 
     /// Changes policy rule `at` of tenant `name`: op "insert" or "replace" with `rows` (the
-    /// rule columns plus `action` and `cls` of the table rows it compiles to), or "remove".
+    /// tables of a tenant whose one rule is the new rule), or "remove".
     #[pyo3(signature = (name, op, at, rows=None))]
-    fn edit_tenant(&self, py: Python<'_>, name: &str, op: &str, at: i32, rows: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
-        let rows = match rows {
-            Some(rows) => {
-                let item = |key: &str| -> PyResult<Bound<'_, PyAny>> { rows.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("rows lack '{key}'"))) };
-                let columns: Vec<Bound<'_, PyAny>> = RULE_COLUMNS.iter().map(|key| item(key)).collect::<PyResult<_>>()?;
-                let rules = rules_from_columns(std::array::from_fn(|i| &columns[i]))?;
-                let n = rules.len();
-                let actions = column::<u8>(&item("action")?, "action", U8, n)?;
-                let classes = column::<u16>(&item("cls")?, "cls", U16, n)?;
-                (0..n).map(|i| RuleRow { rule: rules[i], action: actions[i], class: classes[i] }).collect()
-            }
-            None => Vec::new(),
-        };
+    fn edit_tenant(&self, py: Python<'_>, name: &str, op: &str, at: i32, rows: Option<TablesArg<'_>>) -> PyResult<()> {
+        let rows = rows.map(|tables| tables.rows()).transpose()?.unwrap_or_default();
         let edit = match op {
             "insert" => RuleEdit::Insert { at, rows },
             "replace" => RuleEdit::Replace { at, rows },
@@ -257,68 +312,6 @@ fn qos_stats_dict<'py>(py: Python<'py>, tenant: Option<String>, cls: Option<u16>
     delays.set_item("max", (delay.count() > 0).then(|| delay.max()))?;
     entry.set_item("delay_ns", delays)?;
     Ok(entry)
-}
-
-/// A value of a QoS spec dict, named in the error when it is missing.
-fn qos_item<'py>(dict: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyAny>> {
-    dict.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("qos spec lacks '{key}'")))
-}
-
-pub(super) fn qos_vector<T: Element + Copy>(dict: &Bound<'_, PyDict>, key: &str, bounds: (i128, i128)) -> PyResult<Vec<T>> {
-    Ok(as_array::<T>(&qos_item(dict, key)?, key, bounds)?.readonly().as_slice()?.to_vec())
-}
-
-fn contract_columns_from_dict(dict: &Bound<'_, PyDict>) -> PyResult<ContractColumns> {
-    let meter = qos_item(dict, "meter")?.cast_into::<PyDict>()?;
-    let shaper = qos_item(dict, "shaper")?.cast_into::<PyDict>()?;
-    Ok(ContractColumns {
-        meter: MeterColumns {
-            kind: qos_vector(&meter, "kind", U8)?,
-            color_aware: qos_vector(&meter, "color_aware", U8)?,
-            count: qos_vector(&meter, "count", U8)?,
-            cir: qos_vector(&meter, "cir", U64)?,
-            cbs: qos_vector(&meter, "cbs", U64)?,
-            eir: qos_vector(&meter, "eir", U64)?,
-            ebs: qos_vector(&meter, "ebs", U64)?,
-            pir: qos_vector(&meter, "pir", U64)?,
-            pbs: qos_vector(&meter, "pbs", U64)?,
-            action: qos_vector(&meter, "action", U8)?,
-            remark_dscp: qos_vector(&meter, "remark_dscp", U8)?,
-        },
-        shaper: ShaperColumns {
-            rate: qos_vector(&shaper, "rate", U64)?,
-            burst: qos_vector(&shaper, "burst", U64)?,
-            queue: qos_vector(&shaper, "queue", U64)?,
-            max_delay_ns: qos_vector(&shaper, "max_delay_ns", U64)?,
-        },
-    })
-}
-
-/// The dict `isolane.engine` builds from a `CompiledQos` (see `QosColumns`).
-fn qos_columns_from_dict(qos: &Bound<'_, PyDict>) -> PyResult<QosColumns> {
-    let section = |key: &str| -> PyResult<ContractColumns> {
-        let dict = qos_item(qos, key)?.cast_into::<PyDict>()?;
-        contract_columns_from_dict(&dict).map_err(|err| PyValueError::new_err(format!("qos spec '{key}': {}", err.value(qos.py()))))
-    };
-    Ok(QosColumns {
-        tenant_names: qos_item(qos, "tenant_names")?.extract()?,
-        count: qos_item(qos, "count")?.extract()?,
-        color_map: qos_vector(qos, "color_map", U8)?,
-        port_rate: qos_item(qos, "port_rate")?.extract()?,
-        port_buffer: qos_item(qos, "port_buffer")?.extract()?,
-        port_mode: qos_item(qos, "port_mode")?.extract()?,
-        port_alpha_log2: qos_item(qos, "port_alpha_log2")?.extract()?,
-        tenant: section("tenant")?,
-        class: section("class")?,
-        class_offsets: qos_vector(qos, "class_offsets", I64)?,
-        queue_priority: qos_vector(qos, "queue_priority", U8)?,
-        queue_weight: qos_vector(qos, "queue_weight", U32)?,
-        queue_guarantee: qos_vector(qos, "queue_guarantee", U64)?,
-        queue_ceil: qos_vector(qos, "queue_ceil", U64)?,
-        queue_burst: qos_vector(qos, "queue_burst", U64)?,
-        queue_reserved: qos_vector(qos, "queue_reserved", U64)?,
-        bursts: burst_columns_from_dict(&qos_item(qos, "bursts")?.cast_into::<PyDict>()?)?,
-    })
 }
 
 /// The processed record's fields as (name, numpy type, byte offset), and its size.

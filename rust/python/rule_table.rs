@@ -235,11 +235,8 @@ fn range_of(obj: Option<&Bound<'_, PyAny>>) -> PyResult<(u16, u16)> {
     }
 }
 
-/// The rule arrays of docs/classify-contract.md, in its order: src, src_len, dst, dst_len,
-/// src_port_lo, src_port_hi, dst_port_lo, dst_port_hi, proto, proto_mask, dscp, dscp_mask.
-pub(super) const RULE_COLUMNS: [&str; 12] =
-    ["src", "src_len", "dst", "dst_len", "src_port_lo", "src_port_hi", "dst_port_lo", "dst_port_hi", "proto", "proto_mask", "dscp", "dscp_mask"];
-
+/// Rules from the rule arrays of docs/classify-contract.md, in its order: src, src_len, dst,
+/// dst_len, src_port_lo, src_port_hi, dst_port_lo, dst_port_hi, proto, proto_mask, dscp, dscp_mask.
 pub(super) fn rules_from_columns(columns: [&Bound<'_, PyAny>; 12]) -> PyResult<Vec<Rule>> {
     let [src, src_len, dst, dst_len, src_port_lo, src_port_hi, dst_port_lo, dst_port_hi, proto, proto_mask, dscp, dscp_mask] = columns;
     let (srcs, dsts) = address_pairs(src, dst)?;

@@ -121,6 +121,7 @@ from isolane.policy.compile import (
 )
 from isolane.policy.compile import (
     _tenant_tables as _tenant_tables,
+    tenant_tables as tenant_tables,
 )
 from isolane.policy.constants import (
     _CLASS_KEYS as _CLASS_KEYS,
@@ -326,15 +327,16 @@ from isolane.policy.qos import (
 )
 from isolane.policy.qos import (
     _meter_arrays as _meter_arrays,
+    qos_context as qos_context,
+    qos_settings as qos_settings,
+    tenant_qos as tenant_qos,
+    TenantQos as TenantQos,
 )
 from isolane.policy.qos import (
     _shaper_arrays as _shaper_arrays,
 )
 from isolane.policy.qos import (
     _shaper_row as _shaper_row,
-)
-from isolane.policy.qos import (
-    _tenant_weights as _tenant_weights,
 )
 from isolane.policy.read import (
     _load_toml as _load_toml,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
@@ -56,12 +57,21 @@ class TenantTables:
     default_action: int
     default_cls: int
     class_names: list[str]
-    fingerprint: str
-    """A stable hash of everything above except ``name`` and ``class_names``: equal
-    fingerprints classify every packet alike."""
+    vnis: tuple[int, ...] = ()
+    """What selects the tenant's traffic (not part of the fingerprint): its VNIs, and for
+    untunnelled traffic its outer VLAN ids and source prefixes (16-byte address, length over
+    128 bits)."""
+    vlans: tuple[int, ...] = ()
+    sources: tuple[tuple[bytes, int], ...] = ()
 
     def __len__(self) -> int:
         return int(self.src_len.shape[0])
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A stable hash of the rules, what they do and the default, not of ``name``,
+        ``class_names`` or the routes: equal fingerprints classify every packet alike."""
+        return _fingerprint({name: getattr(self, name) for name in _FINGERPRINTED}, self.default_action, self.default_cls)
 
     def rule_arrays(self) -> dict[str, npt.NDArray[Any]]:
         """The twelve arrays, in ``RuleTable``'s argument order: ``RuleTable(**t.rule_arrays())``."""
@@ -153,14 +163,28 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
         default_action=default_action,
         default_cls=default_cls,
         class_names=tenant.class_names,
-        fingerprint=_fingerprint(arrays, default_action, default_cls),
+        vnis=tenant.vnis,
+        vlans=tenant.vlans,
+        sources=tuple(_mapped(prefix) for prefix in tenant.sources),
         **arrays,
     )
 
 
+def tenant_tables(tenant: Tenant) -> TenantTables:
+    """``tenant``'s tables, compiled once and kept on the tenant (which is immutable), so that
+    policies sharing a tenant share its tables."""
+    tables: TenantTables | None = tenant.__dict__.get("_tables")
+    if tables is None:
+        tables = tenant.__dict__["_tables"] = _tenant_tables(tenant)
+    return tables
+
+
+_FINGERPRINTED = RULE_FIELDS + ("action", "cls", "policy_rule")
+
+
 def _fingerprint(arrays: Mapping[str, npt.NDArray[Any]], default_action: int, default_cls: int) -> str:
     digest = hashlib.blake2b(b"isolane-tenant-tables-v1", digest_size=16)
-    for name in RULE_FIELDS + ("action", "cls", "policy_rule"):
+    for name in _FINGERPRINTED:
         array = np.ascontiguousarray(arrays[name])
         digest.update(f"|{name}:{array.dtype.str}:{array.shape}|".encode())
         digest.update(array.tobytes())

@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import warnings
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from isolane.policy.compile import CompiledPolicy, TenantTables, _compile, _tenant_tables
+from isolane.policy.claims import Claims, TenantChange, WeightInputs
+from isolane.policy.compile import CompiledPolicy, TenantTables, _compile, tenant_tables
 from isolane.policy.constants import (
     _DSCP_NAME,
     _TOP_KEYS,
@@ -27,8 +30,9 @@ from isolane.policy.errors import PolicyError, PolicyWarning
 from isolane.policy.model import Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file
+from isolane.policy.reuse import read_tenant
 from isolane.policy.units import format_size
-from isolane.policy.validate import _Bad, _Checker, _policy_warnings, _port_checks
+from isolane.policy.validate import _Bad, _Checker, _policy_warnings, _port_checks, _tenant_warnings
 
 
 @dataclass(frozen=True)
@@ -107,13 +111,77 @@ class Policy:
         port scheduler, every default filled in (``docs/qos.md``); computed once."""
         return self._qos
 
+    def with_tenant(self, tenant: Tenant | Mapping[str, Any]) -> Policy:
+        """This policy with ``tenant`` (as written in a document, or a :class:`Tenant`) added at
+        the end, or in place of the tenant of its name. Only that tenant is validated and
+        compiled (with the checks across tenants: VNIs and VLANs claimed twice, guarantees over
+        the port's line rate, weights on all tenants or none); every other tenant is shared, so
+        that ``Engine.update`` with the result costs the one tenant. Raises
+        :class:`PolicyError` with the tenant's place; warns about its rules that never match."""
+        data = tenant.to_dict() if isinstance(tenant, Tenant) else tenant
+        claims = self._claims
+        name = data.get("name") if isinstance(data, Mapping) else None
+        old = claims.names.get(name) if isinstance(name, str) else None
+        at = self.tenants.index(old) if old is not None else len(self.tenants)
+        ck = _Checker()
+        ck.largest_frame, ck.egress = self.largest_frame, self.port
+        new = read_tenant(ck, data, f"tenants[{at}]")
+        if new is not None and not ck.errors:
+            old = claims.names.get(new.name)  # the name as read (normalised)
+            at = self.tenants.index(old) if old is not None else len(self.tenants)
+            claims.check(ck, new, old, at, self)
+        if new is None or ck.errors:
+            raise PolicyError(ck.errors)
+        tenants = self.tenants[:at] + (new,) + self.tenants[at + 1 :]
+        return self._edited(tenants, ("replace" if old is not None else "insert", at, old, new), ck.warnings + _tenant_warnings(at, new))
+
+    def without_tenant(self, name: str) -> Policy:
+        """This policy without the tenant called ``name`` (``KeyError`` if none); every other
+        tenant is shared (see :meth:`with_tenant`)."""
+        old = self._claims.names.get(name)
+        if old is None:
+            raise KeyError(name)
+        at = self.tenants.index(old)
+        return self._edited(self.tenants[:at] + self.tenants[at + 1 :], ("remove", at, old, None), [])
+
+    def _edited(self, tenants: tuple[Tenant, ...], change: TenantChange, warnings: list[str]) -> Policy:
+        policy = dataclasses.replace(self, tenants=tenants, warnings=tuple(warnings))
+        policy.__dict__["_claims"] = self._claims.changed(change[2], change[3])
+        policy.__dict__["_weight_inputs"] = self._weight_inputs.changed(change)
+        policy.__dict__["_lineage"] = (weakref.ref(self), change)
+        _emit(policy.warnings)
+        return policy
+
+    @functools.cached_property
+    def _claims(self) -> Claims:
+        return Claims.of(self.tenants)
+
+    @functools.cached_property
+    def _weight_inputs(self) -> WeightInputs:
+        return WeightInputs.of(self.tenants)
+
+    def changes_since(self, earlier: Policy) -> list[TenantChange] | None:
+        """The tenant changes (op, position, old tenant, new tenant) that :meth:`with_tenant`
+        and :meth:`without_tenant` made from ``earlier`` to this policy, in order; ``None`` if
+        this policy was not made from ``earlier`` so (or the chain is over 256 edits)."""
+        changes: list[TenantChange] = []
+        policy: Policy | None = self
+        while policy is not earlier and len(changes) <= 256:
+            lineage = policy.__dict__.get("_lineage") if policy is not None else None
+            if lineage is None:
+                return None
+            parent, change = lineage
+            changes.append(change)
+            policy = parent()
+        return changes[::-1] if policy is earlier else None
+
     @functools.cached_property
     def _qos(self) -> CompiledQos:
         return _compile_qos(self)
 
     @functools.cached_property
     def _tables(self) -> tuple[TenantTables, ...]:
-        return tuple(_tenant_tables(t) for t in self.tenants)
+        return tuple(tenant_tables(t) for t in self.tenants)
 
 
 def _emit(messages: Iterable[str]) -> None:
@@ -146,7 +214,7 @@ def _build(data: Any, source: str | None) -> Policy:
     vlan_owner: dict[int, tuple[int, str, str]] = {}
     for i, item in enumerate(items or []):
         path = f"tenants[{i}]"
-        tenant = ck.tenant(item, path)
+        tenant = read_tenant(ck, item, path)
         tenants.append(tenant)
         # Cross-tenant checks, on what could be read even if the tenant has other errors.
         raw = item if isinstance(item, Mapping) else {}

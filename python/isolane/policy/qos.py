@@ -3,11 +3,9 @@ the integer arrays the Rust meters and schedulers take (:class:`CompiledQos`).""
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -20,11 +18,10 @@ from isolane.policy.constants import (
     COUNT_MODES,
     DEFAULT_MAX_DELAY_NS,
     DEFAULT_PRIORITY,
-    MAX_WEIGHT,
     METER_KINDS,
     PORT_MODES,
 )
-from isolane.policy.model import ColorAction, Contract, Meter, Microburst, Remark
+from isolane.policy.model import Contract, Meter, Microburst, Remark, Tenant
 from isolane.policy.units import default_burst
 from isolane.policy.validate import _guarantee
 
@@ -104,6 +101,191 @@ class BurstArrays:
 
 DEFAULT_PORT_BURST_WINDOW_NS = 10_000
 """The port's window when the policy gives it no ``microburst``: 10 us at its line rate."""
+
+
+class MeterRow(NamedTuple):
+    """A meter as :class:`MeterArrays` holds it in a row (``kind`` 0: none)."""
+
+    kind: int
+    color_aware: bool
+    count: int
+    cir: int
+    cbs: int
+    eir: int
+    ebs: int
+    pir: int
+    pbs: int
+    actions: tuple[int, int, int]
+    remark_dscp: tuple[int, int, int]
+
+
+class ShaperRow(NamedTuple):
+    """A shaper as :class:`ShaperArrays` holds it in a row (``rate`` 0: none)."""
+
+    rate: int
+    burst: int
+    queue: int
+    max_delay_ns: int
+
+
+class BurstRow(NamedTuple):
+    """A scope's microburst setting: its window, threshold (bit/s) and queue view (rise, fall bytes)."""
+
+    window_ns: int
+    threshold_bps: int
+    queue: tuple[int, int] | None
+
+
+class ClassQos(NamedTuple):
+    """A class's contract and the inputs of its port queue (the engine works out the queue)."""
+
+    priority: int
+    weight: int
+    rate: int
+    burst: int
+    burst_given: bool
+    ceil: int
+    meter: MeterRow
+    shaper: ShaperRow
+    microburst: BurstRow | None
+
+
+class TenantQos(NamedTuple):
+    """A tenant's QoS compiled from its part of the policy alone (rates bytes/s, sizes bytes),
+    under the policy-wide settings it depends on (:class:`QosContext`); what the engine reads."""
+
+    name: str
+    rate: int
+    burst: int
+    burst_given: bool
+    ceil: int
+    meter: MeterRow
+    shaper: ShaperRow
+    microburst: BurstRow | None
+    classes: tuple[ClassQos, ...]
+
+
+class QosContext(NamedTuple):
+    """The policy-wide settings a tenant's compiled QoS depends on."""
+
+    count: int
+    largest_frame: int
+    port_rate: int
+    """Bytes per second; 0 without a port."""
+
+
+class PortQos(NamedTuple):
+    rate: int
+    buffer: int
+    mode: int
+    alpha_log2: int
+    reserve: int
+    microburst: BurstRow
+
+
+class QosSettings(NamedTuple):
+    """The policy-wide QoS settings as the engine reads them."""
+
+    count: int
+    color_map: bytes
+    port: PortQos | None
+    poll_ns: tuple[int, ...]
+
+
+_NO_METER = tuple(MeterRow(0, False, count, 0, 0, 0, 0, 0, 0, (0, 0, 0), (0, 0, 0)) for count in range(len(COUNT_MODES)))
+"""No meter, by the policy's byte count."""
+
+
+def _meter_row(meter: Meter | None, context: QosContext) -> MeterRow:
+    if meter is None:
+        return _NO_METER[context.count]
+    rates = {"cir": (meter.cir_bps or 0) // 8, "eir": (meter.eir_bps or 0) // 8, "pir": (meter.pir_bps or 0) // 8}
+    given = {"cbs": meter.cbs_bytes, "ebs": meter.ebs_bytes, "pbs": meter.pbs_bytes}
+    sizes = dict.fromkeys(given, 0)
+    for size_key, rate_key in _METER_BUCKETS[meter.kind]:
+        size, rate = given[size_key], rates[rate_key]
+        sizes[size_key] = size if size is not None else (default_burst(rate, context.largest_frame) if rate else 0)
+    colours = (meter.green, meter.yellow, meter.red)
+    return MeterRow(
+        kind=METER_KINDS[meter.kind],
+        color_aware=meter.color_aware,
+        count=COUNT_MODES[meter.count] if meter.count is not None else context.count,
+        **rates,
+        **sizes,
+        actions=tuple(COLOR_ACTIONS["remark" if isinstance(a, Remark) else a] for a in colours),  # type: ignore[arg-type]
+        remark_dscp=tuple(a.dscp if isinstance(a, Remark) else 0 for a in colours),  # type: ignore[arg-type]
+    )
+
+
+def _burst_row(setting: Microburst | None) -> BurstRow | None:
+    if setting is None:
+        return None
+    queue = (setting.queue_rise_bytes, setting.queue_fall_bytes or 0) if setting.queue_rise_bytes is not None else None
+    return BurstRow(setting.window_ns, setting.threshold_bps, queue)
+
+
+def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
+    lf = context.largest_frame
+    c = tenant.contract
+    rate = _guarantee(tenant) // 8
+    ceil = c.ceil_bps // 8 if c.ceil_bps is not None else context.port_rate
+    classes = []
+    for tc in tenant.classes:
+        cc = tc.contract
+        crate = (cc.rate_bps or 0) // 8
+        classes.append(
+            ClassQos(
+                priority=tc.priority if tc.priority is not None else DEFAULT_PRIORITY,
+                weight=tc.weight if tc.weight is not None else 1,
+                rate=crate,
+                burst=cc.burst_bytes if cc.burst_bytes is not None else (default_burst(crate, lf) if crate else 0),
+                burst_given=cc.burst_bytes is not None,
+                ceil=cc.ceil_bps // 8 if cc.ceil_bps is not None else ceil,
+                meter=_meter_row(cc.meter, context),
+                shaper=ShaperRow(*_shaper_row(cc, lf)),
+                microburst=_burst_row(cc.microburst),
+            )
+        )
+    return TenantQos(
+        name=tenant.name,
+        rate=rate,
+        burst=c.burst_bytes if c.burst_bytes is not None else (default_burst(rate, lf) if rate else 0),
+        burst_given=c.burst_bytes is not None,
+        ceil=ceil,
+        meter=_meter_row(c.meter, context),
+        shaper=ShaperRow(*_shaper_row(c, lf)),
+        microburst=_burst_row(c.microburst),
+        classes=tuple(classes),
+    )
+
+
+def tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
+    """``tenant``'s compiled QoS under ``context``, computed once and kept on the tenant (which
+    is immutable), so that policies sharing a tenant share its compiled form."""
+    kept: dict[QosContext, TenantQos] = tenant.__dict__.setdefault("_compiled_qos", {})
+    compiled = kept.get(context)
+    if compiled is None:
+        compiled = kept[context] = _compile_tenant_qos(tenant, context)
+    return compiled
+
+
+def qos_context(policy: Policy) -> QosContext:
+    return QosContext(COUNT_MODES[policy.count], policy.largest_frame, policy.port.rate_bps // 8 if policy.port is not None else 0)
+
+
+def qos_settings(policy: Policy, poll_ns: tuple[int, ...]) -> QosSettings:
+    """The policy-wide settings the engine reads, with the polling intervals of its polled views."""
+    color_map = bytearray(64)
+    for dscp, colour in policy.color_map:
+        color_map[dscp] = COLORS[colour]
+    port = None
+    if policy.port is not None:
+        p = policy.port
+        setting = p.microburst or Microburst(DEFAULT_PORT_BURST_WINDOW_NS, p.rate_bps)
+        burst = _burst_row(setting)
+        assert burst is not None
+        port = PortQos(p.rate_bps // 8, p.buffer_bytes, PORT_MODES[p.mode], p.alpha_log2, p.reserve_bytes, burst)
+    return QosSettings(COUNT_MODES[policy.count], bytes(color_map), port, poll_ns)
 
 
 def _burst_arrays(policy: Policy) -> BurstArrays:
@@ -192,39 +374,17 @@ def _column(values: Sequence[Any], dtype: type[np.integer[Any]], shape: tuple[in
     return _readonly(array)
 
 
-def _meter_arrays(meters: Sequence[Meter | None], policy: Policy) -> MeterArrays:
-    names = ("kind", "color_aware", "count", "cir", "cbs", "eir", "ebs", "pir", "pbs")
-    columns: dict[str, list[int]] = {name: [] for name in names}
-    actions: list[int] = []
-    remarks: list[int] = []
-    for meter in meters:
-        row = dict.fromkeys(names, 0)
-        row["count"] = COUNT_MODES[policy.count]
-        colours: tuple[ColorAction, ...] = ("pass", "pass", "pass")
-        if meter is not None:
-            row["kind"] = METER_KINDS[meter.kind]
-            row["color_aware"] = int(meter.color_aware)
-            row["count"] = COUNT_MODES[meter.count or policy.count]
-            rates = {"cir": meter.cir_bps, "eir": meter.eir_bps, "pir": meter.pir_bps}
-            sizes = {"cbs": meter.cbs_bytes, "ebs": meter.ebs_bytes, "pbs": meter.pbs_bytes}
-            for key, rate_bits in rates.items():
-                row[key] = (rate_bits or 0) // 8
-            for size_key, rate_key in _METER_BUCKETS[meter.kind]:
-                size = sizes[size_key]
-                rate = row[rate_key]
-                row[size_key] = size if size is not None else (default_burst(rate, policy.largest_frame) if rate else 0)
-            colours = (meter.green, meter.yellow, meter.red)
-        for name in names:
-            columns[name].append(row[name])
-        for action in colours:
-            actions.append(COLOR_ACTIONS["remark" if isinstance(action, Remark) else action])
-            remarks.append(action.dscp if isinstance(action, Remark) else 0)
-    n = len(meters)
+def _meter_arrays(rows: Sequence[MeterRow]) -> MeterArrays:
+    n = len(rows)
+    columns = {name: _column([getattr(r, name) for r in rows], np.uint8 if name in ("kind", "color_aware", "count") else np.uint64) for name in _METER_SCALARS}
     return MeterArrays(
-        **{name: _column(columns[name], np.uint8 if name in ("kind", "color_aware", "count") else np.uint64) for name in names},
-        action=_column(actions, np.uint8, (n, 3)),
-        remark_dscp=_column(remarks, np.uint8, (n, 3)),
+        **columns,
+        action=_column([a for r in rows for a in r.actions], np.uint8, (n, 3)),
+        remark_dscp=_column([d for r in rows for d in r.remark_dscp], np.uint8, (n, 3)),
     )
+
+
+_METER_SCALARS = ("kind", "color_aware", "count", "cir", "cbs", "eir", "ebs", "pir", "pbs")
 
 
 def _shaper_row(contract: Contract, largest_frame: int) -> tuple[int, int, int, int]:
@@ -246,86 +406,47 @@ def _shaper_row(contract: Contract, largest_frame: int) -> tuple[int, int, int, 
     return (rate, burst, queue, delay)
 
 
-def _shaper_arrays(rows: Sequence[tuple[int, int, int, int]]) -> ShaperArrays:
+def _shaper_arrays(rows: Sequence[ShaperRow]) -> ShaperArrays:
     columns = list(zip(*rows)) if rows else [(), (), (), ()]
     return ShaperArrays(*(_column(list(c), np.uint64) for c in columns))
 
 
-def _tenant_weights(policy: Policy) -> list[int]:
-    """Explicit weights, or weights in proportion to the guarantees: each guarantee divided by
-    the greatest common divisor of them all (a tenant without a guarantee counts one unit)."""
-    if any(t.weight is not None for t in policy.tenants):
-        return [t.weight or 1 for t in policy.tenants]  # all or none have one (checked)
-    guarantees = [_guarantee(t) // 8 for t in policy.tenants]
-    unit = functools.reduce(math.gcd, (g for g in guarantees if g), 0)
-    if unit == 0:
-        return [1] * len(guarantees)
-    weights = [max(g // unit, 1) for g in guarantees]
-    if max(weights) > MAX_WEIGHT:  # guarantees with a tiny common divisor: keep the proportions in 32 bits
-        top = max(guarantees)
-        weights = [max(round(g * MAX_WEIGHT / top), 1) for g in guarantees]
-    return weights
-
-
 def _compile_qos(policy: Policy) -> CompiledQos:
-    lf = policy.largest_frame
-    port_rate = policy.port.rate_bps // 8 if policy.port is not None else 0
-    tenant_rate, tenant_burst, tenant_ceil = [], [], []
-    class_tenant, class_priority, class_weight, class_rate, class_burst, class_ceil = [], [], [], [], [], []
-    tenant_meters: list[Meter | None] = []
-    class_meters: list[Meter | None] = []
-    tenant_shapers, class_shapers = [], []
+    """The columns of every tenant's :func:`tenant_qos`, tenant by tenant."""
+    context = qos_context(policy)
+    tenants = [tenant_qos(t, context) for t in policy.tenants]
+    classes = [c for t in tenants for c in t.classes]
     offsets = [0]
-    for tid, tenant in enumerate(policy.tenants):
-        c = tenant.contract
-        rate = _guarantee(tenant) // 8
-        ceil = c.ceil_bps // 8 if c.ceil_bps is not None else port_rate
-        tenant_rate.append(rate)
-        tenant_burst.append(c.burst_bytes if c.burst_bytes is not None else (default_burst(rate, lf) if rate else 0))
-        tenant_ceil.append(ceil)
-        tenant_meters.append(c.meter)
-        tenant_shapers.append(_shaper_row(c, lf))
-        for tc in tenant.classes:
-            cc = tc.contract
-            crate = (cc.rate_bps or 0) // 8
-            class_tenant.append(tid)
-            class_priority.append(tc.priority if tc.priority is not None else DEFAULT_PRIORITY)
-            class_weight.append(tc.weight if tc.weight is not None else 1)
-            class_rate.append(crate)
-            class_burst.append(cc.burst_bytes if cc.burst_bytes is not None else (default_burst(crate, lf) if crate else 0))
-            class_ceil.append(cc.ceil_bps // 8 if cc.ceil_bps is not None else ceil)
-            class_meters.append(cc.meter)
-            class_shapers.append(_shaper_row(cc, lf))
-        offsets.append(offsets[-1] + len(tenant.classes))
-    color_map = [0] * 64
-    for dscp, colour in policy.color_map:
-        color_map[dscp] = COLORS[colour]
+    for t in tenants:
+        offsets.append(offsets[-1] + len(t.classes))
+    settings = qos_settings(policy, ())
+    port = settings.port
     return CompiledQos(
         tenant_names=policy.tenant_names,
-        count=COUNT_MODES[policy.count],
-        largest_frame=lf,
-        color_map=_column(color_map, np.uint8),
-        port_rate=port_rate,
-        port_buffer=policy.port.buffer_bytes if policy.port is not None else 0,
-        port_mode=PORT_MODES[policy.port.mode] if policy.port is not None else PORT_MODES["per_tenant"],
-        port_alpha_log2=policy.port.alpha_log2 if policy.port is not None else 0,
-        port_reserve=policy.port.reserve_bytes if policy.port is not None else 0,
-        tenant_rate=_column(tenant_rate, np.uint64),
-        tenant_burst=_column(tenant_burst, np.uint64),
-        tenant_burst_given=_column([t.contract.burst_bytes is not None for t in policy.tenants], np.uint8),
-        tenant_ceil=_column(tenant_ceil, np.uint64),
-        tenant_weight=_column(_tenant_weights(policy), np.uint32),
-        tenant_meter=_meter_arrays(tenant_meters, policy),
-        tenant_shaper=_shaper_arrays(tenant_shapers),
+        count=context.count,
+        largest_frame=context.largest_frame,
+        color_map=_column(list(settings.color_map), np.uint8),
+        port_rate=context.port_rate,
+        port_buffer=port.buffer if port is not None else 0,
+        port_mode=port.mode if port is not None else PORT_MODES["per_tenant"],
+        port_alpha_log2=port.alpha_log2 if port is not None else 0,
+        port_reserve=port.reserve if port is not None else 0,
+        tenant_rate=_column([t.rate for t in tenants], np.uint64),
+        tenant_burst=_column([t.burst for t in tenants], np.uint64),
+        tenant_burst_given=_column([t.burst_given for t in tenants], np.uint8),
+        tenant_ceil=_column([t.ceil for t in tenants], np.uint64),
+        tenant_weight=_readonly(policy._weight_inputs.weights.copy()),
+        tenant_meter=_meter_arrays([t.meter for t in tenants]),
+        tenant_shaper=_shaper_arrays([t.shaper for t in tenants]),
         class_offsets=_column(offsets, np.int64),
-        class_tenant=_column(class_tenant, np.uint32),
-        class_priority=_column(class_priority, np.uint8),
-        class_weight=_column(class_weight, np.uint32),
-        class_rate=_column(class_rate, np.uint64),
-        class_burst=_column(class_burst, np.uint64),
-        class_burst_given=_column([c.contract.burst_bytes is not None for t in policy.tenants for c in t.classes], np.uint8),
-        class_ceil=_column(class_ceil, np.uint64),
-        class_meter=_meter_arrays(class_meters, policy),
-        class_shaper=_shaper_arrays(class_shapers),
+        class_tenant=_column([tid for tid, t in enumerate(tenants) for _ in t.classes], np.uint32),
+        class_priority=_column([c.priority for c in classes], np.uint8),
+        class_weight=_column([c.weight for c in classes], np.uint32),
+        class_rate=_column([c.rate for c in classes], np.uint64),
+        class_burst=_column([c.burst for c in classes], np.uint64),
+        class_burst_given=_column([c.burst_given for c in classes], np.uint8),
+        class_ceil=_column([c.ceil for c in classes], np.uint64),
+        class_meter=_meter_arrays([c.meter for c in classes]),
+        class_shaper=_shaper_arrays([c.shaper for c in classes]),
         bursts=_burst_arrays(policy),
     )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from isolane.policy.addresses import _PORT_TEXT_RE, Network, PortRange, _families, _mapped, _merge_ranges, _parse_prefix
 from isolane.policy.bursts import read_microburst
+from isolane.policy.compile import tenant_tables
 from isolane.policy.constants import (
     _CLASS_KEYS,
     _METER_BUCKETS,
@@ -740,10 +741,7 @@ def _port_checks(ck: _Checker, tenants: Sequence[Tenant]) -> None:
 
 
 def _policy_warnings(policy: Policy) -> list[str]:
-    found: list[str] = []
-    for i, tenant in enumerate(policy.tenants):
-        if not (tenant.vnis or tenant.vlans or tenant.sources):
-            found.append(f"tenants[{i}] ({tenant.name!r}) has no vnis, vlans or sources: no traffic reaches it")
+    found = [w for i, tenant in enumerate(policy.tenants) for w in _no_traffic_warnings(i, tenant)]
     # Source prefixes are checked in policy order: one covered by an earlier one is never used.
     seen: dict[int, dict[int, str]] = {}
     for i, tenant in enumerate(policy.tenants):
@@ -759,11 +757,29 @@ def _policy_warnings(policy: Policy) -> list[str]:
                 found.append(f"{here} ('{source}') is never used: {cover} covers it")
             else:
                 seen.setdefault(length, {})[value] = f"{here} ('{source}')"
-    for i, (tenant, tables) in enumerate(zip(policy.tenants, policy._tables)):
-        for rule_index, covering in _shadowed_rules(tables):
-            rule_path = f"tenants[{i}].rules[{rule_index}]"
-            labels = [_rule_label(f"tenants[{i}].rules[{c}]", tenant.rules[c]) for c in covering]
-            verb = "covers" if len(labels) == 1 else "cover"
-            who = labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
-            found.append(f"{_rule_label(rule_path, tenant.rules[rule_index])} is never matched: {who} {verb} it")
+    found.extend(w for i, tenant in enumerate(policy.tenants) for w in _shadowed_warnings(i, tenant))
+    return found
+
+
+def _tenant_warnings(i: int, tenant: Tenant) -> list[str]:
+    """The warnings about tenant ``i`` alone (a tenant added or replaced by itself)."""
+    return _no_traffic_warnings(i, tenant) + _shadowed_warnings(i, tenant)
+
+
+def _no_traffic_warnings(i: int, tenant: Tenant) -> list[str]:
+    if tenant.vnis or tenant.vlans or tenant.sources:
+        return []
+    return [f"tenants[{i}] ({tenant.name!r}) has no vnis, vlans or sources: no traffic reaches it"]
+
+
+def _shadowed_warnings(i: int, tenant: Tenant) -> list[str]:
+    if len(tenant.rules) < 2:
+        return []  # only an earlier rule can cover one
+    found = []
+    for rule_index, covering in _shadowed_rules(tenant_tables(tenant)):
+        rule_path = f"tenants[{i}].rules[{rule_index}]"
+        labels = [_rule_label(f"tenants[{i}].rules[{c}]", tenant.rules[c]) for c in covering]
+        verb = "covers" if len(labels) == 1 else "cover"
+        who = labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+        found.append(f"{_rule_label(rule_path, tenant.rules[rule_index])} is never matched: {who} {verb} it")
     return found

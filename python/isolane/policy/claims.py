@@ -1,0 +1,156 @@
+"""What a policy's tenants claim together, kept so that a one-tenant edit is checked against the
+others without reading them: names, VNIs and VLAN ids by owner, the guarantees' sum, and the
+inputs of the port weights (:class:`WeightInputs`)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from isolane.policy.constants import MAX_WEIGHT
+from isolane.policy.model import Tenant
+from isolane.policy.units import format_rate
+from isolane.policy.validate import _Checker, _guarantee
+
+if TYPE_CHECKING:
+    from isolane.policy.policy import Policy
+
+K = TypeVar("K", str, int)
+
+TenantChange = tuple[Literal["replace", "insert", "remove"], int, Tenant | None, Tenant | None]
+"""(op, position, the tenant before, the tenant after) of one tenant edit."""
+
+
+_GONE = object()
+
+
+class Layered(Generic[K]):
+    """A mapping to tenants made from another by a few changes without copying it: a lookup
+    tries the changes, then the base. Every 256 changes they are folded into a new base, so a
+    change costs O(1) amortised and lookups stay two probes."""
+
+    __slots__ = ("base", "changes")
+
+    def __init__(self, base: dict[K, Tenant], changes: dict[K, object] | None = None) -> None:
+        self.base, self.changes = base, changes or {}
+
+    def get(self, key: K) -> Tenant | None:
+        found = self.changes.get(key, _GONE) if self.changes else _GONE
+        if found is _GONE:
+            return self.base.get(key)
+        return found if isinstance(found, Tenant) else None
+
+    def changed(self, removed: Iterable[K], added: dict[K, Tenant]) -> Layered[K]:
+        changes: dict[K, object] = {**self.changes, **dict.fromkeys(removed, None), **added}
+        if len(changes) < 256:
+            return Layered(self.base, changes)
+        base = dict(self.base)
+        for key, value in changes.items():
+            if isinstance(value, Tenant):
+                base[key] = value
+            else:
+                base.pop(key, None)
+        return Layered(base)
+
+
+@dataclass(frozen=True)
+class Claims:
+    names: Layered[str]
+    vnis: Layered[int]
+    vlans: Layered[int]
+    guaranteed_bps: int
+    weighted: int
+    """How many tenants have a ``weight``."""
+
+    @classmethod
+    def of(cls, tenants: Sequence[Tenant]) -> Claims:
+        return cls(
+            names=Layered({t.name: t for t in tenants}),
+            vnis=Layered({v: t for t in tenants for v in t.vnis}),
+            vlans=Layered({v: t for t in tenants for v in t.vlans}),
+            guaranteed_bps=sum(_guarantee(t) for t in tenants),
+            weighted=sum(t.weight is not None for t in tenants),
+        )
+
+    def changed(self, old: Tenant | None, new: Tenant | None) -> Claims:
+        """The claims once ``old`` (if any) gives way to ``new`` (if any)."""
+        names = self.names.changed([old.name] if old else [], {new.name: new} if new else {})
+        vnis = self.vnis.changed(old.vnis if old else (), dict.fromkeys(new.vnis, new) if new else {})
+        vlans = self.vlans.changed(old.vlans if old else (), dict.fromkeys(new.vlans, new) if new else {})
+        guaranteed = self.guaranteed_bps - (_guarantee(old) if old else 0) + (_guarantee(new) if new else 0)
+        weighted = self.weighted - (old is not None and old.weight is not None) + (new is not None and new.weight is not None)
+        return Claims(names, vnis, vlans, guaranteed, weighted)
+
+    def check(self, ck: _Checker, new: Tenant, old: Tenant | None, at: int, policy: Policy) -> None:
+        """Reports in ``ck`` what ``new`` in place of ``old`` (at position ``at``) would break
+        across the policy's tenants."""
+        path = f"tenants[{at}]"
+        for key, values, owners, what in (("vnis", new.vnis, self.vnis, "VNI"), ("vlans", new.vlans, self.vlans, "VLAN id")):
+            for k, value in enumerate(values):
+                owner = owners.get(value)
+                if owner is not None and owner is not old:
+                    where = f"tenants[{policy.tenants.index(owner)}]"
+                    ck.error(f"{path}.{key}[{k}]", f"{what} {value} is claimed by both {owner.name!r} ({where}) and {new.name!r}")
+        weighted = self.weighted - (old is not None and old.weight is not None) + (new.weight is not None)
+        if weighted not in (0, len(policy.tenants) + (old is None)):
+            ck.error(path, "give every tenant a weight, or none (spare capacity is then shared in proportion to the guarantees)")
+        guaranteed = self.guaranteed_bps - (_guarantee(old) if old else 0) + _guarantee(new)
+        if policy.port is not None and guaranteed > policy.port.rate_bps:
+            ck.error(
+                "port.rate",
+                f"the tenants' guarantees add up to {format_rate(guaranteed)}, more than the port's line rate "
+                f"{format_rate(policy.port.rate_bps)}: they cannot all be met",
+            )
+
+
+@dataclass(frozen=True, eq=False)
+class WeightInputs:
+    """What the tenants' port weights follow from, by position: each tenant's guarantee in
+    bytes per second and its ``weight`` (0 where it has none)."""
+
+    guarantees: npt.NDArray[np.uint64]
+    explicit: npt.NDArray[np.uint32]
+
+    @classmethod
+    def of(cls, tenants: Sequence[Tenant]) -> WeightInputs:
+        return cls(
+            np.array([_guarantee(t) // 8 for t in tenants], dtype=np.uint64),
+            np.array([t.weight or 0 for t in tenants], dtype=np.uint32),
+        )
+
+    def changed(self, change: TenantChange) -> WeightInputs:
+        op, at, _, new = change
+        if new is None:
+            return WeightInputs(np.delete(self.guarantees, at), np.delete(self.explicit, at))
+        values = (_guarantee(new) // 8, new.weight or 0)
+        if op == "insert":
+            return WeightInputs(np.insert(self.guarantees, at, values[0]), np.insert(self.explicit, at, values[1]))
+        guarantees, explicit = self.guarantees.copy(), self.explicit.copy()
+        guarantees[at], explicit[at] = values
+        return WeightInputs(guarantees, explicit)
+
+    @functools.cached_property
+    def weights(self) -> npt.NDArray[np.uint32]:
+        """Each tenant's share of the port's spare capacity: its ``weight`` if tenants have one
+        (all or none do); else in proportion to the guarantees, each divided by their greatest
+        common divisor (a tenant without a guarantee counts one unit), scaled to 32 bits if
+        that is not enough."""
+        weights: npt.NDArray[np.uint32]
+        if self.explicit.any():
+            weights = np.maximum(self.explicit, 1)
+            return weights
+        guarantees = self.guarantees
+        given = guarantees[guarantees > 0]
+        unit = int(np.gcd.reduce(given)) if len(given) else 0
+        if unit == 0:
+            return np.ones(len(guarantees), dtype=np.uint32)
+        units = np.maximum(guarantees // np.uint64(unit), 1)
+        if int(units.max()) <= MAX_WEIGHT:
+            return units.astype(np.uint32)
+        top = int(guarantees.max())  # a tiny common divisor: keep the proportions in 32 bits
+        return np.array([max(round(int(g) * MAX_WEIGHT / top), 1) for g in guarantees], dtype=np.uint32)

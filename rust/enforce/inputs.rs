@@ -1,0 +1,355 @@
+//! What the policy compiler gives per tenant (Python's `isolane.policy.TenantQos`, read as is
+//! through `FromPyObject` when the `python` feature is on), and how it becomes a [`QosSpec`]:
+//! the port queue of each class (its guarantee, burst, weight and reserve) is worked out here,
+//! beside the contracts that use it (docs/qos.md, "The port in the engine").
+
+use std::sync::Arc;
+
+use super::{ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
+use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
+use crate::meter::{Color, MeterKind, MeterParams};
+use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
+
+#[cfg(feature = "python")]
+use pyo3::FromPyObject;
+
+/// A meter, every default filled in (`kind` 0: none). Rates in bytes per second, sizes in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "python", derive(FromPyObject))]
+pub struct MeterRow {
+    /// 0 none, 1 srtcm, 2 trtcm, 3 rfc4115.
+    pub kind: u8,
+    pub color_aware: bool,
+    /// [`Count`] code.
+    pub count: u8,
+    pub cir: u64,
+    pub cbs: u64,
+    pub eir: u64,
+    pub ebs: u64,
+    pub pir: u64,
+    pub pbs: u64,
+    /// For green, yellow, red: 0 pass, 1 remark, 2 drop.
+    pub actions: [u8; 3],
+    /// The DSCP a remark action writes.
+    pub remark_dscp: [u8; 3],
+}
+
+/// A shaper (`rate` 0: none), every default filled in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "python", derive(FromPyObject))]
+pub struct ShaperRow {
+    pub rate: u64,
+    pub burst: u64,
+    pub queue: u64,
+    pub max_delay_ns: u64,
+}
+
+/// A scope's `microburst` setting, its threshold resolved to bit/s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "python", derive(FromPyObject))]
+pub struct BurstRow {
+    pub window_ns: u64,
+    pub threshold_bps: u64,
+    /// The queue view's rise and fall thresholds in bytes, if it has one.
+    pub queue: Option<(u64, u64)>,
+}
+
+/// A class of a tenant: its contract and the inputs of its port queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "python", derive(FromPyObject))]
+pub struct ClassInput {
+    pub priority: u8,
+    pub weight: u32,
+    /// Its own guarantee (bytes/s; 0 none), burst (`burst_given`: written in the policy) and
+    /// ceiling (0 uncapped; else its tenant's).
+    pub rate: u64,
+    pub burst: u64,
+    pub burst_given: bool,
+    pub ceil: u64,
+    pub meter: MeterRow,
+    pub shaper: ShaperRow,
+    pub microburst: Option<BurstRow>,
+}
+
+/// A tenant's QoS as compiled from its part of the policy alone (so it is compiled once and
+/// kept while the tenant does not change); its weight is the policy's business.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "python", derive(FromPyObject))]
+pub struct TenantInput {
+    pub name: String,
+    /// Its guarantee: its rate, or the sum of its classes' (bytes/s; 0 none).
+    pub rate: u64,
+    pub burst: u64,
+    pub burst_given: bool,
+    pub ceil: u64,
+    pub meter: MeterRow,
+    pub shaper: ShaperRow,
+    pub microburst: Option<BurstRow>,
+    pub classes: Vec<ClassInput>,
+}
+
+/// The egress port as the policy sets it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "python", derive(FromPyObject))]
+pub struct PortInput {
+    /// Bytes per second.
+    pub rate: u64,
+    pub buffer: u64,
+    /// 0 per_tenant, 1 shared_fifo.
+    pub mode: u8,
+    pub alpha_log2: i8,
+    /// Bytes of the buffer set aside for the guarantees, in proportion to them.
+    pub reserve: u64,
+    pub microburst: BurstRow,
+}
+
+/// The policy-wide QoS settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "python", derive(FromPyObject))]
+pub struct QosSettings {
+    /// [`Count`] code: which bytes shapers and the port count.
+    pub count: u8,
+    /// The incoming colour code of each DSCP (64 of them), for colour-aware meters.
+    pub color_map: Vec<u8>,
+    pub port: Option<PortInput>,
+    /// The polled views' intervals (docs/bursts.md).
+    pub poll_ns: Vec<u64>,
+}
+
+impl Default for QosSettings {
+    fn default() -> Self {
+        QosSettings { count: Count::Outer as u8, color_map: vec![0; 64], port: None, poll_ns: Vec::new() }
+    }
+}
+
+impl QosSettings {
+    fn color_map(&self) -> Result<[Color; 64], String> {
+        let map: [u8; 64] = self.color_map.as_slice().try_into().map_err(|_| format!("color_map has {} entries, not 64", self.color_map.len()))?;
+        let mut colors = [Color::Green; 64];
+        for (dscp, (color, code)) in colors.iter_mut().zip(map).enumerate() {
+            *color = Color::try_from(code).map_err(|why| format!("color_map[{dscp}]: {why}"))?;
+        }
+        Ok(colors)
+    }
+
+    fn port(&self) -> Result<Option<PortConfig>, String> {
+        let Some(port) = &self.port else { return Ok(None) };
+        let mode = match port.mode {
+            0 => PortMode::PerQueue,
+            1 => PortMode::SharedFifo,
+            other => return Err(format!("port mode {other} is not 0 (per_tenant) or 1 (shared_fifo)")),
+        };
+        Ok(Some(PortConfig { line_rate: port.rate, buffer_bytes: port.buffer, mode }))
+    }
+}
+
+impl MeterRow {
+    fn spec(&self) -> Result<Option<MeterSpec>, String> {
+        let (cir, cbs, eir, ebs, pir, pbs) = (self.cir, self.cbs, self.eir, self.ebs, self.pir, self.pbs);
+        let kind = match self.kind {
+            0 => return Ok(None),
+            1 => MeterKind::SrTcm { cir, cbs, ebs },
+            2 => MeterKind::TrTcm { pir, pbs, cir, cbs },
+            3 => MeterKind::Rfc4115 { cir, cbs, eir, ebs },
+            other => return Err(format!("meter kind {other} is not 0 (none), 1 (srtcm), 2 (trtcm) or 3 (rfc4115)")),
+        };
+        let mut actions = [ColorAction::Pass; 3];
+        for (color, action) in actions.iter_mut().enumerate() {
+            *action = match self.actions[color] {
+                0 => ColorAction::Pass,
+                1 => ColorAction::Remark(self.remark_dscp[color]),
+                2 => ColorAction::Drop,
+                other => return Err(format!("meter action {other} (colour {color}) is not 0 (pass), 1 (remark) or 2 (drop)")),
+            };
+        }
+        let count = Count::try_from(self.count).map_err(|why| format!("meter count: {why}"))?;
+        Ok(Some(MeterSpec { params: MeterParams { kind, color_aware: self.color_aware }, count, actions }))
+    }
+}
+
+impl ShaperRow {
+    fn spec(&self) -> Option<ShaperParams> {
+        (self.rate > 0).then_some(ShaperParams { rate: self.rate, burst: self.burst, max_queue_bytes: self.queue, max_delay_ns: self.max_delay_ns })
+    }
+}
+
+impl BurstRow {
+    fn config(&self) -> BurstConfig {
+        let queue = self.queue.map(|(rise_bytes, fall_bytes)| QueueThresholds { rise_bytes, fall_bytes });
+        BurstConfig { window_ns: self.window_ns, threshold_bps: self.threshold_bps, queue }
+    }
+}
+
+fn contract(meter: &MeterRow, shaper: &ShaperRow) -> Result<Contract, String> {
+    Ok(Contract { meter: meter.spec()?, shaper: shaper.spec() })
+}
+
+impl TenantInput {
+    /// The tenant's contracts and port queues, its port weight being `weight`.
+    pub fn resolve(&self, weight: u32, port: Option<&PortInput>) -> Result<TenantQos, String> {
+        let place = |class: Option<usize>| match class {
+            Some(c) => format!("tenant '{}', class {c}", self.name),
+            None => format!("tenant '{}'", self.name),
+        };
+        let queues = self.port_queues(weight, port).map_err(|why| format!("{}: {why}", place(None)))?;
+        let classes = self
+            .classes
+            .iter()
+            .zip(queues)
+            .enumerate()
+            .map(|(c, (class, queue))| {
+                Ok(ClassQos { contract: contract(&class.meter, &class.shaper).map_err(|why| format!("{}: {why}", place(Some(c))))?, queue })
+            })
+            .collect::<Result<_, String>>()?;
+        let contract = contract(&self.meter, &self.shaper).map_err(|why| format!("{}: {why}", place(None)))?;
+        Ok(TenantQos { name: self.name.clone(), contract, classes })
+    }
+
+    /// One port queue per class: the class's priority; weight = tenant weight x class weight;
+    /// guarantee = the class's rate plus its share, by class weight, of the tenant guarantee
+    /// its classes do not claim (the first class takes the rounding), capped at its ceiling;
+    /// burst = the class's own, else the part of the tenant's burst its guarantee is of the
+    /// tenant's (at least 1 B), else 0 (the port's default); reserve = the port's reserve x
+    /// guarantee / line rate.
+    fn port_queues(&self, weight: u32, port: Option<&PortInput>) -> Result<Vec<QueueConfig>, String> {
+        let weights: u64 = self.classes.iter().map(|c| u64::from(c.weight)).sum();
+        let claimed: u64 = self.classes.iter().map(|c| c.rate).sum();
+        let spare =
+            self.rate.checked_sub(claimed).ok_or_else(|| format!("its classes' rates add up to {claimed} B/s, more than its rate {} B/s", self.rate))?;
+        let mut shares: Vec<u64> = self.classes.iter().map(|c| share(spare, c.weight, weights)).collect();
+        let rounding = spare - shares.iter().sum::<u64>();
+        if let Some(first) = shares.first_mut() {
+            *first += rounding;
+        }
+        self.classes
+            .iter()
+            .zip(shares)
+            .enumerate()
+            .map(|(c, (class, share))| {
+                let rate = class.rate + share;
+                let guarantee = if class.ceil > 0 { rate.min(class.ceil) } else { rate };
+                let weight = weight
+                    .checked_mul(class.weight)
+                    .ok_or_else(|| format!("class {c}: its port weight (tenant weight {weight} x class weight {}) is over {}", class.weight, u32::MAX))?;
+                let reserved_bytes = port.filter(|p| p.rate > 0).map_or(0, |p| scale(p.reserve, guarantee, p.rate));
+                Ok(QueueConfig {
+                    priority: class.priority,
+                    weight,
+                    guarantee,
+                    burst_bytes: self.queue_burst(class, guarantee),
+                    ceil: class.ceil,
+                    limit_bytes: 0,
+                    reserved_bytes,
+                    alpha_log2: Some(port.map_or(0, |p| p.alpha_log2)),
+                })
+            })
+            .collect()
+    }
+
+    fn queue_burst(&self, class: &ClassInput, guarantee: u64) -> u64 {
+        if class.burst_given {
+            class.burst
+        } else if self.burst_given && self.rate > 0 && guarantee > 0 {
+            scale(self.burst, guarantee, self.rate).max(1)
+        } else {
+            0
+        }
+    }
+
+    fn bursts(&self) -> TenantBursts {
+        let classes = self.classes.iter().enumerate().filter_map(|(c, class)| Some((c as u16, class.microburst?.config()))).collect();
+        TenantBursts { name: self.name.clone(), tenant: self.microburst.map(|b| b.config()), classes }
+    }
+}
+
+/// `spare x weight / weights`, rounded down.
+fn share(spare: u64, weight: u32, weights: u64) -> u64 {
+    if weights == 0 {
+        return 0;
+    }
+    (u128::from(spare) * u128::from(weight) / u128::from(weights)) as u64
+}
+
+/// `value x part / whole` in 128 bits (`part` <= `whole`, so it fits).
+fn scale(value: u64, part: u64, whole: u64) -> u64 {
+    (u128::from(value) * u128::from(part) / u128::from(whole)) as u64
+}
+
+/// The QoS inputs an engine holds, by tenant position, and the spec they resolve to.
+#[derive(Debug, Clone, Default)]
+pub struct QosInputs {
+    pub settings: QosSettings,
+    pub tenants: Vec<Arc<TenantInput>>,
+    /// Each tenant's share of the port's spare capacity.
+    pub weights: Vec<u32>,
+}
+
+impl QosInputs {
+    /// The spec of these inputs, checked ([`QosSpec::check`]).
+    pub fn spec(&self) -> Result<QosSpec, String> {
+        if self.weights.len() != self.tenants.len() {
+            return Err(format!("{} weights for {} tenants", self.weights.len(), self.tenants.len()));
+        }
+        let port = self.settings.port.as_ref();
+        let tenants = self.tenants.iter().zip(&self.weights).map(|(tenant, &weight)| tenant.resolve(weight, port)).collect::<Result<_, _>>()?;
+        let bursts = BurstSpec {
+            port: port.map(|p| p.microburst.config()),
+            tenants: self.tenants.iter().map(|t| t.bursts()).filter(|b| b.tenant.is_some() || !b.classes.is_empty()).collect(),
+            poll_ns: self.settings.poll_ns.clone(),
+        };
+        let count = Count::try_from(self.settings.count).map_err(|why| format!("count: {why}"))?;
+        let spec = QosSpec { count, color_map: self.settings.color_map()?, port: self.settings.port()?, tenants, bursts };
+        spec.check()?;
+        Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(rate: u64, weight: u32) -> ClassInput {
+        ClassInput { priority: 7, weight, rate, ..ClassInput::default() }
+    }
+
+    fn tenant(rate: u64, classes: Vec<ClassInput>) -> TenantInput {
+        TenantInput { name: "a".to_string(), rate, classes, ..TenantInput::default() }
+    }
+
+    #[test]
+    fn the_guarantee_its_classes_leave_is_shared_by_class_weight_the_first_taking_the_rounding() {
+        let queues = tenant(1000, vec![class(100, 1), class(0, 2), class(0, 4)]).port_queues(3, None).unwrap();
+        let guarantees: Vec<u64> = queues.iter().map(|q| q.guarantee).collect();
+        assert_eq!(guarantees, vec![100 + 128 + 1, 257, 514]); // 900 spare: 128, 257, 514 (+1)
+        assert_eq!(queues.iter().map(|q| q.weight).collect::<Vec<_>>(), vec![3, 6, 12]);
+    }
+
+    #[test]
+    fn a_queue_burst_is_its_class_burst_else_its_share_of_the_tenant_burst() {
+        let mut t = tenant(1000, vec![class(0, 1), ClassInput { burst: 77, burst_given: true, ..class(0, 3) }]);
+        assert_eq!(t.port_queues(1, None).unwrap().iter().map(|q| q.burst_bytes).collect::<Vec<_>>(), vec![0, 77]);
+        (t.burst, t.burst_given) = (4000, true);
+        assert_eq!(t.port_queues(1, None).unwrap().iter().map(|q| q.burst_bytes).collect::<Vec<_>>(), vec![1000, 77]);
+    }
+
+    #[test]
+    fn reserves_follow_the_guarantees_and_ceilings_cap_them() {
+        let port = PortInput { rate: 10_000, buffer: 1 << 20, reserve: 5000, ..PortInput::default() };
+        let queues = tenant(2000, vec![ClassInput { ceil: 500, ..class(0, 1) }, class(0, 1)]).port_queues(1, Some(&port)).unwrap();
+        assert_eq!(queues.iter().map(|q| (q.guarantee, q.reserved_bytes)).collect::<Vec<_>>(), vec![(500, 250), (1000, 500)]);
+    }
+
+    #[test]
+    fn refusals_name_the_tenant_and_class() {
+        let bad_meter = TenantInput { classes: vec![ClassInput { meter: MeterRow { kind: 9, ..MeterRow::default() }, ..class(0, 1) }], ..tenant(0, vec![]) };
+        let err = bad_meter.resolve(1, None).unwrap_err();
+        assert!(err.contains("tenant 'a', class 0") && err.contains("meter kind 9"), "{err}");
+        let heavy = tenant(0, vec![class(0, u32::MAX)]).resolve(2, None).unwrap_err();
+        assert!(heavy.contains("port weight"), "{heavy}");
+        let srtcm = MeterRow { kind: 1, count: 1, actions: [0, 0, 2], ..MeterRow::default() };
+        let inputs =
+            QosInputs { tenants: vec![Arc::new(TenantInput { meter: srtcm, ..tenant(0, vec![class(0, 1)]) })], weights: vec![1], ..QosInputs::default() };
+        assert!(inputs.spec().unwrap_err().contains("srTCM CIR is 0"));
+        assert!(QosInputs { weights: vec![], ..inputs }.spec().unwrap_err().contains("0 weights for 1 tenants"));
+    }
+}

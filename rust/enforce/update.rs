@@ -1,0 +1,175 @@
+//! How the enforcer follows policy updates: by tenant name, a tenant whose contract did not
+//! change keeps its meters and shapers ([`Enforcer::retarget`]), and a one-tenant change of
+//! contract with the same classes and port queues touches that tenant alone
+//! ([`Enforcer::replace_contracts`]).
+
+use rustc_hash::FxHashMap;
+
+use super::{Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState};
+use crate::shaping::{Port, PortConfig, QueueConfig};
+
+impl Enforcer {
+    /// `spec` (checked) applies from the next [`retarget`](Enforcer::retarget); `None`
+    /// withdraws a spec whose tables were refused.
+    pub fn stage(&mut self, spec: Option<QosSpec>) {
+        self.staged = spec;
+    }
+
+    /// Aligns the state with the engine's new tenants (by name): a tenant whose contract
+    /// (and the policy-wide count and colour map) did not change keeps its meters and shapers;
+    /// the port and its queues are kept if no queue and no port setting changed.
+    pub fn retarget(&mut self, names: &[String]) {
+        let spec = self.staged.take().unwrap_or_else(|| self.spec.clone());
+        let same_globals = spec.count == self.spec.count && spec.color_map == self.spec.color_map;
+        let mut old = self.take_states();
+        let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
+        // Packets read these at random: huge pages spare a TLB miss per packet when they are large.
+        let class_count = names.iter().filter_map(|name| by_name.get(name.as_str())).map(|qos| qos.classes.len()).sum();
+        let mut tenants = crate::memory::with_capacity(names.len());
+        let mut class_stages = crate::memory::with_capacity(class_count);
+        let (mut contracts, mut queues, mut queue_scopes) = (Vec::new(), Vec::new(), Vec::new());
+        let mut profiles = Profiles::default();
+        for (index, name) in names.iter().enumerate() {
+            let Some(&qos) = by_name.get(name.as_str()) else {
+                tenants.push(TenantState::without_contract());
+                contracts.push(None);
+                continue;
+            };
+            let kept = old.remove(name).filter(|(old_qos, ..)| same_globals && old_qos == qos);
+            let (mut stage, mut classes) = kept
+                .map(|(_, stage, classes)| (stage, classes))
+                .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
+            stage.profile = profiles.of(&qos.contract);
+            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default());
+            for (class_stage, class) in classes.iter_mut().zip(&qos.classes) {
+                class_stage.profile = profiles.of(&class.contract);
+            }
+            stage.lane = lane(&profiles, &stage, &spec);
+            tenants.push(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 });
+            class_stages.extend(classes);
+            queues.extend(qos.classes.iter().enumerate().map(|(c, class)| (name.clone(), c as u16, class.queue)));
+            queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
+            contracts.push(Some(qos.clone()));
+        }
+        let port_kept = self.replace_port(spec.port, queues);
+        let queue_scopes = if spec.port.is_some() { queue_scopes } else { Vec::new() };
+        self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
+        self.archive_rows();
+        self.row_keys = row_keys(&contracts, names);
+        self.class_rows = class_stages.len();
+        self.rows = crate::memory::zeroed_vec(self.row_keys.len());
+        (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles);
+        self.spec = spec;
+    }
+
+    /// Puts each `(index, contract)` in place of tenant `index`'s contract, touching nothing
+    /// else, when that is all that changed: the tenant keeps its name, classes and port queues
+    /// (so its statistics rows, the port and burst scopes stand), and no staged spec waits.
+    /// A tenant whose contract changed starts with full buckets, as [`Enforcer::retarget`] does.
+    /// Changes nothing and returns false when any of them is more than that.
+    pub fn replace_contracts(&mut self, changes: Vec<(usize, TenantQos)>) -> bool {
+        let same_shape = |index: usize, qos: &TenantQos| match self.contracts.get(index) {
+            Some(Some(old)) => {
+                old.name == qos.name && old.classes.len() == qos.classes.len() && old.classes.iter().zip(&qos.classes).all(|(a, b)| a.queue == b.queue)
+            }
+            _ => false,
+        };
+        if self.staged.is_some() || !changes.iter().all(|(index, qos)| same_shape(*index, qos)) {
+            return false;
+        }
+        for (index, qos) in changes {
+            if self.contracts[index].as_ref() == Some(&qos) {
+                continue;
+            }
+            let mut stage = Stage::new(&qos.contract);
+            stage.profile = self.profiles.of(&qos.contract);
+            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default());
+            stage.lane = lane(&self.profiles, &stage, &self.spec);
+            let first = self.tenants[index].first_row as usize;
+            for (class_stage, class) in self.class_stages[first..].iter_mut().zip(&qos.classes) {
+                *class_stage = Stage::new(&class.contract);
+                class_stage.profile = self.profiles.of(&class.contract);
+            }
+            self.tenants[index].stage = stage;
+            let at = if self.spec.tenants.get(index).is_some_and(|t| t.name == qos.name) {
+                Some(index)
+            } else {
+                self.spec.tenants.iter().position(|t| t.name == qos.name)
+            };
+            if let Some(at) = at {
+                self.spec.tenants[at] = qos.clone();
+            }
+            self.contracts[index] = Some(qos);
+        }
+        true
+    }
+
+    /// The contract tenant `index` is enforced by.
+    pub fn contract_of(&self, index: usize) -> Option<TenantQos> {
+        self.contracts.get(index).cloned().flatten()
+    }
+
+    /// Every tenant's contract with its stage and its classes' stages, by name.
+    fn take_states(&mut self) -> FxHashMap<String, (TenantQos, Stage, Vec<Stage>)> {
+        let class_stages = std::mem::take(&mut self.class_stages);
+        let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));
+        tenants
+            .filter_map(|(state, qos)| {
+                let qos = qos?;
+                let first = state.first_row as usize;
+                let classes = class_stages[first..first + state.classes as usize].to_vec();
+                Some((qos.name.clone(), (qos, state.stage, classes)))
+            })
+            .collect()
+    }
+
+    /// Keeps the port if nothing about it changed; otherwise drains the old one (packets in
+    /// flight arrive, everything queued is sent) into the statistics and starts a new one.
+    /// Whether the port was kept.
+    fn replace_port(&mut self, config: Option<PortConfig>, queues: Vec<(String, u16, QueueConfig)>) -> bool {
+        if let Some(current) = &self.port {
+            if Some(current.config) == config && current.queues == queues {
+                return true;
+            }
+        }
+        self.drain_port();
+        if let Some(old) = self.port.take() {
+            for (queue, (tenant, class, _)) in old.queues.iter().enumerate() {
+                let stats = self.archive.entry((Some(tenant.clone()), Some(*class))).or_default();
+                stats.delay_ns.merge(&old.port.stats(queue as u32).delay_ns);
+            }
+        }
+        self.port = config.map(|config| {
+            let port = Port::new(config, queues.iter().map(|(_, _, queue)| *queue).collect()).expect("QosSpec::check built this port");
+            PortState { port, config, queues }
+        });
+        false
+    }
+
+    fn archive_rows(&mut self) {
+        for (key, row) in self.row_keys.iter().zip(&self.rows) {
+            let counters = row.counters();
+            if counters.packets > 0 {
+                self.archive.entry(key.clone()).or_default().counters.add(&counters);
+            }
+        }
+    }
+}
+
+pub(super) fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> Vec<StatsKey> {
+    let classes = contracts.iter().flatten().flat_map(|t| (0..t.classes.len()).map(|c| (Some(t.name.clone()), Some(c as u16))));
+    let tenants = names.iter().map(|name| (Some(name.clone()), None));
+    classes.chain(tenants).chain([(None, None)]).collect()
+}
+
+/// How a tenant stage's packets are enforced: the fast lane takes a meter and a shaper of the
+/// tenant's own that count the policy's bytes, nothing of its classes, and no port.
+fn lane(profiles: &Profiles, stage: &Stage, spec: &QosSpec) -> Lane {
+    let meter_and_shaper = &profiles[stage.profile as usize].fast;
+    let fast = spec.port.is_none() && !stage.classes_enforced && meter_and_shaper.as_ref().is_some_and(|m| m.meter_count == spec.count);
+    if fast {
+        Lane::Fast
+    } else {
+        Lane::General
+    }
+}

@@ -1,0 +1,476 @@
+//! Updates that cost what changed: tenant operations by position (put a tenant in place of
+//! another, insert one, remove one) on the installed tables, with what selects each tenant's
+//! traffic ([`Route`]) kept beside its tables, and its QoS inputs beside the engine's others.
+//! Unchanged tenants are not read, compared or copied (their tables are shared by pointer).
+
+use std::sync::Arc;
+
+use super::{build, check_tenant, incremental, Engine, EngineTables, HotTenant, TenantHead, TenantSpec, TenantTables, UpdateReport, VniMap};
+use crate::enforce::{QosInputs, QosSpec, TenantInput, TenantQos};
+
+/// What selects a tenant's traffic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Route {
+    pub vnis: Vec<u32>,
+    /// Outer VLAN ids of untunnelled traffic.
+    pub vlans: Vec<u16>,
+    /// Outer source prefixes of untunnelled traffic: (address, length over 128 bits).
+    pub sources: Vec<(u128, u8)>,
+}
+
+/// A tenant as an update gives it: its tables, route and QoS inputs.
+#[derive(Debug, Clone)]
+pub struct TenantEntry {
+    pub tables: TenantSpec,
+    pub route: Route,
+    pub qos: TenantInput,
+}
+
+/// One change to the tenants, applied in order; positions are tenant ids at that point.
+#[derive(Debug, Clone)]
+pub enum TenantOp {
+    /// Tenant `at` becomes `tenant`.
+    Replace { at: usize, tenant: Box<TenantEntry> },
+    /// `tenant` goes in at `at` (the tenant count appends); later tenants' ids rise by one.
+    Insert { at: usize, tenant: Box<TenantEntry> },
+    /// Tenant `at` goes; later tenants' ids fall by one.
+    Remove { at: usize },
+}
+
+/// A policy update as the tenants that changed.
+#[derive(Debug, Clone, Default)]
+pub struct Delta {
+    pub ops: Vec<TenantOp>,
+    /// (tenant id after the ops, its port weight) for every tenant whose weight is new.
+    pub weights: Vec<(usize, u32)>,
+    /// The policy-wide QoS settings, when they changed.
+    pub settings: Option<crate::enforce::QosSettings>,
+    pub unknown_action: u8,
+}
+
+/// A [`VniMap`]'s blocks while an update edits them.
+struct VniBlocks(Vec<Option<Arc<[i32; 4096]>>>);
+
+impl VniBlocks {
+    fn get(&self, vni: u32) -> i32 {
+        self.0.get((vni >> 12) as usize).and_then(|b| b.as_ref()).map_or(-1, |block| block[(vni & 0xfff) as usize])
+    }
+
+    fn set(&mut self, vni: u32, tenant: i32) {
+        if self.0.is_empty() {
+            self.0 = vec![None; 4096];
+        }
+        let block = self.0[(vni >> 12) as usize & 0xfff].get_or_insert_with(|| Arc::new([-1; 4096]));
+        Arc::make_mut(block)[(vni & 0xfff) as usize] = tenant;
+    }
+
+    /// Every tenant id at or above `from` moved by `by`.
+    fn shift(&mut self, from: i32, by: i32) {
+        for block in self.0.iter_mut().flatten() {
+            if block.iter().any(|&t| t >= from) {
+                Arc::make_mut(block).iter_mut().filter(|t| **t >= from).for_each(|t| *t += by);
+            }
+        }
+    }
+}
+
+/// The tables being edited: a copy of the installed ones, made once per update.
+struct Edit<'a> {
+    next: EngineTables,
+    vnis: VniBlocks,
+    engine: &'a Engine,
+    report: UpdateReport,
+    sources_changed: bool,
+    /// What the ops claimed for whom, checked at the end.
+    claims: Vec<(Claim, String)>,
+    /// Claims the ops took from tenants that held them, and from whom.
+    displaced: Vec<(Claim, String)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    Vni(u32),
+    Vlan(u16),
+}
+
+impl Edit<'_> {
+    /// Maps `route` to tenant `at`. A claim is checked once every op is applied (a tenant may
+    /// take a VNI that a later op frees).
+    fn route(&mut self, route: &Route, at: usize) {
+        let name = self.next.tenants[at].name.clone();
+        for &vni in &route.vnis {
+            self.displaced(Claim::Vni(vni), self.vnis.get(vni), at);
+            self.vnis.set(vni, at as i32);
+            self.claims.push((Claim::Vni(vni), name.clone()));
+        }
+        for &vlan in &route.vlans {
+            let holder = self.next.vlans.insert(vlan, at as i32).unwrap_or(-1);
+            self.displaced(Claim::Vlan(vlan), holder, at);
+            self.claims.push((Claim::Vlan(vlan), name.clone()));
+        }
+        self.sources_changed |= !route.sources.is_empty();
+    }
+
+    /// Notes that `claim`, held by tenant `holder`, went to tenant `at`: the holder must have
+    /// let it go by the end of the update.
+    fn displaced(&mut self, claim: Claim, holder: i32, at: usize) {
+        let taker = &self.next.tenants[at].name;
+        // A tenant that moved to another position takes its own claims along.
+        if let Some(tenant) = usize::try_from(holder).ok().filter(|&h| h != at).and_then(|h| self.next.tenants.get(h)).filter(|t| &t.name != taker) {
+            self.displaced.push((claim, tenant.name.clone()));
+        }
+    }
+
+    /// Unmaps what tenant `at` claims (and still holds).
+    fn unroute(&mut self, at: usize) {
+        let route = Arc::clone(&self.next.routes[at]);
+        for &vni in &route.vnis {
+            if self.vnis.get(vni) == at as i32 {
+                self.vnis.set(vni, -1);
+            }
+        }
+        for vlan in &route.vlans {
+            if self.next.vlans.get(vlan) == Some(&(at as i32)) {
+                self.next.vlans.remove(vlan);
+            }
+        }
+        self.sources_changed |= !route.sources.is_empty();
+    }
+
+    /// Every claim made by the ops is held by its tenant: none was claimed twice.
+    fn check_claims(&self) -> Result<(), String> {
+        for (claim, name) in &self.claims {
+            let (holder, what) = match *claim {
+                Claim::Vni(vni) => (self.vnis.get(vni), format!("VNI {vni}")),
+                Claim::Vlan(vlan) => (self.next.vlans.get(&vlan).copied().unwrap_or(-1), format!("VLAN {vlan}")),
+            };
+            let held_by = usize::try_from(holder).ok().and_then(|t| self.next.tenants.get(t)).map(|t| t.name.as_str());
+            if held_by != Some(name.as_str()) {
+                return Err(format!("{what} is claimed by both '{}' and '{name}'", held_by.unwrap_or("?")));
+            }
+        }
+        if self.displaced.is_empty() {
+            return Ok(());
+        }
+        // A tenant that held a claim taken from it must have let it go (in its new route).
+        let positions: rustc_hash::FxHashMap<&str, usize> = self.next.tenants.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        for (claim, holder) in &self.displaced {
+            let Some(&at) = positions.get(holder.as_str()) else { continue };
+            let route = &self.next.routes[at];
+            let (still, what) = match *claim {
+                Claim::Vni(vni) => (route.vnis.contains(&vni), format!("VNI {vni}")),
+                Claim::Vlan(vlan) => (route.vlans.contains(&vlan), format!("VLAN {vlan}")),
+            };
+            if still {
+                let taker = self.claims.iter().rev().find(|(c, _)| c == claim);
+                return Err(format!("{what} is claimed by both '{holder}' and '{}'", taker.map_or("?", |(_, n)| n.as_str())));
+            }
+        }
+        Ok(())
+    }
+
+    /// Tenant ids at or above `from` moved by `by`, wherever they are kept.
+    fn shift(&mut self, from: usize, by: i32) {
+        let from = from as i32;
+        self.vnis.shift(from, by);
+        self.next.vlans.values_mut().filter(|t| **t >= from).for_each(|t| *t += by);
+        self.sources_changed |= !self.next.sources.is_empty();
+    }
+
+    /// The tables of `spec` for position `at`, sharing or patching `old`'s when it holds the
+    /// same tenant.
+    fn tables(&mut self, spec: TenantSpec, old: Option<&Arc<TenantTables>>, at: usize) -> Result<Arc<TenantTables>, String> {
+        check_tenant(&spec).map_err(|why| format!("tenant {at} ({}): {why}", spec.name))?;
+        let Some(old) = old.filter(|old| old.name == spec.name) else {
+            self.report.rebuilt += 1;
+            return Ok(Arc::new(build(spec, at)?));
+        };
+        if old.holds(&spec) {
+            return Ok(Arc::clone(old));
+        }
+        Ok(Arc::new(match incremental(old, &spec) {
+            Some(table) => {
+                self.report.incremental += 1;
+                TenantTables::new(spec, table)
+            }
+            None => {
+                self.report.rebuilt += 1;
+                build(spec, at)?
+            }
+        }))
+    }
+
+    fn place(&mut self, at: usize, tables: Arc<TenantTables>, route: Route) {
+        let slot = self.engine.counter_names.lock().unwrap_or_else(|p| p.into_inner()).slot(&tables.name);
+        self.next.heads[at] = TenantHead::of(&tables, slot);
+        self.next.hot[at] = HotTenant::of(&tables);
+        self.next.tenants[at] = tables;
+        self.route(&route, at);
+        self.next.routes[at] = Arc::new(route);
+    }
+
+    fn apply(&mut self, op: TenantOp, qos: &mut Vec<Arc<TenantInput>>, weights: &mut Vec<u32>) -> Result<(), String> {
+        let count = self.next.tenants.len();
+        match op {
+            TenantOp::Replace { at, tenant } if at < count => {
+                let TenantEntry { tables, route, qos: input } = *tenant;
+                let old = Arc::clone(&self.next.tenants[at]);
+                let tables = self.tables(tables, Some(&old), at)?;
+                self.unroute(at);
+                self.place(at, tables, route);
+                if *qos[at] != input {
+                    qos[at] = Arc::new(input);
+                }
+            }
+            TenantOp::Insert { at, tenant } if at <= count => {
+                let TenantEntry { tables, route, qos: input } = *tenant;
+                let tables = self.tables(tables, None, at)?;
+                self.shift(at, 1);
+                let placeholder = Arc::clone(&tables);
+                self.next.tenants.insert(at, placeholder);
+                self.next.heads.insert(at, TenantHead::of(&tables, 0));
+                self.next.hot.insert(at, HotTenant::of(&tables));
+                self.next.routes.insert(at, Arc::new(Route::default()));
+                self.place(at, tables, route);
+                qos.insert(at, Arc::new(input));
+                weights.insert(at, 1);
+            }
+            TenantOp::Remove { at } if at < count => {
+                self.unroute(at);
+                self.next.tenants.remove(at);
+                self.next.heads.remove(at);
+                self.next.hot.remove(at);
+                self.next.routes.remove(at);
+                self.shift(at + 1, -1);
+                qos.remove(at);
+                weights.remove(at);
+            }
+            TenantOp::Replace { at, .. } | TenantOp::Insert { at, .. } | TenantOp::Remove { at } => {
+                return Err(format!("no tenant position {at}: the engine has {count} tenants"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The finished tables: the VNI blocks and, if they moved, the source prefixes in policy order.
+    fn finish(mut self, unknown_action: u8) -> Result<(EngineTables, UpdateReport), String> {
+        self.check_claims()?;
+        self.next.vnis = VniMap { blocks: self.vnis.0.into() };
+        if self.sources_changed {
+            let routes = self.next.routes.iter().enumerate();
+            self.next.sources = routes.flat_map(|(t, r)| r.sources.iter().map(move |&(address, len)| (address, len, t as i32))).collect();
+        }
+        self.next.unknown_action = unknown_action;
+        self.next.counter_slots = self.engine.counter_names.lock().unwrap_or_else(|p| p.into_inner()).names.len();
+        // Tenants the ops did not touch are shared as they are.
+        self.report.kept = self.next.tenants.len() - self.report.incremental - self.report.rebuilt;
+        Ok((self.next, self.report))
+    }
+}
+
+impl Engine {
+    /// Applies a policy update given as the tenants that changed: their tables are built (or
+    /// patched, for a one-rule change of a tenant of the same name), every other tenant's are
+    /// shared; the QoS state follows (tenants whose contract and queues did not change keep
+    /// theirs, as with [`Engine::update_with_qos`]). Nothing is installed if anything is refused.
+    pub fn apply(&self, delta: Delta) -> Result<UpdateReport, String> {
+        let _serial = self.updating.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.tables.load_full();
+        if delta.ops.is_empty() && delta.weights.is_empty() && delta.settings.is_none() && delta.unknown_action == current.unknown_action {
+            return Ok(UpdateReport { kept: current.tenants.len(), ..UpdateReport::default() });
+        }
+        let mut inputs = self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if inputs.tenants.len() != current.tenants.len() {
+            return Err("the engine's tenants were installed by update(): apply() edits tenants that apply() installed".to_string());
+        }
+        let contracts_only = contracts_only(&delta, &current, &inputs);
+        let mut edit = Edit {
+            next: (*current).clone(),
+            vnis: VniBlocks(current.vnis.blocks.to_vec()),
+            engine: self,
+            report: UpdateReport::default(),
+            sources_changed: false,
+            claims: Vec::new(),
+            displaced: Vec::new(),
+        };
+        let replaced: Vec<usize> = delta.ops.iter().filter_map(|op| if let TenantOp::Replace { at, .. } = op { Some(*at) } else { None }).collect();
+        for op in delta.ops {
+            edit.apply(op, &mut inputs.tenants, &mut inputs.weights)?;
+        }
+        for (at, weight) in delta.weights {
+            *inputs.weights.get_mut(at).ok_or_else(|| format!("a weight for tenant position {at}, of {}", inputs.tenants.len()))? = weight;
+        }
+        if let Some(settings) = delta.settings {
+            inputs.settings = settings;
+        }
+        let port = inputs.settings.port;
+        let changed_contracts = if contracts_only {
+            Some(replaced.iter().map(|&at| Ok((at, inputs.tenants[at].resolve(inputs.weights[at], port.as_ref())?))).collect::<Result<Vec<_>, String>>()?)
+        } else {
+            None
+        };
+        let full_spec = if changed_contracts.is_none() { Some(inputs.spec()?) } else { None };
+        let (tables, report) = edit.finish(delta.unknown_action)?;
+        let worn: Vec<String> = replaced.iter().filter_map(|&at| tables.tenants.get(at)).filter(|t| t.table.is_worn()).map(|t| t.name.clone()).collect();
+        self.install_contracts(tables, changed_contracts, full_spec, &inputs)?;
+        *self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()) = inputs;
+        for name in worn {
+            self.rebuild_in_background(&name);
+        }
+        Ok(report)
+    }
+
+    /// Swaps in `tables` with the QoS state: only the contracts `changed` (when the enforcer
+    /// can take them alone), else the whole `spec` (the inputs' spec, if not given). Nothing
+    /// is installed if that spec is refused.
+    fn install_contracts(
+        &self,
+        tables: EngineTables,
+        changed: Option<Vec<(usize, TenantQos)>>,
+        spec: Option<QosSpec>,
+        inputs: &QosInputs,
+    ) -> Result<(), String> {
+        let mut qos = self.lock_qos();
+        if let Some(changed) = changed {
+            if qos.enforcer_mut().replace_contracts(changed) {
+                self.tables.store(Arc::new(tables));
+                return Ok(());
+            }
+        }
+        let spec = match spec {
+            Some(spec) => spec,
+            None => inputs.spec()?,
+        };
+        let names = tables.tenant_names();
+        qos.stage(spec);
+        self.tables.store(Arc::new(tables));
+        qos.retarget(&names);
+        Ok(())
+    }
+}
+
+/// Whether `delta` changes only the contracts of tenants it puts in place of tenants of the
+/// same name, with the same microburst settings and no other tenant's weight: then the
+/// enforcer may take the new contracts alone ([`crate::enforce::Enforcer::replace_contracts`]).
+fn contracts_only(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> bool {
+    let mut replaced = Vec::with_capacity(delta.ops.len());
+    for op in &delta.ops {
+        let TenantOp::Replace { at, tenant } = op else { return false };
+        let (Some(old_tables), Some(old)) = (current.tenants.get(*at), inputs.tenants.get(*at)) else { return false };
+        let new = &tenant.qos;
+        let bursts = |t: &TenantInput| (t.microburst, t.classes.iter().map(|c| c.microburst).collect::<Vec<_>>());
+        if old_tables.name != tenant.tables.name || old.name != new.name || bursts(old) != bursts(new) {
+            return false;
+        }
+        replaced.push(*at);
+    }
+    delta.settings.is_none() && delta.weights.iter().all(|(at, _)| replaced.contains(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use bytemuck::Zeroable;
+
+    use super::*;
+    use crate::classify::Rule;
+    use crate::enforce::{ClassInput, MeterRow};
+    use crate::engine::TablesSpec;
+    use crate::parse::{PacketInfo, Status, Tunnel};
+    use crate::verdict::{Verdict, ALLOW, DROP};
+
+    fn entry(name: &str, vnis: &[u32], port: u16) -> Box<TenantEntry> {
+        let rule = Rule { dst_ports: (port, port), ..Rule::ANY };
+        let tables = TenantSpec {
+            name: name.to_string(),
+            rules: vec![rule],
+            actions: vec![ALLOW],
+            classes: vec![0],
+            policy_rules: vec![0],
+            default_action: DROP,
+            default_class: 0,
+        };
+        let qos =
+            TenantInput { name: name.to_string(), classes: vec![ClassInput { weight: 1, priority: 7, ..ClassInput::default() }], ..TenantInput::default() };
+        Box::new(TenantEntry { tables, route: Route { vnis: vnis.to_vec(), ..Route::default() }, qos })
+    }
+
+    fn insert(at: usize, tenant: Box<TenantEntry>) -> TenantOp {
+        TenantOp::Insert { at, tenant }
+    }
+
+    fn engine(names: &[(&str, u32)]) -> Engine {
+        let engine = Engine::new(TablesSpec::default()).unwrap();
+        let ops = names.iter().enumerate().map(|(i, (name, vni))| insert(i, entry(name, &[*vni], 80))).collect();
+        engine.apply(Delta { ops, weights: (0..names.len()).map(|i| (i, 1)).collect(), ..Delta::default() }).unwrap();
+        engine
+    }
+
+    /// The tenant name and verdict action for a TCP packet of `vni` to `port`.
+    fn verdict(engine: &Engine, vni: i32, port: u16) -> (Option<String>, u8) {
+        let info = PacketInfo {
+            vni,
+            tunnel: Tunnel::Vxlan as u8,
+            ip_version: 4,
+            proto: 6,
+            dst_port: port,
+            status: Status::Ok as u8,
+            wire_len: 100,
+            ..PacketInfo::zeroed()
+        };
+        let mut out = [Verdict::zeroed()];
+        engine.classify(&[info], &mut out);
+        let names = engine.tables().tenant_names();
+        (usize::try_from(out[0].tenant).ok().map(|t| names[t].clone()), out[0].action)
+    }
+
+    #[test]
+    fn inserts_and_removes_move_the_later_tenants_and_their_vnis_follow() {
+        let engine = engine(&[("a", 10), ("b", 20), ("c", 30)]);
+        engine.apply(Delta { ops: vec![insert(1, entry("new", &[15], 80))], weights: vec![(1, 1)], ..Delta::default() }).unwrap();
+        assert_eq!(engine.tables().tenant_names(), ["a", "new", "b", "c"]);
+        assert_eq!(verdict(&engine, 20, 80), (Some("b".to_string()), ALLOW));
+        engine.apply(Delta { ops: vec![TenantOp::Remove { at: 0 }], ..Delta::default() }).unwrap();
+        assert_eq!(verdict(&engine, 10, 80).0, None); // its VNI went with it
+        assert_eq!(verdict(&engine, 15, 80).0.as_deref(), Some("new"));
+        assert_eq!(verdict(&engine, 30, 80).0.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn a_vni_may_pass_from_one_tenant_to_another_within_an_update_but_not_be_claimed_twice() {
+        let engine = engine(&[("a", 10), ("b", 20)]);
+        // a takes b's VNI while b moves to another: checked once every op is applied.
+        let swap = vec![TenantOp::Replace { at: 0, tenant: entry("a", &[20], 80) }, TenantOp::Replace { at: 1, tenant: entry("b", &[21], 80) }];
+        engine.apply(Delta { ops: swap, ..Delta::default() }).unwrap();
+        assert_eq!(verdict(&engine, 20, 80).0.as_deref(), Some("a"));
+        let twice = vec![TenantOp::Replace { at: 1, tenant: entry("b", &[20], 80) }];
+        let err = engine.apply(Delta { ops: twice, ..Delta::default() }).unwrap_err();
+        assert!(err.contains("VNI 20 is claimed by both"), "{err}");
+        assert_eq!(verdict(&engine, 21, 80).0.as_deref(), Some("b")); // the refused update changed nothing
+    }
+
+    #[test]
+    fn a_one_tenant_change_keeps_every_other_tenant_and_reports_only_it() {
+        let engine = engine(&[("a", 10), ("b", 20), ("c", 30)]);
+        let before = engine.tables();
+        let report = engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: entry("b", &[20], 443) }], ..Delta::default() }).unwrap();
+        assert_eq!(report, UpdateReport { kept: 2, incremental: 1, rebuilt: 0 });
+        let after = engine.tables();
+        assert!(Arc::ptr_eq(&before.tenants[0], &after.tenants[0]) && Arc::ptr_eq(&before.tenants[2], &after.tenants[2]));
+        assert_eq!(verdict(&engine, 20, 443), (Some("b".to_string()), ALLOW));
+        assert_eq!(verdict(&engine, 20, 80).1, DROP);
+        assert!(engine.apply(Delta { ops: vec![TenantOp::Remove { at: 3 }], ..Delta::default() }).unwrap_err().contains("no tenant position 3"));
+    }
+
+    #[test]
+    fn a_contract_change_reaches_the_enforcer_alone_or_through_a_full_retarget() {
+        let engine = engine(&[("a", 10), ("b", 20)]);
+        let meter = MeterRow { kind: 1, count: 1, cir: 1000, cbs: 1500, ebs: 1500, actions: [0, 0, 2], ..MeterRow::default() };
+        let mut metered = entry("b", &[20], 80);
+        metered.qos.meter = meter;
+        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: metered.clone() }], ..Delta::default() }).unwrap();
+        let qos = engine.qos_inputs.lock().unwrap().spec().unwrap();
+        assert!(qos.tenants[1].contract.meter.is_some() && qos.tenants[0].contract.meter.is_none());
+        let enforced = engine.with_enforcer(|e| e.contract_of(1));
+        assert_eq!(enforced, Some(qos.tenants[1].clone()));
+    }
+}
