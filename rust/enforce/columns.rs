@@ -3,6 +3,7 @@
 
 use super::{ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, Scope, TenantBursts};
+use crate::error::CoreError;
 use crate::meter::{Color, MeterKind, MeterParams};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
 
@@ -52,7 +53,7 @@ pub struct BurstColumns {
 }
 
 impl BurstColumns {
-    fn spec(&self, tenant_names: &[String]) -> Result<BurstSpec, String> {
+    fn spec(&self, tenant_names: &[String]) -> Result<BurstSpec, CoreError> {
         let rows = self.scope.len();
         let lengths = [
             self.tenant.len(),
@@ -64,7 +65,7 @@ impl BurstColumns {
             self.queue_fall.len(),
         ];
         if lengths.iter().any(|&len| len != rows) {
-            return Err(format!("burst columns have {rows} scopes but lengths {lengths:?}"));
+            return Err(CoreError::spec(format!("burst columns have {rows} scopes but lengths {lengths:?}")));
         }
         let mut spec = BurstSpec {
             poll_ns: self.poll_ns.clone(),
@@ -79,13 +80,14 @@ impl BurstColumns {
                 (s, _) if s == Scope::Port as u8 => spec.port = Some(config),
                 (s, Some(tenant)) if s == Scope::Tenant as u8 => tenant.tenant = Some(config),
                 (s, Some(tenant)) if s == Scope::Class as u8 => {
-                    let cls = u16::try_from(self.cls[row]).map_err(|_| format!("burst row {row}: class {} is out of range", self.cls[row]))?;
+                    let cls = u16::try_from(self.cls[row])
+                        .map_err(|_| CoreError::spec_at(format!("burst row {row}"), format!("class {} is out of range", self.cls[row])))?;
                     tenant.classes.push((cls, config));
                 }
                 (scope, _) => {
-                    return Err(format!(
-                        "burst row {row}: scope {scope} of tenant {} is not a port (0), tenant (1) or class (2) of a known tenant",
-                        self.tenant[row]
+                    return Err(CoreError::spec_at(
+                        format!("burst row {row}"),
+                        format!("scope {scope} of tenant {} is not a port (0), tenant (1) or class (2) of a known tenant", self.tenant[row]),
                     ))
                 }
             }
@@ -128,10 +130,10 @@ pub struct QosColumns {
 
 impl QosColumns {
     /// The spec, checked ([`QosSpec::check`]).
-    pub fn into_spec(self) -> Result<QosSpec, String> {
+    pub fn into_spec(self) -> Result<QosSpec, CoreError> {
         let tenants = self.tenant_names.len();
         if self.class_offsets.len() != tenants + 1 || self.class_offsets.first() != Some(&0) || self.class_offsets.windows(2).any(|w| w[0] > w[1]) {
-            return Err(format!("class_offsets must rise from 0 with one entry per tenant and one more ({tenants} tenants)"));
+            return Err(CoreError::spec(format!("class_offsets must rise from 0 with one entry per tenant and one more ({tenants} tenants)")));
         }
         let classes = *self.class_offsets.last().unwrap_or(&0) as usize;
         self.tenant.check_lengths("tenant", tenants)?;
@@ -145,11 +147,11 @@ impl QosColumns {
             ("queue_reserved", self.queue_reserved.len()),
         ] {
             if len != classes {
-                return Err(format!("{name} has {len} rows for {classes} classes"));
+                return Err(CoreError::spec(format!("{name} has {len} rows for {classes} classes")));
             }
         }
         let spec = QosSpec {
-            count: Count::try_from(self.count).map_err(|why| format!("count: {why}"))?,
+            count: Count::try_from(self.count).map_err(|err| err.within("count"))?,
             color_map: self.color_map()?,
             port: self.port()?,
             tenants: (0..tenants).map(|t| self.tenant_qos(t)).collect::<Result<_, _>>()?,
@@ -159,30 +161,30 @@ impl QosColumns {
         Ok(spec)
     }
 
-    fn color_map(&self) -> Result<[Color; 64], String> {
+    fn color_map(&self) -> Result<[Color; 64], CoreError> {
         if self.color_map.len() != 64 {
-            return Err(format!("color_map has {} entries, not one per DSCP (64)", self.color_map.len()));
+            return Err(CoreError::spec(format!("color_map has {} entries, not one per DSCP (64)", self.color_map.len())));
         }
         let mut map = [Color::Green; 64];
         for (dscp, (slot, &code)) in map.iter_mut().zip(&self.color_map).enumerate() {
-            *slot = Color::try_from(code).map_err(|why| format!("color_map[{dscp}]: {why}"))?;
+            *slot = Color::try_from(code).map_err(|err| err.within(format!("color_map[{dscp}]")))?;
         }
         Ok(map)
     }
 
-    fn port(&self) -> Result<Option<PortConfig>, String> {
+    fn port(&self) -> Result<Option<PortConfig>, CoreError> {
         if self.port_rate == 0 {
             return Ok(None);
         }
         let mode = match self.port_mode {
             0 => PortMode::PerQueue,
             1 => PortMode::SharedFifo,
-            other => return Err(format!("port_mode {other} is not 0 (per_tenant) or 1 (shared_fifo)")),
+            other => return Err(CoreError::spec(format!("port_mode {other} is not 0 (per_tenant) or 1 (shared_fifo)"))),
         };
         Ok(Some(PortConfig { line_rate: self.port_rate, buffer_bytes: self.port_buffer, mode }))
     }
 
-    fn tenant_qos(&self, tenant: usize) -> Result<TenantQos, String> {
+    fn tenant_qos(&self, tenant: usize) -> Result<TenantQos, CoreError> {
         let name = &self.tenant_names[tenant];
         let place = |what: &str| format!("tenant {tenant} ('{name}'){what}");
         let rows = self.class_offsets[tenant] as usize..self.class_offsets[tenant + 1] as usize;
@@ -199,16 +201,16 @@ impl QosColumns {
                     alpha_log2: Some(self.port_alpha_log2),
                 };
                 let at = place(&format!(", class {}", row - self.class_offsets[tenant] as usize));
-                Ok(ClassQos { contract: self.class.contract(row).map_err(|why| format!("{at}: {why}"))?, queue })
+                Ok(ClassQos { contract: self.class.contract(row).map_err(|err| err.within(at))?, queue })
             })
-            .collect::<Result<_, String>>()?;
-        let contract = self.tenant.contract(tenant).map_err(|why| format!("{}: {why}", place("")))?;
+            .collect::<Result<_, CoreError>>()?;
+        let contract = self.tenant.contract(tenant).map_err(|err| err.within(place("")))?;
         Ok(TenantQos { name: name.clone(), contract, classes })
     }
 }
 
 impl ContractColumns {
-    fn check_lengths(&self, rows_of: &str, rows: usize) -> Result<(), String> {
+    fn check_lengths(&self, rows_of: &str, rows: usize) -> Result<(), CoreError> {
         let m = &self.meter;
         let s = &self.shaper;
         let lengths = [
@@ -230,26 +232,26 @@ impl ContractColumns {
         ];
         for (name, len, per_row) in lengths {
             if len != rows * per_row {
-                return Err(format!("{rows_of} {name} has {len} entries for {rows} rows ({per_row} a row)"));
+                return Err(CoreError::spec(format!("{rows_of} {name} has {len} entries for {rows} rows ({per_row} a row)")));
             }
         }
         Ok(())
     }
 
-    fn contract(&self, row: usize) -> Result<Contract, String> {
+    fn contract(&self, row: usize) -> Result<Contract, CoreError> {
         Ok(Contract { meter: self.meter.row(row)?, shaper: self.shaper.row(row) })
     }
 }
 
 impl MeterColumns {
-    fn row(&self, row: usize) -> Result<Option<MeterSpec>, String> {
+    fn row(&self, row: usize) -> Result<Option<MeterSpec>, CoreError> {
         let (cir, cbs, eir, ebs, pir, pbs) = (self.cir[row], self.cbs[row], self.eir[row], self.ebs[row], self.pir[row], self.pbs[row]);
         let kind = match self.kind[row] {
             0 => return Ok(None),
             1 => MeterKind::SrTcm { cir, cbs, ebs },
             2 => MeterKind::TrTcm { pir, pbs, cir, cbs },
             3 => MeterKind::Rfc4115 { cir, cbs, eir, ebs },
-            other => return Err(format!("meter kind {other} is not 0 (none), 1 (srtcm), 2 (trtcm) or 3 (rfc4115)")),
+            other => return Err(CoreError::spec(format!("meter kind {other} is not 0 (none), 1 (srtcm), 2 (trtcm) or 3 (rfc4115)"))),
         };
         let mut actions = [ColorAction::Pass; 3];
         for (color, action) in actions.iter_mut().enumerate() {
@@ -257,12 +259,12 @@ impl MeterColumns {
                 0 => ColorAction::Pass,
                 1 => ColorAction::Remark(self.remark_dscp[row * 3 + color]),
                 2 => ColorAction::Drop,
-                other => return Err(format!("meter action {other} (colour {color}) is not 0 (pass), 1 (remark) or 2 (drop)")),
+                other => return Err(CoreError::spec(format!("meter action {other} (colour {color}) is not 0 (pass), 1 (remark) or 2 (drop)"))),
             };
         }
         Ok(Some(MeterSpec {
             params: MeterParams { kind, color_aware: self.color_aware[row] != 0 },
-            count: Count::try_from(self.count[row]).map_err(|why| format!("meter count: {why}"))?,
+            count: Count::try_from(self.count[row]).map_err(|err| err.within("meter count"))?,
             actions,
         }))
     }

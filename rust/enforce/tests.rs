@@ -219,17 +219,17 @@ fn bad_columns_are_refused_with_the_place() {
         queue_reserved: vec![0],
         ..QosColumns::default()
     };
-    let err = columns.clone().into_spec().unwrap_err();
+    let err = columns.clone().into_spec().unwrap_err().to_string();
     assert!(err.contains("tenant 0 ('a')") && err.contains("meter kind 9"), "{err}");
     let mut fixed = columns.clone();
     fixed.tenant.meter.kind = vec![1];
     assert!(fixed.clone().into_spec().is_ok());
     fixed.queue_weight = vec![];
-    assert!(fixed.into_spec().unwrap_err().contains("queue_weight has 0 rows for 1 classes"));
+    assert!(fixed.into_spec().unwrap_err().to_string().contains("queue_weight has 0 rows for 1 classes"));
     let mut bad_meter = columns;
     bad_meter.tenant.meter.kind = vec![1];
     bad_meter.tenant.meter.cir = vec![0];
-    assert!(bad_meter.into_spec().unwrap_err().contains("srTCM CIR is 0"));
+    assert!(bad_meter.into_spec().unwrap_err().to_string().contains("srTCM CIR is 0"));
 }
 
 #[test]
@@ -268,7 +268,7 @@ fn the_engine_classifies_and_enforces_with_one_policy_and_keeps_state_across_upd
     engine.update_with_qos(tables(&["b", "a"]), spec(vec![policed(200)])).unwrap();
     assert_eq!(process(&[a, a, a]), [0, 0, Outcome::DropMeter as u8]);
     let bad = spec(vec![policed(0)]);
-    assert!(engine.update_with_qos(tables(&["a"]), bad).unwrap_err().contains("srTCM CBS and EBS are both 0"));
+    assert!(engine.update_with_qos(tables(&["a"]), bad).unwrap_err().to_string().contains("srTCM CBS and EBS are both 0"));
     assert_eq!(engine.tables().tenant_names(), ["b", "a"], "a refused contract installs no tables");
     // Refused tables take their contracts with them: a later plain update keeps a's.
     let mut broken = tables(&["b", "a"]);

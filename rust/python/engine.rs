@@ -9,6 +9,7 @@ use pyo3::types::{PyDict, PyList};
 use crate::bursts::{BurstEvent, FlowRow};
 use crate::enforce::{self, ContractColumns, MeterColumns, Processed, QosColumns, QosStats, ShaperColumns};
 use crate::engine::{self, RuleEdit, RuleRow, TablesSpec, TenantSpec, Verdict};
+use crate::error::CoreError;
 use crate::memory;
 use crate::parse::{PacketInfo, ParseConfig, PortSet};
 
@@ -67,7 +68,7 @@ impl Engine {
     #[new]
     #[pyo3(signature = (spec, qos=None, threads=1))]
     fn new(py: Python<'_>, spec: &Bound<'_, PyDict>, qos: Option<&Bound<'_, PyDict>>, threads: usize) -> PyResult<Self> {
-        let engine = without_gil(py, || engine::Engine::with_threads(TablesSpec::default(), threads))?.map_err(PyValueError::new_err)?;
+        let engine = without_gil(py, || engine::Engine::with_threads(TablesSpec::default(), threads))??;
         let engine = Engine { engine };
         engine.update(py, spec, qos)?;
         Ok(engine)
@@ -84,8 +85,7 @@ impl Engine {
                 without_gil(py, || columns.into_spec().and_then(|qos| self.engine.update_with_qos(spec, qos)))?
             }
             None => without_gil(py, || self.engine.update(spec))?,
-        }
-        .map_err(PyValueError::new_err)?;
+        }?;
         Ok((report.kept, report.incremental, report.rebuilt))
     }
 
@@ -109,9 +109,9 @@ impl Engine {
             "insert" => RuleEdit::Insert { at, rows },
             "replace" => RuleEdit::Replace { at, rows },
             "remove" => RuleEdit::Remove { at },
-            other => return Err(PyValueError::new_err(format!("unknown edit '{other}' (insert, replace or remove)"))),
+            other => return Err(CoreError::InvalidArgument(format!("unknown edit '{other}' (insert, replace or remove)")).into()),
         };
-        without_gil(py, || self.engine.edit_tenant(name, edit))?.map_err(PyValueError::new_err)
+        Ok(without_gil(py, || self.engine.edit_tenant(name, edit))??)
     }
 
     /// Classifies parsed records (raw bytes of a PARSED_DTYPE array) into verdict records.
@@ -227,7 +227,7 @@ fn per_record<'py, T: bytemuck::Pod + Send>(
     let records = records.readonly();
     let bytes = records.as_slice()?;
     if bytes.len() % std::mem::size_of::<PacketInfo>() != 0 {
-        return Err(PyValueError::new_err("records are not whole parsed records"));
+        return Err(CoreError::InvalidBatch("records are not whole parsed records".to_string()).into());
     }
     let out = without_gil(py, || {
         let records: &[PacketInfo] = bytemuck::cast_slice(bytes);
