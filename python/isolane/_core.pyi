@@ -8,12 +8,16 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "BatchError",
     "Engine",
+    "EngineError",
     "GENEVE_PORT",
     "IsolaneError",
+    "NoTenantError",
     "PacketBatch",
     "PcapError",
     "PcapIterator",
+    "RuleIndexError",
     "RuleTable",
     "VXLAN_PORT",
     "burst_flow_layout",
@@ -37,6 +41,18 @@ class PcapError(IsolaneError):
     path: str | None
     offset: int
     packet: int
+
+class EngineError(IsolaneError, ValueError):
+    """A spec, rule or argument isolane's engine refuses (also a ValueError); the message says which part and why."""
+
+class NoTenantError(EngineError, KeyError):
+    """A tenant the engine does not have (also a KeyError)."""
+
+class RuleIndexError(EngineError, IndexError):
+    """A rule edit at an index the tenant's rules do not have (also an IndexError)."""
+
+class BatchError(IsolaneError, ValueError):
+    """Arrays that do not describe a packet batch (also a ValueError)."""
 
 @final
 class PacketBatch:
