@@ -13,6 +13,7 @@ mod polls;
 
 use rustc_hash::FxHashMap;
 
+use crate::error::CoreError;
 use crate::outcome::Outcome;
 use crate::parse::PacketInfo;
 use crate::verdict::{Verdict, DROP};
@@ -46,15 +47,15 @@ pub struct BurstConfig {
 }
 
 impl BurstConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), CoreError> {
         if !(MIN_WINDOW_NS..=MAX_WINDOW_NS).contains(&self.window_ns) {
-            return Err(format!("window {} ns is not within 1 us to 10 ms", self.window_ns));
+            return Err(CoreError::spec(format!("window {} ns is not within 1 us to 10 ms", self.window_ns)));
         }
         if self.threshold_bps == 0 {
-            return Err("threshold must be above 0".to_string());
+            return Err(CoreError::spec("threshold must be above 0"));
         }
         match self.queue {
-            Some(q) if q.fall_bytes > q.rise_bytes => Err(format!("queue fall {} B is above its rise {} B", q.fall_bytes, q.rise_bytes)),
+            Some(q) if q.fall_bytes > q.rise_bytes => Err(CoreError::spec(format!("queue fall {} B is above its rise {} B", q.fall_bytes, q.rise_bytes))),
             _ => Ok(()),
         }
     }
@@ -84,17 +85,17 @@ pub struct BurstSpec {
 }
 
 impl BurstSpec {
-    pub fn check(&self) -> Result<(), String> {
-        check_intervals(&self.poll_ns).map_err(|why| format!("poll: {why}"))?;
+    pub fn check(&self) -> Result<(), CoreError> {
+        check_intervals(&self.poll_ns).map_err(|err| err.within("poll"))?;
         if let Some(port) = &self.port {
-            port.check().map_err(|why| format!("port microburst: {why}"))?;
+            port.check().map_err(|err| err.within("port microburst"))?;
         }
         for tenant in &self.tenants {
             if let Some(config) = &tenant.tenant {
-                config.check().map_err(|why| format!("tenant '{}' microburst: {why}", tenant.name))?;
+                config.check().map_err(|err| err.within(format!("tenant '{}' microburst", tenant.name)))?;
             }
             for (cls, config) in &tenant.classes {
-                config.check().map_err(|why| format!("tenant '{}', class {cls} microburst: {why}", tenant.name))?;
+                config.check().map_err(|err| err.within(format!("tenant '{}', class {cls} microburst", tenant.name)))?;
             }
         }
         Ok(())

@@ -7,6 +7,7 @@ mod chunked;
 mod tree;
 mod tuples;
 
+use crate::error::CoreError;
 pub(crate) use chunked::{Chunked, Item};
 use std::sync::Arc;
 pub use tree::{Fields, Forest, NO_RULE};
@@ -55,12 +56,12 @@ impl Rule {
     }
 
     /// Rejects what no packet could be compared against: lengths over 128, reversed ranges.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), CoreError> {
         if self.src_len > 128 || self.dst_len > 128 {
-            return Err(format!("prefix length {} is over 128", self.src_len.max(self.dst_len)));
+            return Err(CoreError::spec(format!("prefix length {} is over 128", self.src_len.max(self.dst_len))));
         }
         if self.src_ports.0 > self.src_ports.1 || self.dst_ports.0 > self.dst_ports.1 {
-            return Err("port range is reversed".to_string());
+            return Err(CoreError::spec("port range is reversed"));
         }
         Ok(())
     }
@@ -140,9 +141,10 @@ pub struct RuleTable {
 }
 
 impl RuleTable {
-    pub fn new(rules: Vec<Rule>) -> Result<Self, (usize, String)> {
+    /// Errors name the rule refused (`rule 3`).
+    pub fn new(rules: Vec<Rule>) -> Result<Self, CoreError> {
         for (index, rule) in rules.iter().enumerate() {
-            rule.check().map_err(|why| (index, why))?;
+            rule.check().map_err(|err| err.within(format!("rule {index}")))?;
         }
         let rows = rules.into_iter().map(|rule| Ranked { rank: 0, rule, anchored: true }).collect();
         let mut table = RuleTable { rows, ..RuleTable::default() };
@@ -308,10 +310,10 @@ impl RuleTable {
 
     /// Inserts `rule` at `index`: it is checked before the rules from `index` on, which move
     /// down by one.
-    pub fn insert(&mut self, index: usize, rule: Rule) -> Result<(), String> {
+    pub fn insert(&mut self, index: usize, rule: Rule) -> Result<(), CoreError> {
         rule.check()?;
         if index > self.rows.len() {
-            return Err(format!("index {index} is past the end ({} rules)", self.rows.len()));
+            return Err(CoreError::RuleIndex { what: "rule", index: index as i64, rules: self.rows.len(), insert: true });
         }
         let appended = index == self.rows.len();
         let rank = if appended { self.appended_rank() } else { self.rank_before(index) };
@@ -368,9 +370,9 @@ impl RuleTable {
     }
 
     /// Removes the rule at `index`; the rules after it move up by one.
-    pub fn remove(&mut self, index: usize) -> Result<Rule, String> {
+    pub fn remove(&mut self, index: usize) -> Result<Rule, CoreError> {
         if index >= self.rows.len() {
-            return Err(format!("no rule {index} ({} rules)", self.rows.len()));
+            return Err(CoreError::RuleIndex { what: "rule", index: index as i64, rules: self.rows.len(), insert: false });
         }
         let Ranked { rank, rule, anchored } = self.rows.remove(index);
         if !tree::matches_ipv4(&rule) {
@@ -391,7 +393,7 @@ impl RuleTable {
     }
 
     /// Replaces the rule at `index` (a removal and an insertion at the same place).
-    pub fn replace(&mut self, index: usize, rule: Rule) -> Result<Rule, String> {
+    pub fn replace(&mut self, index: usize, rule: Rule) -> Result<Rule, CoreError> {
         rule.check()?;
         let old = self.remove(index)?;
         self.insert(index, rule)?;
@@ -459,28 +461,31 @@ fn is_ipv4_mapped(address: u128) -> bool {
     address >> 32 == 0xffff
 }
 
-/// Parses a ClassBench rule file (`@src/len dst/len sp : sp dp : dp proto/mask flags/mask`).
-pub fn parse_classbench(text: &str) -> Result<Vec<Rule>, (usize, String)> {
-    text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()).map(|(number, line)| classbench_rule(line).map_err(|why| (number + 1, why))).collect()
+/// Parses a ClassBench rule file (`@src/len dst/len sp : sp dp : dp proto/mask flags/mask`);
+/// errors name the line (`line 3`, from 1).
+pub fn parse_classbench(text: &str) -> Result<Vec<Rule>, CoreError> {
+    let lines = text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty());
+    lines.map(|(number, line)| classbench_rule(line).map_err(|err| err.within(format!("line {}", number + 1)))).collect()
 }
 
-fn classbench_rule(line: &str) -> Result<Rule, String> {
+/// One rule; the field parsers' reasons become [`CoreError::InvalidSpec`] here.
+fn classbench_rule(line: &str) -> Result<Rule, CoreError> {
     let fields: Vec<&str> = line.trim().trim_start_matches('@').split('\t').map(str::trim).collect();
     if fields.len() < 5 {
-        return Err(format!("expected 5 tab-separated fields, found {}", fields.len()));
+        return Err(CoreError::spec(format!("expected 5 tab-separated fields, found {}", fields.len())));
     }
-    let (src, src_len) = ipv4_prefix(fields[0])?;
-    let (dst, dst_len) = ipv4_prefix(fields[1])?;
-    let (proto, proto_mask) = fields[4].split_once('/').ok_or("protocol is not VALUE/MASK")?;
+    let (src, src_len) = ipv4_prefix(fields[0]).map_err(CoreError::spec)?;
+    let (dst, dst_len) = ipv4_prefix(fields[1]).map_err(CoreError::spec)?;
+    let (proto, proto_mask) = fields[4].split_once('/').ok_or_else(|| CoreError::spec("protocol is not VALUE/MASK"))?;
     let rule = Rule {
         src,
         src_len,
         dst,
         dst_len,
-        src_ports: port_range(fields[2])?,
-        dst_ports: port_range(fields[3])?,
-        proto: hex_u8(proto)?,
-        proto_mask: hex_u8(proto_mask)?,
+        src_ports: port_range(fields[2]).map_err(CoreError::spec)?,
+        dst_ports: port_range(fields[3]).map_err(CoreError::spec)?,
+        proto: hex_u8(proto).map_err(CoreError::spec)?,
+        proto_mask: hex_u8(proto_mask).map_err(CoreError::spec)?,
         dscp: 0,
         dscp_mask: 0,
     };

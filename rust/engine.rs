@@ -13,6 +13,7 @@ use rustc_hash::FxHashMap;
 
 use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosInputs, QosSpec, QosStats, StatsKey};
+use crate::error::CoreError;
 use crate::memory::prefetch;
 use crate::parse::{PacketInfo, Status, Tunnel};
 use crate::verdict::class_id;
@@ -144,7 +145,7 @@ impl TenantTables {
         self.rows.group_start(at)..self.rows.group_start(at + 1)
     }
 
-    fn apply(&mut self, edit: RuleEdit) -> Result<(), String> {
+    fn apply(&mut self, edit: RuleEdit) -> Result<(), CoreError> {
         match edit {
             RuleEdit::Insert { at, rows } => self.insert_rows(at, rows),
             RuleEdit::Remove { at } => self.remove_rows(at),
@@ -155,9 +156,9 @@ impl TenantTables {
         }
     }
 
-    fn insert_rows(&mut self, at: i32, rows: Vec<RuleRow>) -> Result<(), String> {
+    fn insert_rows(&mut self, at: i32, rows: Vec<RuleRow>) -> Result<(), CoreError> {
         if !(0..=self.policy_rule_count()).contains(&at) || rows.is_empty() {
-            return Err(format!("cannot insert policy rule {at}: the tenant has {} rules", self.policy_rule_count()));
+            return Err(CoreError::RuleIndex { what: "policy rule", index: at.into(), rules: self.policy_rule_count() as usize, insert: true });
         }
         let start = self.rows_of(at as usize).start;
         for (offset, row) in rows.into_iter().enumerate() {
@@ -167,9 +168,9 @@ impl TenantTables {
         Ok(())
     }
 
-    fn remove_rows(&mut self, at: i32) -> Result<(), String> {
+    fn remove_rows(&mut self, at: i32) -> Result<(), CoreError> {
         if !(0..self.policy_rule_count()).contains(&at) {
-            return Err(format!("no policy rule {at}: the tenant has {} rules", self.policy_rule_count()));
+            return Err(CoreError::RuleIndex { what: "policy rule", index: at.into(), rules: self.policy_rule_count() as usize, insert: false });
         }
         let rows = self.rows_of(at as usize);
         for _ in rows.clone() {
@@ -489,13 +490,13 @@ pub struct Engine {
 
 impl Engine {
     /// An engine that processes batches on the calling thread.
-    pub fn new(spec: TablesSpec) -> Result<Self, String> {
+    pub fn new(spec: TablesSpec) -> Result<Self, CoreError> {
         Engine::with_threads(spec, 1)
     }
 
     /// An engine that processes each batch on `threads` threads: they share classification,
     /// one of them enforces (`engine/pipeline.rs`); the same results as on one thread.
-    pub fn with_threads(spec: TablesSpec, threads: usize) -> Result<Self, String> {
+    pub fn with_threads(spec: TablesSpec, threads: usize) -> Result<Self, CoreError> {
         let engine = Engine {
             tables: Arc::new(ArcSwap::from_pointee(EngineTables::default())),
             counter_names: Mutex::default(),
@@ -536,10 +537,10 @@ impl Engine {
 
     /// Changes one policy rule of one tenant without touching the rest of the policy: the
     /// tenant's tables are patched and swapped in with every other tenant's shared.
-    pub fn edit_tenant(&self, name: &str, edit: RuleEdit) -> Result<(), String> {
+    pub fn edit_tenant(&self, name: &str, edit: RuleEdit) -> Result<(), CoreError> {
         let _serial = self.updating.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.tables.load_full();
-        let index = current.tenants.iter().position(|t| t.name == name).ok_or_else(|| format!("no tenant '{name}'"))?;
+        let index = current.tenants.iter().position(|t| t.name == name).ok_or_else(|| CoreError::NoTenant(name.to_string()))?;
         let mut tenant = (*current.tenants[index]).clone();
         tenant.apply(edit)?;
         let worn = tenant.table.is_worn();
@@ -584,14 +585,14 @@ impl Engine {
 
     /// Installs a new policy's tables: unchanged tenants are shared, a tenant whose rules
     /// differ by one insertion, removal or replacement is updated in place of a rebuild.
-    pub fn update(&self, spec: TablesSpec) -> Result<UpdateReport, String> {
+    pub fn update(&self, spec: TablesSpec) -> Result<UpdateReport, CoreError> {
         let _serial = self.updating.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.tables.load_full();
         let by_name: FxHashMap<&str, &Arc<TenantTables>> = current.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
         let mut report = UpdateReport::default();
         let mut tenants = Vec::with_capacity(spec.tenants.len());
         for (index, tenant) in spec.tenants.into_iter().enumerate() {
-            check_tenant(&tenant).map_err(|why| format!("tenant {index} ({}): {why}", tenant.name))?;
+            check_tenant(&tenant).map_err(|err| err.within(format!("tenant {index} ({})", tenant.name)))?;
             let tables = match by_name.get(tenant.name.as_str()) {
                 Some(old) if old.holds(&tenant) => {
                     report.kept += 1;
@@ -633,7 +634,7 @@ impl Engine {
 
     /// Installs a policy's tables and QoS contracts together: tenants whose contract did not
     /// change (by name) keep their meters, shapers and queues.
-    pub fn update_with_qos(&self, spec: TablesSpec, qos: QosSpec) -> Result<UpdateReport, String> {
+    pub fn update_with_qos(&self, spec: TablesSpec, qos: QosSpec) -> Result<UpdateReport, CoreError> {
         qos.check()?;
         self.lock_qos().stage(qos);
         let report = self.update(spec);
@@ -695,30 +696,33 @@ fn install(tables: &ArcSwap<EngineTables>, current: &EngineTables, index: usize,
     tables.store(Arc::new(next));
 }
 
-fn check_tenant(tenant: &TenantSpec) -> Result<(), String> {
+fn check_tenant(tenant: &TenantSpec) -> Result<(), CoreError> {
     let n = tenant.rules.len();
     if tenant.actions.len() != n || tenant.classes.len() != n || tenant.policy_rules.len() != n {
-        return Err(format!(
+        return Err(CoreError::spec(format!(
             "{n} rules but {} actions, {} classes, {} policy rule indices",
             tenant.actions.len(),
             tenant.classes.len(),
             tenant.policy_rules.len()
-        ));
+        )));
     }
     // The engine numbers policy rules by counting their first rows.
     let mut previous = -1;
     for (row, &policy_rule) in tenant.policy_rules.iter().enumerate() {
         if !(policy_rule == previous + 1 || (row > 0 && policy_rule == previous)) {
-            return Err(format!("row {row} is of policy rule {policy_rule} after {previous}: policy rules must be numbered from 0, in order"));
+            return Err(CoreError::spec_at(
+                format!("row {row}"),
+                format!("policy rule {policy_rule} after {previous}: policy rules must be numbered from 0, in order"),
+            ));
         }
         previous = policy_rule;
     }
     Ok(())
 }
 
-fn build(mut tenant: TenantSpec, index: usize) -> Result<TenantTables, String> {
+fn build(mut tenant: TenantSpec, index: usize) -> Result<TenantTables, CoreError> {
     let rules = std::mem::take(&mut tenant.rules);
-    let mut table = RuleTable::new(rules).map_err(|(rule, why)| format!("tenant {index} ({}), rule {rule}: {why}", tenant.name))?;
+    let mut table = RuleTable::new(rules).map_err(|err| err.within(format!("tenant {index} ({})", tenant.name)))?;
     table.rebuild_elsewhere(); // the engine rebuilds worn trees in the background
     Ok(TenantTables::new(tenant, table))
 }

@@ -16,6 +16,8 @@ use std::hint::select_unpredictable;
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::error::CoreError;
+
 /// Nano-bytes per byte: the token unit.
 const NANO: u64 = 1_000_000_000;
 
@@ -33,14 +35,14 @@ pub enum Color {
 }
 
 impl TryFrom<u8> for Color {
-    type Error = String;
+    type Error = CoreError;
 
-    fn try_from(value: u8) -> Result<Self, String> {
+    fn try_from(value: u8) -> Result<Self, CoreError> {
         match value {
             0 => Ok(Color::Green),
             1 => Ok(Color::Yellow),
             2 => Ok(Color::Red),
-            _ => Err(format!("colour {value} is not 0 (green), 1 (yellow) or 2 (red)")),
+            _ => Err(CoreError::spec(format!("colour {value} is not 0 (green), 1 (yellow) or 2 (red)"))),
         }
     }
 }
@@ -76,29 +78,29 @@ impl MeterParams {
     }
 
     /// Rejects what the RFCs forbid and what would make a bucket useless or overflow.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), CoreError> {
         match self.kind {
             MeterKind::SrTcm { cir, cbs, ebs } => {
                 check_burst("srTCM CBS", cbs)?;
                 check_burst("srTCM EBS", ebs)?;
                 if cir == 0 {
-                    return Err("srTCM CIR is 0: the buckets would never refill".to_string());
+                    return Err(CoreError::spec("srTCM CIR is 0: the buckets would never refill"));
                 }
                 if cbs == 0 && ebs == 0 {
-                    return Err("srTCM CBS and EBS are both 0: every packet would be red (RFC 2697 needs one above 0)".to_string());
+                    return Err(CoreError::spec("srTCM CBS and EBS are both 0: every packet would be red (RFC 2697 needs one above 0)"));
                 }
             }
             MeterKind::TrTcm { pir, pbs, cir, cbs } => {
                 check_burst("trTCM PBS", pbs)?;
                 check_burst("trTCM CBS", cbs)?;
                 if cir == 0 {
-                    return Err("trTCM CIR is 0: C would never refill".to_string());
+                    return Err(CoreError::spec("trTCM CIR is 0: C would never refill"));
                 }
                 if pir < cir {
-                    return Err(format!("trTCM PIR ({pir} B/s) is below CIR ({cir} B/s): RFC 2698 needs PIR >= CIR"));
+                    return Err(CoreError::spec(format!("trTCM PIR ({pir} B/s) is below CIR ({cir} B/s): RFC 2698 needs PIR >= CIR")));
                 }
                 if pbs == 0 || cbs == 0 {
-                    return Err(format!("trTCM PBS ({pbs}) and CBS ({cbs}) must both be above 0 (RFC 2698)"));
+                    return Err(CoreError::spec(format!("trTCM PBS ({pbs}) and CBS ({cbs}) must both be above 0 (RFC 2698)")));
                 }
             }
             MeterKind::Rfc4115 { cir, cbs, eir, ebs } => {
@@ -107,7 +109,7 @@ impl MeterParams {
                 check_bucket("RFC 4115 C", "CIR", cir, "CBS", cbs)?;
                 check_bucket("RFC 4115 E", "EIR", eir, "EBS", ebs)?;
                 if cir == 0 && eir == 0 {
-                    return Err("RFC 4115 CIR and EIR are both 0: every packet would be red".to_string());
+                    return Err(CoreError::spec("RFC 4115 CIR and EIR are both 0: every packet would be red"));
                 }
             }
         }
@@ -115,20 +117,20 @@ impl MeterParams {
     }
 }
 
-fn check_burst(name: &str, bytes: u64) -> Result<(), String> {
+fn check_burst(name: &str, bytes: u64) -> Result<(), CoreError> {
     if bytes > MAX_BURST_BYTES {
-        return Err(format!("{name} of {bytes} bytes is over the {MAX_BURST_BYTES}-byte limit (two buckets in nano-bytes must fit in a u64)"));
+        return Err(CoreError::spec(format!("{name} of {bytes} bytes is over the {MAX_BURST_BYTES}-byte limit (two buckets in nano-bytes must fit in a u64)")));
     }
     Ok(())
 }
 
 /// An RFC 4115 bucket is either off (rate and size 0) or on (both above 0): a size with no rate
 /// would serve once and never refill, a rate with no size could never hold a token.
-fn check_bucket(bucket: &str, rate_name: &str, rate: u64, size_name: &str, size: u64) -> Result<(), String> {
+fn check_bucket(bucket: &str, rate_name: &str, rate: u64, size_name: &str, size: u64) -> Result<(), CoreError> {
     match (rate, size) {
         (0, 0) => Ok(()),
-        (0, _) => Err(format!("{bucket}: {size_name} is {size} bytes but {rate_name} is 0, so it would never refill")),
-        (_, 0) => Err(format!("{bucket}: {rate_name} is {rate} B/s but {size_name} is 0, so it could never hold a token")),
+        (0, _) => Err(CoreError::spec(format!("{bucket}: {size_name} is {size} bytes but {rate_name} is 0, so it would never refill"))),
+        (_, 0) => Err(CoreError::spec(format!("{bucket}: {rate_name} is {rate} B/s but {size_name} is 0, so it could never hold a token"))),
         _ => Ok(()),
     }
 }

@@ -43,6 +43,9 @@ mod _core {
         let py = module.py();
         module.add("IsolaneError", py.get_type::<super::IsolaneError>())?;
         module.add("PcapError", py.get_type::<super::PcapError>())?;
+        for class in super::error::DUAL_ERRORS {
+            module.add(class.name(), class.type_object(py)?)?;
+        }
         module.add("VXLAN_PORT", crate::parse::VXLAN_PORT)?;
         module.add("GENEVE_PORT", crate::parse::GENEVE_PORT)?;
         Ok(())

@@ -91,7 +91,7 @@ def test_an_engine_that_went_through_edits_equals_one_built_from_the_final_polic
     packets = traffic(vnis)
     processed = 0
     for op, arg in edits:
-        policy = quietly(lambda op=op, arg=arg: policy.with_tenant(arg) if op == "with" else policy.without_tenant(arg))
+        policy = quietly(lambda before=policy, op=op, arg=arg: before.with_tenant(arg) if op == "with" else before.without_tenant(arg))
         edited.update(policy)
         edited.process(packets)  # traffic between updates
         processed += len(packets)

@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import os
 
-from isolane._core import GENEVE_PORT, VXLAN_PORT, IsolaneError, PacketBatch, PcapError, PcapIterator, RuleTable, read_pcap
+from isolane._core import (
+    GENEVE_PORT,
+    VXLAN_PORT,
+    BatchError,
+    EngineError,
+    IsolaneError,
+    NoTenantError,
+    PacketBatch,
+    PcapError,
+    PcapIterator,
+    RuleIndexError,
+    RuleTable,
+    read_pcap,
+)
 from isolane.engine import (
     BURST_DTYPE,
     BURST_FLOW_DTYPE,
@@ -40,11 +53,14 @@ __all__ = [
     "VXLAN_PORT",
     "Action",
     "BurstScope",
+    "BatchError",
     "BurstView",
     "Color",
     "Engine",
+    "EngineError",
     "IsolaneError",
     "LinkType",
+    "NoTenantError",
     "Outcome",
     "PacketBatch",
     "PcapError",
@@ -54,6 +70,7 @@ __all__ = [
     "PolicyWarning",
     "Reason",
     "ReplayReport",
+    "RuleIndexError",
     "RuleTable",
     "Status",
     "Tunnel",

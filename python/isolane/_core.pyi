@@ -7,13 +7,20 @@ from typing import Any, final
 import numpy as np
 import numpy.typing as npt
 
+from isolane.policy.compile import TenantTables
+from isolane.policy.qos import QosSettings, TenantQos
+
 __all__ = [
+    "BatchError",
     "Engine",
+    "EngineError",
     "GENEVE_PORT",
     "IsolaneError",
+    "NoTenantError",
     "PacketBatch",
     "PcapError",
     "PcapIterator",
+    "RuleIndexError",
     "RuleTable",
     "VXLAN_PORT",
     "burst_flow_layout",
@@ -37,6 +44,18 @@ class PcapError(IsolaneError):
     path: str | None
     offset: int
     packet: int
+
+class EngineError(IsolaneError, ValueError):
+    """A spec, rule or argument isolane's engine refuses (also a ValueError); the message says which part and why."""
+
+class NoTenantError(EngineError, KeyError):
+    """A tenant the engine does not have (also a KeyError)."""
+
+class RuleIndexError(EngineError, IndexError):
+    """A rule edit at an index the tenant's rules do not have (also an IndexError)."""
+
+class BatchError(IsolaneError, ValueError):
+    """Arrays that do not describe a packet batch (also a ValueError)."""
 
 @final
 class PacketBatch:
@@ -186,14 +205,23 @@ class RuleTable:
 class Engine:
     """Compiled policy tables; see ``isolane.Engine`` for the user-facing class."""
 
-    def __new__(cls, spec: Mapping[str, Any], qos: Mapping[str, Any] | None = None, threads: int = 1) -> Engine: ...
-    def update(self, spec: Mapping[str, Any], qos: Mapping[str, Any] | None = None) -> tuple[int, int, int]:
-        """Installs new tables (and QoS contracts, if given); returns how many tenants were kept,
-        patched and rebuilt."""
+    def __new__(cls, threads: int = 1) -> Engine: ...
+    def apply(
+        self,
+        ops: Sequence[tuple[str, int, TenantTables | None, TenantQos | None]],
+        weights: Sequence[tuple[int, int]],
+        settings: QosSettings | None,
+        unknown_action: int,
+    ) -> tuple[int, int, int]:
+        """Applies a policy update as the tenants that changed: ops ("replace" | "insert",
+        position, tables, QoS) or ("remove", position, None, None) in order, the port weights
+        that are new (position after the ops, weight), the QoS settings if they changed, the
+        action on packets of no tenant. Returns how many tenants were kept, patched and rebuilt;
+        nothing changes if anything is refused."""
 
-    def edit_tenant(self, name: str, op: str, at: int, rows: Mapping[str, Any] | None = None) -> None:
-        """Insert, replace or remove policy rule ``at`` of tenant ``name`` (rows: rule columns
-        plus ``action`` and ``cls`` of the table rows the rule compiles to)."""
+    def edit_tenant(self, name: str, op: str, at: int, rows: TenantTables | None = None) -> None:
+        """Insert, replace or remove policy rule ``at`` of tenant ``name`` (rows: the tables of
+        a tenant whose one rule is the new rule)."""
 
     def classify_records(self, records: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
         """Verdict records (raw bytes) for parsed records (raw bytes)."""

@@ -138,11 +138,11 @@ def _poll_intervals(poll: Iterable[int | str]) -> tuple[int, ...]:
     intervals = tuple(parse_duration(p) if isinstance(p, str) else p for p in poll)
     for ns in intervals:
         if isinstance(ns, bool) or not isinstance(ns, int) or ns < 1:
-            raise ValueError(f"a polling interval must be a duration such as '1ms' or a positive number of ns, got {ns!r}")
+            raise _core.EngineError(f"a polling interval must be a duration such as '1ms' or a positive number of ns, got {ns!r}")
     if intervals and any(ns % min(intervals) for ns in intervals):
-        raise ValueError(f"polling intervals {', '.join(format_duration(ns) for ns in intervals)}: each must be a multiple of the shortest")
+        raise _core.EngineError(f"polling intervals {', '.join(format_duration(ns) for ns in intervals)}: each must be a multiple of the shortest")
     if len(set(intervals)) != len(intervals):
-        raise ValueError("a polling interval is given twice")
+        raise _core.EngineError("a polling interval is given twice")
     return intervals
 
 
@@ -268,7 +268,7 @@ class Engine:
         if isinstance(threads, bool) or not isinstance(threads, int):
             raise TypeError(f"threads must be an int, got {threads!r}")
         if threads < 1:
-            raise ValueError(f"threads must be at least 1, got {threads}")
+            raise _core.EngineError(f"threads must be at least 1, got {threads}")
         self._poll_ns = _poll_intervals(poll)
         self._on_burst = on_burst
         self._core = _core.Engine(threads)
@@ -459,11 +459,11 @@ class Engine:
             names = self._policy.tenant_names
             position = names.index(tenant_name) if tenant_name in names else -1
             if position < 0:
-                raise KeyError(f"no tenant {tenant_name!r}")
+                raise _core.NoTenantError(f"no tenant {tenant_name!r}")
             tenant = self._policy.tenants[position]  # its classes as now: edits change rules only
             count = self._rule_counts.get(position, len(tenant.rules))
             if not 0 <= index < count + (op == "insert"):
-                raise IndexError(f"tenants[{position}].rules[{index}]: {tenant_name!r} has {count} rules")
+                raise _core.RuleIndexError(f"tenants[{position}].rules[{index}]: {tenant_name!r} has {count} rules")
             rule, rows = None, None
             if data is not None:
                 checker = _Checker()

@@ -5,6 +5,8 @@
 //! whole detector: [`PollClock`]), every scope that counted bytes folds them into each
 //! interval's current instance. A packet costs an add.
 
+use crate::error::CoreError;
+
 /// What a poller at one interval saw.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PollView {
@@ -147,18 +149,18 @@ impl Polls {
 }
 
 /// Polling intervals: each at least 1 ns and a multiple of the shortest, none twice.
-pub fn check_intervals(intervals_ns: &[u64]) -> Result<(), String> {
+pub fn check_intervals(intervals_ns: &[u64]) -> Result<(), CoreError> {
     let Some(&fine) = intervals_ns.iter().min() else { return Ok(()) };
     if fine == 0 {
-        return Err("a polling interval must be at least 1 ns".to_string());
+        return Err(CoreError::spec("a polling interval must be at least 1 ns"));
     }
     if let Some(odd) = intervals_ns.iter().find(|&&ns| ns % fine != 0) {
-        return Err(format!("polling interval {odd} ns is not a multiple of the shortest, {fine} ns"));
+        return Err(CoreError::spec(format!("polling interval {odd} ns is not a multiple of the shortest, {fine} ns")));
     }
     let mut sorted = intervals_ns.to_vec();
     sorted.sort_unstable();
     if sorted.windows(2).any(|pair| pair[0] == pair[1]) {
-        return Err("a polling interval is given twice".to_string());
+        return Err(CoreError::spec("a polling interval is given twice"));
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::{ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
+use crate::error::CoreError;
 use crate::meter::{Color, MeterKind, MeterParams};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
 
@@ -21,7 +22,7 @@ pub struct MeterRow {
     pub kind: u8,
     pub color_aware: bool,
     /// [`Count`] code.
-    pub count: u8,
+    pub byte_count: u8,
     pub cir: u64,
     pub cbs: u64,
     pub eir: u64,
@@ -108,7 +109,7 @@ pub struct PortInput {
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct QosSettings {
     /// [`Count`] code: which bytes shapers and the port count.
-    pub count: u8,
+    pub byte_count: u8,
     /// The incoming colour code of each DSCP (64 of them), for colour-aware meters.
     pub color_map: Vec<u8>,
     pub port: Option<PortInput>,
@@ -118,40 +119,41 @@ pub struct QosSettings {
 
 impl Default for QosSettings {
     fn default() -> Self {
-        QosSettings { count: Count::Outer as u8, color_map: vec![0; 64], port: None, poll_ns: Vec::new() }
+        QosSettings { byte_count: Count::Outer as u8, color_map: vec![0; 64], port: None, poll_ns: Vec::new() }
     }
 }
 
 impl QosSettings {
-    fn color_map(&self) -> Result<[Color; 64], String> {
-        let map: [u8; 64] = self.color_map.as_slice().try_into().map_err(|_| format!("color_map has {} entries, not 64", self.color_map.len()))?;
+    fn color_map(&self) -> Result<[Color; 64], CoreError> {
+        let map: [u8; 64] =
+            self.color_map.as_slice().try_into().map_err(|_| CoreError::spec_at("color_map", format!("{} entries, not 64", self.color_map.len())))?;
         let mut colors = [Color::Green; 64];
         for (dscp, (color, code)) in colors.iter_mut().zip(map).enumerate() {
-            *color = Color::try_from(code).map_err(|why| format!("color_map[{dscp}]: {why}"))?;
+            *color = Color::try_from(code).map_err(|e| e.within(format!("color_map[{dscp}]")))?;
         }
         Ok(colors)
     }
 
-    fn port(&self) -> Result<Option<PortConfig>, String> {
+    fn port(&self) -> Result<Option<PortConfig>, CoreError> {
         let Some(port) = &self.port else { return Ok(None) };
         let mode = match port.mode {
             0 => PortMode::PerQueue,
             1 => PortMode::SharedFifo,
-            other => return Err(format!("port mode {other} is not 0 (per_tenant) or 1 (shared_fifo)")),
+            other => return Err(CoreError::spec_at("port", format!("mode {other} is not 0 (per_tenant) or 1 (shared_fifo)"))),
         };
         Ok(Some(PortConfig { line_rate: port.rate, buffer_bytes: port.buffer, mode }))
     }
 }
 
 impl MeterRow {
-    fn spec(&self) -> Result<Option<MeterSpec>, String> {
+    fn spec(&self) -> Result<Option<MeterSpec>, CoreError> {
         let (cir, cbs, eir, ebs, pir, pbs) = (self.cir, self.cbs, self.eir, self.ebs, self.pir, self.pbs);
         let kind = match self.kind {
             0 => return Ok(None),
             1 => MeterKind::SrTcm { cir, cbs, ebs },
             2 => MeterKind::TrTcm { pir, pbs, cir, cbs },
             3 => MeterKind::Rfc4115 { cir, cbs, eir, ebs },
-            other => return Err(format!("meter kind {other} is not 0 (none), 1 (srtcm), 2 (trtcm) or 3 (rfc4115)")),
+            other => return Err(CoreError::spec(format!("meter kind {other} is not 0 (none), 1 (srtcm), 2 (trtcm) or 3 (rfc4115)"))),
         };
         let mut actions = [ColorAction::Pass; 3];
         for (color, action) in actions.iter_mut().enumerate() {
@@ -159,10 +161,10 @@ impl MeterRow {
                 0 => ColorAction::Pass,
                 1 => ColorAction::Remark(self.remark_dscp[color]),
                 2 => ColorAction::Drop,
-                other => return Err(format!("meter action {other} (colour {color}) is not 0 (pass), 1 (remark) or 2 (drop)")),
+                other => return Err(CoreError::spec(format!("meter action {other} (colour {color}) is not 0 (pass), 1 (remark) or 2 (drop)"))),
             };
         }
-        let count = Count::try_from(self.count).map_err(|why| format!("meter count: {why}"))?;
+        let count = Count::try_from(self.byte_count).map_err(|e| e.within("meter count"))?;
         Ok(Some(MeterSpec { params: MeterParams { kind, color_aware: self.color_aware }, count, actions }))
     }
 }
@@ -180,28 +182,26 @@ impl BurstRow {
     }
 }
 
-fn contract(meter: &MeterRow, shaper: &ShaperRow) -> Result<Contract, String> {
+fn contract(meter: &MeterRow, shaper: &ShaperRow) -> Result<Contract, CoreError> {
     Ok(Contract { meter: meter.spec()?, shaper: shaper.spec() })
 }
 
 impl TenantInput {
     /// The tenant's contracts and port queues, its port weight being `weight`.
-    pub fn resolve(&self, weight: u32, port: Option<&PortInput>) -> Result<TenantQos, String> {
+    pub fn resolve(&self, weight: u32, port: Option<&PortInput>) -> Result<TenantQos, CoreError> {
         let place = |class: Option<usize>| match class {
             Some(c) => format!("tenant '{}', class {c}", self.name),
             None => format!("tenant '{}'", self.name),
         };
-        let queues = self.port_queues(weight, port).map_err(|why| format!("{}: {why}", place(None)))?;
+        let queues = self.port_queues(weight, port).map_err(|e| e.within(place(None)))?;
         let classes = self
             .classes
             .iter()
             .zip(queues)
             .enumerate()
-            .map(|(c, (class, queue))| {
-                Ok(ClassQos { contract: contract(&class.meter, &class.shaper).map_err(|why| format!("{}: {why}", place(Some(c))))?, queue })
-            })
-            .collect::<Result<_, String>>()?;
-        let contract = contract(&self.meter, &self.shaper).map_err(|why| format!("{}: {why}", place(None)))?;
+            .map(|(c, (class, queue))| Ok(ClassQos { contract: contract(&class.meter, &class.shaper).map_err(|e| e.within(place(Some(c))))?, queue }))
+            .collect::<Result<_, CoreError>>()?;
+        let contract = contract(&self.meter, &self.shaper).map_err(|e| e.within(place(None)))?;
         Ok(TenantQos { name: self.name.clone(), contract, classes })
     }
 
@@ -211,11 +211,13 @@ impl TenantInput {
     /// burst = the class's own, else the part of the tenant's burst its guarantee is of the
     /// tenant's (at least 1 B), else 0 (the port's default); reserve = the port's reserve x
     /// guarantee / line rate.
-    fn port_queues(&self, weight: u32, port: Option<&PortInput>) -> Result<Vec<QueueConfig>, String> {
+    fn port_queues(&self, weight: u32, port: Option<&PortInput>) -> Result<Vec<QueueConfig>, CoreError> {
         let weights: u64 = self.classes.iter().map(|c| u64::from(c.weight)).sum();
         let claimed: u64 = self.classes.iter().map(|c| c.rate).sum();
-        let spare =
-            self.rate.checked_sub(claimed).ok_or_else(|| format!("its classes' rates add up to {claimed} B/s, more than its rate {} B/s", self.rate))?;
+        let spare = self
+            .rate
+            .checked_sub(claimed)
+            .ok_or_else(|| CoreError::spec(format!("its classes' rates add up to {claimed} B/s, more than its rate {} B/s", self.rate)))?;
         let mut shares: Vec<u64> = self.classes.iter().map(|c| share(spare, c.weight, weights)).collect();
         let rounding = spare - shares.iter().sum::<u64>();
         if let Some(first) = shares.first_mut() {
@@ -228,9 +230,12 @@ impl TenantInput {
             .map(|(c, (class, share))| {
                 let rate = class.rate + share;
                 let guarantee = if class.ceil > 0 { rate.min(class.ceil) } else { rate };
-                let weight = weight
-                    .checked_mul(class.weight)
-                    .ok_or_else(|| format!("class {c}: its port weight (tenant weight {weight} x class weight {}) is over {}", class.weight, u32::MAX))?;
+                let weight = weight.checked_mul(class.weight).ok_or_else(|| {
+                    CoreError::spec_at(
+                        format!("class {c}"),
+                        format!("its port weight (tenant weight {weight} x class weight {}) is over {}", class.weight, u32::MAX),
+                    )
+                })?;
                 let reserved_bytes = port.filter(|p| p.rate > 0).map_or(0, |p| scale(p.reserve, guarantee, p.rate));
                 Ok(QueueConfig {
                     priority: class.priority,
@@ -286,9 +291,9 @@ pub struct QosInputs {
 
 impl QosInputs {
     /// The spec of these inputs, checked ([`QosSpec::check`]).
-    pub fn spec(&self) -> Result<QosSpec, String> {
+    pub fn spec(&self) -> Result<QosSpec, CoreError> {
         if self.weights.len() != self.tenants.len() {
-            return Err(format!("{} weights for {} tenants", self.weights.len(), self.tenants.len()));
+            return Err(CoreError::spec(format!("{} weights for {} tenants", self.weights.len(), self.tenants.len())));
         }
         let port = self.settings.port.as_ref();
         let tenants = self.tenants.iter().zip(&self.weights).map(|(tenant, &weight)| tenant.resolve(weight, port)).collect::<Result<_, _>>()?;
@@ -297,7 +302,7 @@ impl QosInputs {
             tenants: self.tenants.iter().map(|t| t.bursts()).filter(|b| b.tenant.is_some() || !b.classes.is_empty()).collect(),
             poll_ns: self.settings.poll_ns.clone(),
         };
-        let count = Count::try_from(self.settings.count).map_err(|why| format!("count: {why}"))?;
+        let count = Count::try_from(self.settings.byte_count).map_err(|e| e.within("count"))?;
         let spec = QosSpec { count, color_map: self.settings.color_map()?, port: self.settings.port()?, tenants, bursts };
         spec.check()?;
         Ok(spec)
@@ -342,14 +347,14 @@ mod tests {
     #[test]
     fn refusals_name_the_tenant_and_class() {
         let bad_meter = TenantInput { classes: vec![ClassInput { meter: MeterRow { kind: 9, ..MeterRow::default() }, ..class(0, 1) }], ..tenant(0, vec![]) };
-        let err = bad_meter.resolve(1, None).unwrap_err();
+        let err = bad_meter.resolve(1, None).unwrap_err().to_string();
         assert!(err.contains("tenant 'a', class 0") && err.contains("meter kind 9"), "{err}");
-        let heavy = tenant(0, vec![class(0, u32::MAX)]).resolve(2, None).unwrap_err();
+        let heavy = tenant(0, vec![class(0, u32::MAX)]).resolve(2, None).unwrap_err().to_string();
         assert!(heavy.contains("port weight"), "{heavy}");
-        let srtcm = MeterRow { kind: 1, count: 1, actions: [0, 0, 2], ..MeterRow::default() };
+        let srtcm = MeterRow { kind: 1, byte_count: 1, actions: [0, 0, 2], ..MeterRow::default() };
         let inputs =
             QosInputs { tenants: vec![Arc::new(TenantInput { meter: srtcm, ..tenant(0, vec![class(0, 1)]) })], weights: vec![1], ..QosInputs::default() };
-        assert!(inputs.spec().unwrap_err().contains("srTCM CIR is 0"));
-        assert!(QosInputs { weights: vec![], ..inputs }.spec().unwrap_err().contains("0 weights for 1 tenants"));
+        assert!(inputs.spec().unwrap_err().to_string().contains("srTCM CIR is 0"));
+        assert!(QosInputs { weights: vec![], ..inputs }.spec().unwrap_err().to_string().contains("0 weights for 1 tenants"));
     }
 }

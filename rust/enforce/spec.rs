@@ -6,6 +6,7 @@ use std::hint::select_unpredictable;
 use rustc_hash::FxHashMap;
 
 use crate::bursts::BurstSpec;
+use crate::error::CoreError;
 use crate::meter::{Color, MeterParams};
 use crate::parse::PacketInfo;
 use crate::shaping::{Port, PortConfig, QueueConfig, ShaperParams};
@@ -52,15 +53,15 @@ impl Arrival {
 }
 
 impl TryFrom<u8> for Count {
-    type Error = String;
+    type Error = CoreError;
 
-    fn try_from(value: u8) -> Result<Self, String> {
+    fn try_from(value: u8) -> Result<Self, CoreError> {
         match value {
             0 => Ok(Count::Inner),
             1 => Ok(Count::Outer),
             2 => Ok(Count::Wire),
             3 => Ok(Count::WireFcs),
-            _ => Err(format!("byte count {value} is not 0 (inner), 1 (outer), 2 (wire) or 3 (wire_fcs)")),
+            _ => Err(CoreError::spec(format!("byte count {value} is not 0 (inner), 1 (outer), 2 (wire) or 3 (wire_fcs)"))),
         }
     }
 }
@@ -126,24 +127,24 @@ impl Default for QosSpec {
 
 impl QosSpec {
     /// Rejects what the meters, shapers or port would refuse, naming the tenant and class.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), CoreError> {
         let mut seen = FxHashMap::default();
         for tenant in &self.tenants {
             if seen.insert(tenant.name.as_str(), ()).is_some() {
-                return Err(format!("tenant '{}' appears twice", tenant.name));
+                return Err(CoreError::spec(format!("tenant '{}' appears twice", tenant.name)));
             }
-            check_contract(&tenant.contract).map_err(|why| format!("tenant '{}': {why}", tenant.name))?;
+            check_contract(&tenant.contract).map_err(|err| err.within(format!("tenant '{}'", tenant.name)))?;
             for (index, class) in tenant.classes.iter().enumerate() {
-                check_contract(&class.contract).map_err(|why| format!("tenant '{}', class {index}: {why}", tenant.name))?;
+                check_contract(&class.contract).map_err(|err| err.within(format!("tenant '{}', class {index}", tenant.name)))?;
             }
         }
         if let Some(config) = self.port {
-            Port::new(config, self.queues().map(|(_, _, queue)| queue).collect()).map_err(|why| format!("port: {why}"))?;
+            Port::new(config, self.queues().map(|(_, _, queue)| queue).collect()).map_err(|err| err.within("port"))?;
         }
         self.bursts.check()?;
         let settings = self.bursts.tenants.iter().flat_map(|t| t.tenant.iter().chain(t.classes.iter().map(|(_, c)| c)));
         if self.port.is_none() && self.bursts.port.iter().chain(settings).any(|c| c.queue.is_some()) {
-            return Err("a microburst queue view needs a port".to_string());
+            return Err(CoreError::spec("a microburst queue view needs a port"));
         }
         Ok(())
     }
@@ -154,18 +155,18 @@ impl QosSpec {
     }
 }
 
-fn check_contract(contract: &Contract) -> Result<(), String> {
+fn check_contract(contract: &Contract) -> Result<(), CoreError> {
     if let Some(meter) = &contract.meter {
-        meter.params.check().map_err(|why| format!("meter: {why}"))?;
+        meter.params.check().map_err(|err| err.within("meter"))?;
         if let Some(dscp) = meter.actions.iter().find_map(|a| match a {
             ColorAction::Remark(dscp) if *dscp > 63 => Some(dscp),
             _ => None,
         }) {
-            return Err(format!("meter: remark to DSCP {dscp}, above 63"));
+            return Err(CoreError::spec(format!("meter: remark to DSCP {dscp}, above 63")));
         }
     }
     if let Some(shaper) = &contract.shaper {
-        shaper.check().map_err(|why| format!("shaper: {why}"))?;
+        shaper.check().map_err(|err| err.within("shaper"))?;
     }
     Ok(())
 }

@@ -224,7 +224,7 @@ fn the_engine_classifies_and_enforces_with_one_policy_and_keeps_state_across_upd
     engine.update_with_qos(tables(&["b", "a"]), spec(vec![policed(200)])).unwrap();
     assert_eq!(process(&[a, a, a]), [0, 0, Outcome::DropMeter as u8]);
     let bad = spec(vec![policed(0)]);
-    assert!(engine.update_with_qos(tables(&["a"]), bad).unwrap_err().contains("srTCM CBS and EBS are both 0"));
+    assert!(engine.update_with_qos(tables(&["a"]), bad).unwrap_err().to_string().contains("srTCM CBS and EBS are both 0"));
     assert_eq!(engine.tables().tenant_names(), ["b", "a"], "a refused contract installs no tables");
     // Refused tables take their contracts with them: a later plain update keeps a's.
     let mut broken = tables(&["b", "a"]);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::{build, check_tenant, incremental, Engine, EngineTables, HotTenant, TenantHead, TenantSpec, TenantTables, UpdateReport, VniMap};
 use crate::enforce::{QosInputs, QosSpec, TenantInput, TenantQos};
+use crate::error::CoreError;
 
 /// What selects a tenant's traffic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -138,7 +139,7 @@ impl Edit<'_> {
     }
 
     /// Every claim made by the ops is held by its tenant: none was claimed twice.
-    fn check_claims(&self) -> Result<(), String> {
+    fn check_claims(&self) -> Result<(), CoreError> {
         for (claim, name) in &self.claims {
             let (holder, what) = match *claim {
                 Claim::Vni(vni) => (self.vnis.get(vni), format!("VNI {vni}")),
@@ -146,7 +147,7 @@ impl Edit<'_> {
             };
             let held_by = usize::try_from(holder).ok().and_then(|t| self.next.tenants.get(t)).map(|t| t.name.as_str());
             if held_by != Some(name.as_str()) {
-                return Err(format!("{what} is claimed by both '{}' and '{name}'", held_by.unwrap_or("?")));
+                return Err(CoreError::spec(format!("{what} is claimed by both '{}' and '{name}'", held_by.unwrap_or("?"))));
             }
         }
         if self.displaced.is_empty() {
@@ -163,7 +164,7 @@ impl Edit<'_> {
             };
             if still {
                 let taker = self.claims.iter().rev().find(|(c, _)| c == claim);
-                return Err(format!("{what} is claimed by both '{holder}' and '{}'", taker.map_or("?", |(_, n)| n.as_str())));
+                return Err(CoreError::spec(format!("{what} is claimed by both '{holder}' and '{}'", taker.map_or("?", |(_, n)| n.as_str()))));
             }
         }
         Ok(())
@@ -179,8 +180,8 @@ impl Edit<'_> {
 
     /// The tables of `spec` for position `at`, sharing or patching `old`'s when it holds the
     /// same tenant.
-    fn tables(&mut self, spec: TenantSpec, old: Option<&Arc<TenantTables>>, at: usize) -> Result<Arc<TenantTables>, String> {
-        check_tenant(&spec).map_err(|why| format!("tenant {at} ({}): {why}", spec.name))?;
+    fn tables(&mut self, spec: TenantSpec, old: Option<&Arc<TenantTables>>, at: usize) -> Result<Arc<TenantTables>, CoreError> {
+        check_tenant(&spec).map_err(|e| e.within(format!("tenant {at} ({})", spec.name)))?;
         let Some(old) = old.filter(|old| old.name == spec.name) else {
             self.report.rebuilt += 1;
             return Ok(Arc::new(build(spec, at)?));
@@ -209,7 +210,7 @@ impl Edit<'_> {
         self.next.routes[at] = Arc::new(route);
     }
 
-    fn apply(&mut self, op: TenantOp, qos: &mut Vec<Arc<TenantInput>>, weights: &mut Vec<u32>) -> Result<(), String> {
+    fn apply(&mut self, op: TenantOp, qos: &mut Vec<Arc<TenantInput>>, weights: &mut Vec<u32>) -> Result<(), CoreError> {
         let count = self.next.tenants.len();
         match op {
             TenantOp::Replace { at, tenant } if at < count => {
@@ -246,14 +247,14 @@ impl Edit<'_> {
                 weights.remove(at);
             }
             TenantOp::Replace { at, .. } | TenantOp::Insert { at, .. } | TenantOp::Remove { at } => {
-                return Err(format!("no tenant position {at}: the engine has {count} tenants"));
+                return Err(CoreError::InvalidArgument(format!("no tenant position {at}: the engine has {count} tenants")));
             }
         }
         Ok(())
     }
 
     /// The finished tables: the VNI blocks and, if they moved, the source prefixes in policy order.
-    fn finish(mut self, unknown_action: u8) -> Result<(EngineTables, UpdateReport), String> {
+    fn finish(mut self, unknown_action: u8) -> Result<(EngineTables, UpdateReport), CoreError> {
         self.check_claims()?;
         self.next.vnis = VniMap { blocks: self.vnis.0.into() };
         if self.sources_changed {
@@ -273,7 +274,7 @@ impl Engine {
     /// patched, for a one-rule change of a tenant of the same name), every other tenant's are
     /// shared; the QoS state follows (tenants whose contract and queues did not change keep
     /// theirs, as with [`Engine::update_with_qos`]). Nothing is installed if anything is refused.
-    pub fn apply(&self, delta: Delta) -> Result<UpdateReport, String> {
+    pub fn apply(&self, delta: Delta) -> Result<UpdateReport, CoreError> {
         let _serial = self.updating.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.tables.load_full();
         if delta.ops.is_empty() && delta.weights.is_empty() && delta.settings.is_none() && delta.unknown_action == current.unknown_action {
@@ -281,7 +282,9 @@ impl Engine {
         }
         let mut inputs = self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if inputs.tenants.len() != current.tenants.len() {
-            return Err("the engine's tenants were installed by update(): apply() edits tenants that apply() installed".to_string());
+            return Err(CoreError::InvalidArgument(
+                "the engine's tenants were installed by update(): apply() edits tenants that apply() installed".to_string(),
+            ));
         }
         let contracts_only = contracts_only(&delta, &current, &inputs);
         let mut edit = Edit {
@@ -298,14 +301,17 @@ impl Engine {
             edit.apply(op, &mut inputs.tenants, &mut inputs.weights)?;
         }
         for (at, weight) in delta.weights {
-            *inputs.weights.get_mut(at).ok_or_else(|| format!("a weight for tenant position {at}, of {}", inputs.tenants.len()))? = weight;
+            *inputs
+                .weights
+                .get_mut(at)
+                .ok_or_else(|| CoreError::InvalidArgument(format!("a weight for tenant position {at}, of {}", inputs.tenants.len())))? = weight;
         }
         if let Some(settings) = delta.settings {
             inputs.settings = settings;
         }
         let port = inputs.settings.port;
         let changed_contracts = if contracts_only {
-            Some(replaced.iter().map(|&at| Ok((at, inputs.tenants[at].resolve(inputs.weights[at], port.as_ref())?))).collect::<Result<Vec<_>, String>>()?)
+            Some(replaced.iter().map(|&at| Ok((at, inputs.tenants[at].resolve(inputs.weights[at], port.as_ref())?))).collect::<Result<Vec<_>, CoreError>>()?)
         } else {
             None
         };
@@ -329,7 +335,7 @@ impl Engine {
         changed: Option<Vec<(usize, TenantQos)>>,
         spec: Option<QosSpec>,
         inputs: &QosInputs,
-    ) -> Result<(), String> {
+    ) -> Result<(), CoreError> {
         let mut qos = self.lock_qos();
         if let Some(changed) = changed {
             if qos.enforcer_mut().replace_contracts(changed) {
@@ -443,7 +449,7 @@ mod tests {
         engine.apply(Delta { ops: swap, ..Delta::default() }).unwrap();
         assert_eq!(verdict(&engine, 20, 80).0.as_deref(), Some("a"));
         let twice = vec![TenantOp::Replace { at: 1, tenant: entry("b", &[20], 80) }];
-        let err = engine.apply(Delta { ops: twice, ..Delta::default() }).unwrap_err();
+        let err = engine.apply(Delta { ops: twice, ..Delta::default() }).unwrap_err().to_string();
         assert!(err.contains("VNI 20 is claimed by both"), "{err}");
         assert_eq!(verdict(&engine, 21, 80).0.as_deref(), Some("b")); // the refused update changed nothing
     }
@@ -458,13 +464,13 @@ mod tests {
         assert!(Arc::ptr_eq(&before.tenants[0], &after.tenants[0]) && Arc::ptr_eq(&before.tenants[2], &after.tenants[2]));
         assert_eq!(verdict(&engine, 20, 443), (Some("b".to_string()), ALLOW));
         assert_eq!(verdict(&engine, 20, 80).1, DROP);
-        assert!(engine.apply(Delta { ops: vec![TenantOp::Remove { at: 3 }], ..Delta::default() }).unwrap_err().contains("no tenant position 3"));
+        assert!(engine.apply(Delta { ops: vec![TenantOp::Remove { at: 3 }], ..Delta::default() }).unwrap_err().to_string().contains("no tenant position 3"));
     }
 
     #[test]
     fn a_contract_change_reaches_the_enforcer_alone_or_through_a_full_retarget() {
         let engine = engine(&[("a", 10), ("b", 20)]);
-        let meter = MeterRow { kind: 1, count: 1, cir: 1000, cbs: 1500, ebs: 1500, actions: [0, 0, 2], ..MeterRow::default() };
+        let meter = MeterRow { kind: 1, byte_count: 1, cir: 1000, cbs: 1500, ebs: 1500, actions: [0, 0, 2], ..MeterRow::default() };
         let mut metered = entry("b", &[20], 80);
         metered.qos.meter = meter;
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: metered.clone() }], ..Delta::default() }).unwrap();

@@ -17,6 +17,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::batch::BatchView;
 use crate::enforce::{Chunks, Enforcer, Processed, QosSpec, QosStats, StatsKey, CHUNK};
+use crate::error::CoreError;
 use crate::parse::{parse_range, PacketInfo, ParseConfig};
 use crate::verdict::Verdict;
 
@@ -72,9 +73,9 @@ pub(super) struct QosPipeline {
 }
 
 impl QosPipeline {
-    pub(super) fn new(threads: usize) -> Result<Self, String> {
+    pub(super) fn new(threads: usize) -> Result<Self, CoreError> {
         if threads == 0 {
-            return Err("threads must be at least 1".to_string());
+            return Err(CoreError::InvalidArgument("threads must be at least 1".to_string()));
         }
         Ok(QosPipeline { enforcer: Enforcer::default(), threads })
     }

@@ -259,7 +259,7 @@ fn policy_rules_must_be_numbered_from_0_in_order() {
     let mut from_1 = spec();
     from_1.tenants[1].policy_rules = vec![1];
     for bad in [skipping, from_1] {
-        assert!(Engine::new(bad).err().is_some_and(|why| why.contains("policy rules must be numbered from 0, in order")));
+        assert!(Engine::new(bad).err().is_some_and(|why| why.to_string().contains("policy rules must be numbered from 0, in order")));
     }
     let mut two_rows = spec();
     two_rows.tenants[0].policy_rules = vec![0, 0];

@@ -6,17 +6,17 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::batch::{linktype, BatchView, LinkTypes, PacketBuffers};
+use crate::error::CoreError;
 use crate::memory;
 use crate::parse::{self, PacketInfo, ParseConfig, PortSet};
 use crate::pcap::{self, Format, Limits, PcapReader};
 
 use super::convert::{as_array, I64, U16, U32, U64, U8};
-use super::error::to_py_err;
+use super::error::with_path;
 use super::without_gil;
 
 /// A packet batch's caps when streamed: enough to amortise the call, small enough to bound memory.
@@ -80,7 +80,7 @@ impl PacketBatch {
         };
         let (data, offsets, lengths, wire_lengths) = (data.as_slice()?, offsets.as_slice()?, lengths.as_slice()?, wire_lengths.as_slice()?);
         let outcome = without_gil(py, || BatchView::new(data, offsets, lengths, wire_lengths, link_types).map(|view| work(&view)))?;
-        outcome.map_err(|err| to_py_err(err, None))
+        Ok(outcome?)
     }
 }
 
@@ -128,7 +128,7 @@ impl PacketBatch {
         };
         let packets = batch.offsets.bind(py).len();
         if batch.timestamps_ns.bind(py).len() != packets {
-            return Err(PyValueError::new_err(format!("timestamps_ns has {} entries for {packets} packets", batch.timestamps_ns.bind(py).len())));
+            return Err(CoreError::InvalidBatch(format!("timestamps_ns has {} entries for {packets} packets", batch.timestamps_ns.bind(py).len())).into());
         }
         batch.with_view(py, |_| ())?;
         Ok(batch)
@@ -202,11 +202,14 @@ impl PacketBatch {
 }
 
 fn supported_link_type(link_type: u32) -> PyResult<u16> {
-    u16::try_from(link_type).ok().filter(|&t| linktype::is_supported(t)).ok_or_else(|| PyValueError::new_err(format!("unsupported link type {link_type}")))
+    u16::try_from(link_type)
+        .ok()
+        .filter(|&t| linktype::is_supported(t))
+        .ok_or_else(|| CoreError::InvalidBatch(format!("unsupported link type {link_type}")).into())
 }
 
 fn open(path: &PathBuf) -> PyResult<(File, u64)> {
-    let file = File::open(path).map_err(|err| to_py_err(err.into(), Some(path)))?;
+    let file = File::open(path).map_err(|err| with_path(err.into(), path))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     Ok((file, size))
 }
@@ -226,14 +229,14 @@ struct MappedCapture {
 pub(super) fn read_pcap(py: Python<'_>, path: PathBuf) -> PyResult<PacketBatch> {
     let (file, size) = open(&path)?;
     if size < MAP_MIN_BYTES {
-        let buffers = without_gil(py, || pcap::read_all(file, size as usize))?.map_err(|err| to_py_err(err, Some(&path)))?;
+        let buffers = without_gil(py, || pcap::read_all(file, size as usize))?.map_err(|err| with_path(err, &path))?;
         return Ok(PacketBatch::from_buffers(py, buffers));
     }
     // SAFETY: a read-only mapping, and the numpy view of it is made read-only below. As with
     // numpy.memmap, another process truncating the file while it is mapped would fault on
     // access; iter_pcap reads instead, for captures still being written.
-    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|err| to_py_err(err.into(), Some(&path)))?;
-    let index = without_gil(py, || pcap::index(&map))?.map_err(|err| to_py_err(err, Some(&path)))?;
+    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|err| with_path(err.into(), &path))?;
+    let index = without_gil(py, || pcap::index(&map))?.map_err(|err| with_path(err, &path))?;
     let owner = Bound::new(py, MappedCapture { map })?;
     let view = numpy::ndarray::ArrayView1::from(&owner.get().map[..]);
     // SAFETY: the array's base is `owner`, which keeps the mapping (and so the memory the
@@ -260,10 +263,10 @@ impl PcapIterator {
     #[pyo3(signature = (path, batch_size=65536))]
     fn new(py: Python<'_>, path: PathBuf, batch_size: usize) -> PyResult<Self> {
         if batch_size == 0 {
-            return Err(PyValueError::new_err("batch_size must be at least 1"));
+            return Err(CoreError::InvalidArgument("batch_size must be at least 1".to_string()).into());
         }
         let (file, size) = open(&path)?;
-        let reader = without_gil(py, || PcapReader::new(file))?.map_err(|err| to_py_err(err, Some(&path)))?;
+        let reader = without_gil(py, || PcapReader::new(file))?.map_err(|err| with_path(err, &path))?;
         Ok(PcapIterator { reader: Mutex::new(reader), path, size, batch_size })
     }
 
@@ -278,7 +281,7 @@ impl PcapIterator {
             let limits = Limits { packets: self.batch_size, bytes: MAX_BATCH_BYTES };
             reader.next_batch(limits, remaining.min(MAX_BATCH_BYTES + BATCH_SLACK))
         })?
-        .map_err(|err| to_py_err(err, Some(&self.path)))?;
+        .map_err(|err| with_path(err, &self.path))?;
         Ok((!buffers.is_empty()).then(|| PacketBatch::from_buffers(py, buffers)))
     }
 

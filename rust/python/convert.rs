@@ -2,11 +2,11 @@
 //! columns and per-rule columns.
 
 use numpy::{dtype, Element, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::classify;
+use crate::error::CoreError;
 
 /// A numpy array of `T` for `obj` without copying when it already is one (contiguous).
 /// Otherwise integers of any width convert when every value fits `T`'s range `bounds`
@@ -20,19 +20,19 @@ pub(super) fn as_array<'py, T: Element>(obj: &Bound<'py, PyAny>, name: &str, bou
     }
     let py = obj.py();
     let np = py.import("numpy")?;
-    let context = |err: PyErr| PyValueError::new_err(format!("{name}: {}", err.value(py)));
+    let context = |err: PyErr| PyErr::from(CoreError::InvalidArgument(format!("{name}: {}", err.value(py))));
     let array = np.call_method1("asarray", (obj,)).map_err(context)?;
     let is_integer = matches!(array.getattr("dtype")?.getattr("kind")?.extract::<String>()?.as_str(), "i" | "u" | "b");
     if is_integer && array.getattr("size")?.extract::<usize>()? > 0 {
         let (low, high): (i128, i128) = (array.call_method0("min")?.extract()?, array.call_method0("max")?.extract()?);
         if low < bounds.0 || high > bounds.1 {
-            return Err(PyValueError::new_err(format!("{name}: values from {low} to {high} do not fit {} .. {}", bounds.0, bounds.1)));
+            return Err(CoreError::InvalidArgument(format!("{name}: values from {low} to {high} do not fit {} .. {}", bounds.0, bounds.1)).into());
         }
     }
     let kwargs = PyDict::new(py);
     kwargs.set_item("casting", if is_integer { "unsafe" } else { "same_kind" })?;
     let converted = array.call_method("astype", (dtype::<T>(py),), Some(&kwargs)).and_then(|a| np.call_method1("ascontiguousarray", (a,))).map_err(context)?;
-    converted.cast_into::<PyArray1<T>>().map_err(|_| PyValueError::new_err(format!("{name} must be a one-dimensional array")))
+    converted.cast_into::<PyArray1<T>>().map_err(|_| CoreError::InvalidArgument(format!("{name} must be a one-dimensional array")).into())
 }
 
 pub(super) const U8: (i128, i128) = (0, u8::MAX as i128);
@@ -63,7 +63,7 @@ impl<'py> AddressColumn<'py> {
         }
         let flat = as_array::<u8>(&array.call_method1("reshape", (-1,))?, name, U8)?.readonly();
         if flat.len() % 16 != 0 {
-            return Err(PyValueError::new_err(format!("{name}: a 2-D address array must have 16 columns")));
+            return Err(CoreError::InvalidArgument(format!("{name}: a 2-D address array must have 16 columns")).into());
         }
         Ok(AddressColumn::Bytes(flat))
     }
@@ -110,7 +110,7 @@ fn addresses(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u128>> {
 pub(super) fn address_pairs(src: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>) -> PyResult<(Vec<u128>, Vec<u128>)> {
     let (srcs, dsts) = (addresses(src, "src")?, addresses(dst, "dst")?);
     if dsts.len() != srcs.len() {
-        return Err(PyValueError::new_err(format!("dst has {} entries, expected {}", dsts.len(), srcs.len())));
+        return Err(CoreError::InvalidArgument(format!("dst has {} entries, expected {}", dsts.len(), srcs.len())).into());
     }
     Ok((srcs, dsts))
 }
@@ -128,7 +128,7 @@ pub(super) fn column_in_place<'py, T: Element + Copy>(
 ) -> PyResult<PyReadonlyArray1<'py, T>> {
     let values = as_array::<T>(obj, name, bounds)?.readonly();
     if values.len() != count {
-        return Err(PyValueError::new_err(format!("{name} has {} entries, expected {count}", values.len())));
+        return Err(CoreError::InvalidArgument(format!("{name} has {} entries, expected {count}", values.len())).into());
     }
     Ok(values)
 }

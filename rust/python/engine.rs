@@ -2,7 +2,6 @@
 //! processed and verdict record layouts, and the statistics it reports.
 
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -10,6 +9,7 @@ use crate::bursts::{BurstEvent, FlowRow};
 use crate::classify::Rule;
 use crate::enforce::{self, Processed, QosSettings, QosStats, TenantInput};
 use crate::engine::{self, Delta, Route, RuleEdit, RuleRow, TablesSpec, TenantEntry, TenantOp, TenantSpec, Verdict};
+use crate::error::CoreError;
 use crate::memory;
 use crate::parse::{PacketInfo, ParseConfig, PortSet};
 
@@ -90,7 +90,8 @@ impl TablesArg<'_> {
             .sources
             .iter()
             .map(|(address, len)| {
-                let address: [u8; 16] = address.as_slice().try_into().map_err(|_| PyValueError::new_err("a source address is 16 bytes"))?;
+                let address: [u8; 16] =
+                    address.as_slice().try_into().map_err(|_| CoreError::spec_at(format!("tenant '{}'", self.name), "a source address is 16 bytes"))?;
                 Ok((u128::from_be_bytes(address), *len))
             })
             .collect::<PyResult<_>>()?;
@@ -114,9 +115,10 @@ impl OpArg<'_> {
             ("replace", Some(tenant)) => Ok(TenantOp::Replace { at, tenant }),
             ("insert", Some(tenant)) => Ok(TenantOp::Insert { at, tenant }),
             ("remove", _) => Ok(TenantOp::Remove { at }),
-            (other, _) => Err(PyValueError::new_err(format!(
+            (other, _) => Err(CoreError::InvalidArgument(format!(
                 "tenant op '{other}' at {at}: expected ('replace' | 'insert', at, tables, qos) or ('remove', at, None, None)"
-            ))),
+            ))
+            .into()),
         }
     }
 }
@@ -132,7 +134,7 @@ impl Engine {
     #[new]
     #[pyo3(signature = (threads=1))]
     fn new(py: Python<'_>, threads: usize) -> PyResult<Self> {
-        let engine = without_gil(py, || engine::Engine::with_threads(TablesSpec::default(), threads))?.map_err(PyValueError::new_err)?;
+        let engine = without_gil(py, || engine::Engine::with_threads(TablesSpec::default(), threads))??;
         Ok(Engine { engine })
     }
 
@@ -151,7 +153,7 @@ impl Engine {
     ) -> PyResult<(usize, usize, usize)> {
         let ops = ops.into_iter().map(OpArg::op).collect::<PyResult<Vec<_>>>()?;
         let delta = Delta { ops, weights, settings, unknown_action };
-        let report = without_gil(py, || self.engine.apply(delta))?.map_err(PyValueError::new_err)?;
+        let report = without_gil(py, || self.engine.apply(delta))??;
         Ok((report.kept, report.incremental, report.rebuilt))
     }
 
@@ -164,9 +166,9 @@ impl Engine {
             "insert" => RuleEdit::Insert { at, rows },
             "replace" => RuleEdit::Replace { at, rows },
             "remove" => RuleEdit::Remove { at },
-            other => return Err(PyValueError::new_err(format!("unknown edit '{other}' (insert, replace or remove)"))),
+            other => return Err(CoreError::InvalidArgument(format!("unknown edit '{other}' (insert, replace or remove)")).into()),
         };
-        without_gil(py, || self.engine.edit_tenant(name, edit))?.map_err(PyValueError::new_err)
+        Ok(without_gil(py, || self.engine.edit_tenant(name, edit))??)
     }
 
     /// Classifies parsed records (raw bytes of a PARSED_DTYPE array) into verdict records.
@@ -282,7 +284,7 @@ fn per_record<'py, T: bytemuck::Pod + Send>(
     let records = records.readonly();
     let bytes = records.as_slice()?;
     if bytes.len() % std::mem::size_of::<PacketInfo>() != 0 {
-        return Err(PyValueError::new_err("records are not whole parsed records"));
+        return Err(CoreError::InvalidBatch("records are not whole parsed records".to_string()).into());
     }
     let out = without_gil(py, || {
         let records: &[PacketInfo] = bytemuck::cast_slice(bytes);

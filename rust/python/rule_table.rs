@@ -4,14 +4,14 @@
 use std::path::PathBuf;
 
 use numpy::PyArray1;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::classify::{self, Key, Rule};
+use crate::error::CoreError;
 
 use super::convert::{address_pairs, column, column_in_place, AddressColumn, U16, U8};
-use super::error::to_py_err;
+use super::error::with_path;
 use super::without_gil;
 
 /// The first-match rule table; see docs/classify-contract.md.
@@ -22,7 +22,7 @@ pub struct RuleTable {
 
 impl RuleTable {
     fn build(py: Python<'_>, rules: Vec<Rule>) -> PyResult<Self> {
-        let table = without_gil(py, || classify::RuleTable::new(rules))?.map_err(|(index, why)| PyValueError::new_err(format!("rule {index}: {why}")))?;
+        let table = without_gil(py, || classify::RuleTable::new(rules))??;
         Ok(RuleTable { table: std::sync::RwLock::new(table) })
     }
 
@@ -62,8 +62,8 @@ impl RuleTable {
     /// Reads a ClassBench rule file (IPv4; TCP flags ignored).
     #[staticmethod]
     fn from_classbench(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let text = std::fs::read_to_string(&path).map_err(|err| to_py_err(err.into(), Some(&path)))?;
-        let rules = classify::parse_classbench(&text).map_err(|(line, why)| PyValueError::new_err(format!("{}: line {line}: {why}", path.display())))?;
+        let text = std::fs::read_to_string(&path).map_err(|err| with_path(err.into(), &path))?;
+        let rules = classify::parse_classbench(&text).map_err(|err| err.within(path.display().to_string()))?;
         Self::build(py, rules)
     }
 
@@ -75,7 +75,7 @@ impl RuleTable {
         let parsed = rules
             .iter()
             .enumerate()
-            .map(|(index, rule)| rule_from_dict(rule).map_err(|err| PyValueError::new_err(format!("rule {index}: {}", err.value(py)))))
+            .map(|(index, rule)| rule_from_dict(rule).map_err(|err| CoreError::spec_at(format!("rule {index}"), err.value(py).to_string()).into()))
             .collect::<PyResult<Vec<_>>>()?;
         Self::build(py, parsed)
     }
@@ -96,7 +96,7 @@ impl RuleTable {
         let (src, dst) = (src.addresses()?, dst.addresses()?);
         let n = src.len();
         if dst.len() != n {
-            return Err(PyValueError::new_err(format!("dst has {} entries, expected {n}", dst.len())));
+            return Err(CoreError::InvalidArgument(format!("dst has {} entries, expected {n}", dst.len())).into());
         }
         let (sp, dp) = (column_in_place::<u16>(src_port, "src_port", U16, n)?, column_in_place::<u16>(dst_port, "dst_port", U16, n)?);
         let proto = column_in_place::<u8>(proto, "proto", U8, n)?;
@@ -123,12 +123,13 @@ impl RuleTable {
     /// Inserts a rule (a dict as for `from_rules`) before rule `index`.
     fn insert(&self, index: usize, rule: &Bound<'_, PyDict>) -> PyResult<()> {
         let rule = rule_from_dict(rule)?;
-        self.write().insert(index, rule).map_err(PyValueError::new_err)
+        Ok(self.write().insert(index, rule)?)
     }
 
     /// Removes rule `index`; later rules move up by one.
     fn remove(&self, index: usize) -> PyResult<()> {
-        self.write().remove(index).map(|_| ()).map_err(PyValueError::new_err)
+        self.write().remove(index)?;
+        Ok(())
     }
 
     /// Bytes held by the rules and their hash tables.
@@ -158,7 +159,7 @@ fn rule_from_dict(rule: &Bound<'_, PyDict>) -> PyResult<Rule> {
     for key in rule.keys() {
         let key: String = key.extract()?;
         if !KEYS.contains(&key.as_str()) {
-            return Err(PyValueError::new_err(format!("unknown key '{key}' (expected one of {})", KEYS.join(", "))));
+            return Err(CoreError::spec(format!("unknown key '{key}' (expected one of {})", KEYS.join(", "))).into());
         }
     }
     let prefix = |name: &str| -> PyResult<(u128, u8)> {
@@ -166,7 +167,7 @@ fn rule_from_dict(rule: &Bound<'_, PyDict>) -> PyResult<Rule> {
             None => Ok((0, 0)),
             Some(value) if value.is_none() => Ok((0, 0)),
             Some(value) => match value.extract::<String>() {
-                Ok(text) => prefix_of(&text).map_err(|why| PyValueError::new_err(format!("{name}: {why}"))),
+                Ok(text) => Ok(prefix_of(&text).map_err(|err| err.within(name))?),
                 Err(_) => Ok((address_of(&value)?, 128)),
             },
         }
@@ -194,31 +195,31 @@ fn rule_from_dict(rule: &Bound<'_, PyDict>) -> PyResult<Rule> {
         dscp,
         dscp_mask,
     };
-    rule.check().map_err(PyValueError::new_err)?;
+    rule.check()?;
     Ok(rule)
 }
 
 /// Parses "ADDRESS[/LEN]" (IPv4 or IPv6) into a 128-bit IPv4-mapped prefix.
-fn prefix_of(text: &str) -> Result<(u128, u8), String> {
+fn prefix_of(text: &str) -> Result<(u128, u8), CoreError> {
     let (address, len) = match text.split_once('/') {
         Some((address, len)) => (address, Some(len)),
         None => (text, None),
     };
-    let address: std::net::IpAddr = address.trim().parse().map_err(|_| format!("'{text}' is not an IP address or prefix"))?;
+    let address: std::net::IpAddr = address.trim().parse().map_err(|_| CoreError::spec(format!("'{text}' is not an IP address or prefix")))?;
     let (value, offset, width) = match address {
         std::net::IpAddr::V4(v4) => (classify::ipv4_mapped(u32::from(v4)), 96, 32),
         std::net::IpAddr::V6(v6) => (u128::from(v6), 0, 128),
     };
     let len = match len {
         None => width,
-        Some(len) => len.trim().parse::<u8>().ok().filter(|&l| l <= width).ok_or_else(|| format!("'{text}' has an invalid prefix length"))?,
+        Some(len) => len.trim().parse::<u8>().ok().filter(|&l| l <= width).ok_or_else(|| CoreError::spec(format!("'{text}' has an invalid prefix length")))?,
     };
     Ok((value, offset + len))
 }
 
 fn address_of(obj: &Bound<'_, PyAny>) -> PyResult<u128> {
     if let Ok(bytes) = obj.extract::<Vec<u8>>() {
-        let bytes: [u8; 16] = bytes.try_into().map_err(|_| PyValueError::new_err("an address is 16 bytes (IPv4-mapped for IPv4)"))?;
+        let bytes: [u8; 16] = bytes.try_into().map_err(|_| CoreError::spec("an address is 16 bytes (IPv4-mapped for IPv4)"))?;
         return Ok(u128::from_be_bytes(bytes));
     }
     obj.extract::<u128>()

@@ -10,6 +10,7 @@
 use std::hint::select_unpredictable;
 
 use super::{MAX_RATE, NS_PER_S};
+use crate::error::CoreError;
 
 /// The smallest Ethernet frame: a burst below it could never let a frame through at once.
 pub const MIN_BURST: u64 = 64;
@@ -32,15 +33,15 @@ pub struct ShaperParams {
 impl ShaperParams {
     /// Rejects what cannot shape: no rate, a rate too large for exact arithmetic, a burst that
     /// holds no frame.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), CoreError> {
         if self.rate == 0 {
-            return Err("rate must be positive".to_string());
+            return Err(CoreError::spec("rate must be positive"));
         }
         if self.rate > MAX_RATE {
-            return Err(format!("rate {} B/s is over the largest supported, {MAX_RATE} B/s", self.rate));
+            return Err(CoreError::spec(format!("rate {} B/s is over the largest supported, {MAX_RATE} B/s", self.rate)));
         }
         if self.burst < MIN_BURST {
-            return Err(format!("burst {} B is smaller than one frame ({MIN_BURST} B)", self.burst));
+            return Err(CoreError::spec(format!("burst {} B is smaller than one frame ({MIN_BURST} B)", self.burst)));
         }
         Ok(())
     }

@@ -43,6 +43,7 @@ use super::edt::saturate;
 use super::histogram::LogHistogram;
 use super::wdrr::{Phase, Scheduler};
 use super::{MAX_RATE, NS_PER_S};
+use crate::error::CoreError;
 
 /// A queue's round-robin quantum per unit of weight: one jumbo frame, so that every turn sends
 /// at least one packet (larger packets, e.g. unsegmented TSO captures, take several turns).
@@ -211,7 +212,7 @@ pub struct Port {
 
 impl Port {
     /// A port with its queues, numbered by their index; every queue starts with full buckets.
-    pub fn new(config: PortConfig, queues: Vec<QueueConfig>) -> Result<Port, String> {
+    pub fn new(config: PortConfig, queues: Vec<QueueConfig>) -> Result<Port, CoreError> {
         check(&config, &queues)?;
         let unit = i128::from(config.line_rate) * NS_PER_S as i128;
         let uncapped = |ceil: u64| ceil == 0 || ceil >= config.line_rate;
@@ -521,38 +522,38 @@ fn within_threshold(held: u64, free: u64, alpha_log2: i8) -> bool {
     }
 }
 
-fn check(config: &PortConfig, queues: &[QueueConfig]) -> Result<(), String> {
+fn check(config: &PortConfig, queues: &[QueueConfig]) -> Result<(), CoreError> {
     if config.line_rate == 0 || config.line_rate > MAX_RATE {
-        return Err(format!("line rate {} B/s is not in 1..={MAX_RATE}", config.line_rate));
+        return Err(CoreError::spec(format!("line rate {} B/s is not in 1..={MAX_RATE}", config.line_rate)));
     }
     if config.buffer_bytes == 0 {
-        return Err("buffer_bytes must be positive".to_string());
+        return Err(CoreError::spec("buffer_bytes must be positive"));
     }
     if queues.len() >= u32::MAX as usize {
-        return Err("too many queues".to_string());
+        return Err(CoreError::spec("too many queues"));
     }
     for (index, queue) in queues.iter().enumerate() {
         if queue.weight == 0 {
-            return Err(format!("queue {index}: weight must be >= 1"));
+            return Err(CoreError::spec_at(format!("queue {index}"), "weight must be >= 1"));
         }
         if queue.burst_bytes > MAX_BURST_BYTES {
-            return Err(format!("queue {index}: burst {} B is over {MAX_BURST_BYTES} B", queue.burst_bytes));
+            return Err(CoreError::spec_at(format!("queue {index}"), format!("burst {} B is over {MAX_BURST_BYTES} B", queue.burst_bytes)));
         }
         if queue.alpha_log2.is_some_and(|alpha_log2| !ALPHA_LOG2_RANGE.contains(&alpha_log2)) {
-            return Err(format!("queue {index}: alpha_log2 {:?} is not in {ALPHA_LOG2_RANGE:?}", queue.alpha_log2));
+            return Err(CoreError::spec_at(format!("queue {index}"), format!("alpha_log2 {:?} is not in {ALPHA_LOG2_RANGE:?}", queue.alpha_log2)));
         }
         let capped = queue.ceil > 0 && queue.ceil < config.line_rate;
         if capped && queue.guarantee > queue.ceil {
-            return Err(format!("queue {index}: guarantee {} B/s is over its ceiling {} B/s", queue.guarantee, queue.ceil));
+            return Err(CoreError::spec_at(format!("queue {index}"), format!("guarantee {} B/s is over its ceiling {} B/s", queue.guarantee, queue.ceil)));
         }
     }
     let reserved: u128 = queues.iter().map(|q| u128::from(q.reserved_bytes)).sum();
     if reserved > u128::from(config.buffer_bytes) {
-        return Err(format!("reserves add up to {reserved} B, over the buffer {} B", config.buffer_bytes));
+        return Err(CoreError::spec(format!("reserves add up to {reserved} B, over the buffer {} B", config.buffer_bytes)));
     }
     let guaranteed: u128 = queues.iter().map(|q| u128::from(q.guarantee)).sum();
     if guaranteed > u128::from(config.line_rate) {
-        return Err(format!("guarantees add up to {guaranteed} B/s, over the line rate {} B/s", config.line_rate));
+        return Err(CoreError::spec(format!("guarantees add up to {guaranteed} B/s, over the line rate {} B/s", config.line_rate)));
     }
     Ok(())
 }

@@ -121,6 +121,8 @@ from isolane.policy.compile import (
 )
 from isolane.policy.compile import (
     _tenant_tables as _tenant_tables,
+)
+from isolane.policy.compile import (
     tenant_tables as tenant_tables,
 )
 from isolane.policy.constants import (
@@ -320,6 +322,9 @@ from isolane.policy.qos import (
     ShaperArrays,
 )
 from isolane.policy.qos import (
+    TenantQos as TenantQos,
+)
+from isolane.policy.qos import (
     _column as _column,
 )
 from isolane.policy.qos import (
@@ -327,16 +332,21 @@ from isolane.policy.qos import (
 )
 from isolane.policy.qos import (
     _meter_arrays as _meter_arrays,
-    qos_context as qos_context,
-    qos_settings as qos_settings,
-    tenant_qos as tenant_qos,
-    TenantQos as TenantQos,
 )
 from isolane.policy.qos import (
     _shaper_arrays as _shaper_arrays,
 )
 from isolane.policy.qos import (
     _shaper_row as _shaper_row,
+)
+from isolane.policy.qos import (
+    qos_context as qos_context,
+)
+from isolane.policy.qos import (
+    qos_settings as qos_settings,
+)
+from isolane.policy.qos import (
+    tenant_qos as tenant_qos,
 )
 from isolane.policy.read import (
     _load_toml as _load_toml,

@@ -35,6 +35,8 @@ class Layered(Generic[K]):
     change costs O(1) amortised and lookups stay two probes."""
 
     __slots__ = ("base", "changes")
+    base: dict[K, Tenant]
+    changes: dict[K, object]
 
     def __init__(self, base: dict[K, Tenant], changes: dict[K, object] | None = None) -> None:
         self.base, self.changes = base, changes or {}

@@ -108,7 +108,8 @@ class MeterRow(NamedTuple):
 
     kind: int
     color_aware: bool
-    count: int
+    byte_count: int
+    """Which bytes it counts (``COUNT_MODES`` code)."""
     cir: int
     cbs: int
     eir: int
@@ -168,7 +169,7 @@ class TenantQos(NamedTuple):
 class QosContext(NamedTuple):
     """The policy-wide settings a tenant's compiled QoS depends on."""
 
-    count: int
+    byte_count: int
     largest_frame: int
     port_rate: int
     """Bytes per second; 0 without a port."""
@@ -186,19 +187,19 @@ class PortQos(NamedTuple):
 class QosSettings(NamedTuple):
     """The policy-wide QoS settings as the engine reads them."""
 
-    count: int
+    byte_count: int
     color_map: bytes
     port: PortQos | None
     poll_ns: tuple[int, ...]
 
 
-_NO_METER = tuple(MeterRow(0, False, count, 0, 0, 0, 0, 0, 0, (0, 0, 0), (0, 0, 0)) for count in range(len(COUNT_MODES)))
+_NO_METER = tuple(MeterRow(0, False, mode, 0, 0, 0, 0, 0, 0, (0, 0, 0), (0, 0, 0)) for mode in range(len(COUNT_MODES)))
 """No meter, by the policy's byte count."""
 
 
 def _meter_row(meter: Meter | None, context: QosContext) -> MeterRow:
     if meter is None:
-        return _NO_METER[context.count]
+        return _NO_METER[context.byte_count]
     rates = {"cir": (meter.cir_bps or 0) // 8, "eir": (meter.eir_bps or 0) // 8, "pir": (meter.pir_bps or 0) // 8}
     given = {"cbs": meter.cbs_bytes, "ebs": meter.ebs_bytes, "pbs": meter.pbs_bytes}
     sizes = dict.fromkeys(given, 0)
@@ -209,7 +210,7 @@ def _meter_row(meter: Meter | None, context: QosContext) -> MeterRow:
     return MeterRow(
         kind=METER_KINDS[meter.kind],
         color_aware=meter.color_aware,
-        count=COUNT_MODES[meter.count] if meter.count is not None else context.count,
+        byte_count=COUNT_MODES[meter.count] if meter.count is not None else context.byte_count,
         **rates,
         **sizes,
         actions=tuple(COLOR_ACTIONS["remark" if isinstance(a, Remark) else a] for a in colours),  # type: ignore[arg-type]
@@ -376,7 +377,7 @@ def _column(values: Sequence[Any], dtype: type[np.integer[Any]], shape: tuple[in
 
 def _meter_arrays(rows: Sequence[MeterRow]) -> MeterArrays:
     n = len(rows)
-    columns = {name: _column([getattr(r, name) for r in rows], np.uint8 if name in ("kind", "color_aware", "count") else np.uint64) for name in _METER_SCALARS}
+    columns = {name: _column([getattr(r, field) for r in rows], np.uint8 if name in ("kind", "color_aware", "count") else np.uint64) for name, field in _METER_SCALARS}
     return MeterArrays(
         **columns,
         action=_column([a for r in rows for a in r.actions], np.uint8, (n, 3)),
@@ -384,7 +385,8 @@ def _meter_arrays(rows: Sequence[MeterRow]) -> MeterArrays:
     )
 
 
-_METER_SCALARS = ("kind", "color_aware", "count", "cir", "cbs", "eir", "ebs", "pir", "pbs")
+_METER_SCALARS = [(name, "byte_count" if name == "count" else name) for name in ("kind", "color_aware", "count", "cir", "cbs", "eir", "ebs", "pir", "pbs")]
+"""(MeterArrays column, MeterRow field)."""
 
 
 def _shaper_row(contract: Contract, largest_frame: int) -> tuple[int, int, int, int]:
@@ -423,7 +425,7 @@ def _compile_qos(policy: Policy) -> CompiledQos:
     port = settings.port
     return CompiledQos(
         tenant_names=policy.tenant_names,
-        count=context.count,
+        count=context.byte_count,
         largest_frame=context.largest_frame,
         color_map=_column(list(settings.color_map), np.uint8),
         port_rate=context.port_rate,
