@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -55,7 +56,7 @@ def _describe(value: object) -> str:
     if isinstance(value, bool):
         return f"a boolean ({str(value).lower()})"
     if isinstance(value, int):
-        return f"an integer ({value})"
+        return f"an integer ({_int_text(value)})"
     if isinstance(value, float):
         return f"a number ({value!r})"
     if isinstance(value, str):
@@ -66,6 +67,17 @@ def _describe(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return "a list"
     return f"a {type(value).__name__}"
+
+
+def _int_text(number: int) -> str:
+    """An integer as text; one too long to print in full (Python refuses past 4300 digits) by its
+    order of magnitude."""
+    if number.bit_length() <= _MAX_PRINTED_BITS:
+        return str(number)
+    return f"{'-' if number < 0 else ''}about 10^{math.floor(math.log10(abs(number)))}"
+
+
+_MAX_PRINTED_BITS = 128
 
 
 def _or_list(words: Sequence[str]) -> str:

@@ -129,8 +129,8 @@ def _build(data: Any, source: str | None) -> Policy:
         if data is None:
             ck.errors[-1] = ("", "the policy is empty: expected a mapping with 'tenants'")
         raise PolicyError(ck.errors, source)
-    if "version" in top and (isinstance(top["version"], bool) or top["version"] != SCHEMA_VERSION):
-        ck.error("version", f"unsupported version {top['version']!r}: this isolane reads version {SCHEMA_VERSION}")
+    if "version" in top:
+        ck.version(top["version"], "version")
     description = ck.string(top["description"], "description") if "description" in top else None
     unknown = ck.choice(top["unknown_tenant"], "unknown_tenant", ACTIONS, "an action") if "unknown_tenant" in top else "drop"
     count = ck.choice(top["count"], "count", tuple(COUNT_MODES), "a byte count") if "count" in top else "outer"

@@ -3,7 +3,6 @@ problem; then the checks that take the whole policy at once, and its warnings.""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +41,10 @@ from isolane.policy.constants import (
     PORT_MODES,
     PORT_PROTOCOLS,
     PROTOCOLS,
+    SCHEMA_VERSION,
     Color,
 )
-from isolane.policy.errors import _at, _describe, _did_you_mean, _or_list
+from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text, _or_list
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Rule, Shaper, Tenant, TrafficClass
 from isolane.policy.shadowed import _MASKS, _shadowed_rules
 from isolane.policy.units import _span, default_burst, format_rate, format_size, parse_duration, parse_rate, parse_size
@@ -58,6 +58,9 @@ class _Bad:
 
 
 BAD = _Bad()
+
+#: Each alpha the port takes, and its log2 (an int and a float of the same value look up alike).
+_ALPHA_LOG2 = {2.0**k: k for k in PORT_ALPHA_LOG2}
 
 
 class _Checker:
@@ -107,16 +110,22 @@ class _Checker:
         return value
 
     def integer(self, value: Any, path: str, lo: int, hi: int | None, what: str, note: str = "") -> int | _Bad:
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
+        # A float is never an integer, whole or not (100.0 in JSON is as wrong as 1.5 in YAML).
         if isinstance(value, bool) or not isinstance(value, int):
             self.error(path, f"expected {what} (an integer), got {_describe(value)}")
             return BAD
         if value < lo or (hi is not None and value > hi):
             bounds = f"{lo}-{hi}" if hi is not None else f"at least {lo}"
-            self.error(path, f"{what} {value} is outside {bounds}{note}" if hi is not None else f"{what} must be {bounds}, got {value}")
+            number = _int_text(value)
+            self.error(path, f"{what} {number} is outside {bounds}{note}" if hi is not None else f"{what} must be {bounds}, got {number}")
             return BAD
         return value
+
+    def version(self, value: Any, path: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.error(path, f"expected the version, an integer ({SCHEMA_VERSION}), got {_describe(value)}")
+        elif value != SCHEMA_VERSION:
+            self.error(path, f"unsupported version {_int_text(value)}: this isolane reads version {SCHEMA_VERSION}")
 
     def choice(self, value: Any, path: str, choices: Sequence[str], what: str) -> str | _Bad:
         if not isinstance(value, str) or value not in choices:
@@ -416,11 +425,10 @@ class _Checker:
 
     def port_alpha(self, value: Any, path: str) -> int | None:
         """The dynamic threshold's alpha, a power of two from 1/128 to 128: its log2."""
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            mantissa, exponent = math.frexp(value)
-            if mantissa == 0.5 and exponent - 1 in PORT_ALPHA_LOG2:
-                return exponent - 1
-        self.error(path, f"alpha {value!r} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value in _ALPHA_LOG2:
+            return _ALPHA_LOG2[value]
+        shown = _int_text(value) if isinstance(value, int) and not isinstance(value, bool) else repr(value)
+        self.error(path, f"alpha {shown} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these")
         return None
 
     def color_map(self, value: Any, path: str) -> tuple[tuple[int, Color], ...] | None:
@@ -431,7 +439,7 @@ class _Checker:
         seen: dict[int, str] = {}
         out: dict[int, Color] = {}
         for key, colour in value.items():
-            where = _at(path, str(key))
+            where = _at(path, _int_text(key) if isinstance(key, int) else str(key))
             dscp: int | None = None
             if isinstance(key, str) and key.isdigit():
                 dscp = self.dscp_value(int(key), where)
@@ -455,11 +463,9 @@ class _Checker:
 
     def port(self, value: Any, path: str, *, in_list: bool) -> PortRange | None:
         """One port or range: an integer, "port" or "lo-hi"; in a list also [lo, hi]."""
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
         if isinstance(value, int) and not isinstance(value, bool):
             if not 0 <= value <= MAX_PORT:
-                self.error(path, f"port {value} is outside 0-{MAX_PORT}")
+                self.error(path, f"port {_int_text(value)} is outside 0-{MAX_PORT}")
                 return None
             return (value, value)
         if isinstance(value, str):
@@ -471,16 +477,16 @@ class _Checker:
             hi = int(match.group(2)) if match.group(2) is not None else lo
             return self._range(lo, hi, path, value)
         if in_list and _is_int_pair(value):
-            lo, hi = (int(v) for v in value)
+            lo, hi = value
             return self._range(lo, hi, path, list(value))
         expected = "a port (integer) or a range ('80-90' or [80, 90])" if in_list else "a port (integer), a range ('80-90') or a list of them"
         self.error(path, f"expected {expected}, got {_describe(value)}")
         return None
 
     def _range(self, lo: int, hi: int, path: str, text: Any) -> PortRange | None:
-        bad = [p for p in (lo, hi) if p > MAX_PORT]
+        bad = [p for p in (lo, hi) if not 0 <= p <= MAX_PORT]
         if bad:
-            self.error(path, f"port {bad[0]} is outside 0-{MAX_PORT}")
+            self.error(path, f"port {_int_text(bad[0])} is outside 0-{MAX_PORT}")
             return None
         if lo > hi:
             fixed: Any = [hi, lo] if isinstance(text, list) else f"{hi}-{lo}"
@@ -699,11 +705,7 @@ class _Checker:
 
 
 def _is_int_pair(value: Any) -> bool:
-    return (
-        isinstance(value, (list, tuple))
-        and len(value) == 2
-        and all((isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()) for v in value)
-    )
+    return isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
 
 
 def _rule_label(path: str, rule: Rule) -> str:
