@@ -78,3 +78,72 @@ def test_integers_too_long_to_print_are_named_by_size() -> None:
     port = {"rate": "1Gbps", "buffer": "1MB", "alpha": huge}
     assert errors_of({"port": port, "tenants": []})[0][1].startswith("alpha about 10^5000 is not a power of two")
     assert errors_of({"version": huge, "tenants": []}) == [("version", "unsupported version about 10^5000: this isolane reads version 1")]
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON duplicate keys: an error at the object's place and the key's line, as in YAML and TOML
+# ---------------------------------------------------------------------------------------------
+
+JSON_DUPLICATES = [
+    ('{"tenants": [], "tenants": []}', "", "line 1, column 17: duplicate key 'tenants' (first at line 1, column 2)"),
+    ('{"tenants": [\n  {"name": "a",\n   "vnis": [1],\n   "name": "b"}]}', "tenants[0]", "line 4, column 4: duplicate key 'name' (first at line 2, column 4)"),
+    ('{"tenants": [{"n\\u0061me": "a", "name": "b"}]}', "tenants[0]", "line 1, column 33: duplicate key 'name' (first at line 1, column 15)"),
+    (
+        '{"tenants": [{"name": "a"}, {"name": "b", "classes": [{"name": "x"}, {"name": "y", "rate": "1Gbps", "rate": "2Gbps"}]}]}',
+        "tenants[1].classes[1]",
+        "line 1, column 101: duplicate key 'rate' (first at line 1, column 84)",
+    ),
+    # The first repeat in the text, though the decoder meets the inner object's first.
+    ('{"x": 1, "x": {"k": 1, "k": 2}}', "", "line 1, column 10: duplicate key 'x' (first at line 1, column 2)"),
+    ('{"a": "{\\"b\\": 1, \\"b\\": 2}", "c": [{}, {"d": [], "d": {}}]}', "c[1]", "line 1, column 51: duplicate key 'd' (first at line 1, column 42)"),
+]
+
+
+@pytest.mark.parametrize(("text", "where", "message"), JSON_DUPLICATES)
+def test_json_duplicate_keys_are_errors_at_their_place(tmp_path: Path, text: str, where: str, message: str) -> None:
+    assert file_errors(tmp_path / "dup.json", text) == [(where, message)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Documents too deep or numbers too long for Python's parsers
+# ---------------------------------------------------------------------------------------------
+
+DEEP = 5000
+
+UNREADABLE = [
+    ("deep.json", '{"tenants": ' + "[" * DEEP + "]" * DEEP + "}", f"line 1, column {12 + DEEP}: nested {DEEP + 1} levels deep, too deep to read"),
+    ("deep.toml", "# [[[ {{{\ntenants = " + "[" * DEEP + "]" * DEEP + "\n", f"line 2, column {10 + DEEP}: nested {DEEP} levels deep, too deep to read"),
+    ("deep_tables.toml", "a = '[['\nb = " + "{c = " * DEEP + "1" + "}" * DEEP + "\n", f"line 2, column {5 * DEEP}: nested {DEEP} levels deep, too deep to read"),
+    ("long.json", '{"description": "' + "1" * 5000 + '", "tenants": [{"name": "a", "vnis": [' + "1" * 5000 + "]}]}", "line 1, column 5056: a number of 5000 digits, too long to read (at most 4300)"),
+    ("long.toml", 'description = """\n' + "2" * 5000 + '"""\n[[tenants]]\nname = "a"\nvnis = [' + "1_2" * 3000 + "]\n", "line 5, column 9: a number of 6000 digits, too long to read (at most 4300)"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "message"), UNREADABLE, ids=[u[0] for u in UNREADABLE])
+def test_what_the_parsers_cannot_hold_is_an_error_at_its_line(tmp_path: Path, name: str, text: str, message: str) -> None:
+    assert file_errors(tmp_path / name, text) == [("", message)]
+
+
+def nested(depth: int, inner: Any = None, key: str | None = None) -> Any:
+    """``inner`` in ``depth`` lists (or one-key mappings), built without recursion."""
+    for _ in range(depth):
+        inner = [inner] if key is None else {key: inner}
+    return inner
+
+
+DEEP_DICTS = [
+    ({"version": nested(DEEP), "tenants": []}, "version", "expected the version, an integer (1), got a list"),
+    ({"tenants": nested(DEEP)}, "tenants[0]", "expected a mapping, got a list"),
+    (one_tenant(name=nested(DEEP)), "tenants[0].name", "expected a tenant name, got a list"),
+    (one_tenant(rules=[{"proto": "tcp", "dst_ports": nested(DEEP), "action": "allow"}]), "tenants[0].rules[0].dst_ports[0]", "expected a port (integer) or a range ('80-90' or [80, 90]), got a list"),
+    (one_tenant(meter={"kind": "srtcm", "cir": "1Gbps", "actions": {"red": nested(DEEP)}}), "tenants[0].meter.actions.red", "expected 'pass', 'drop' or {remark: <DSCP>}, got a list"),
+    ({"port": {"rate": "1Gbps", "buffer": "1MB", "alpha": nested(DEEP)}, "tenants": []}, "port.alpha", "alpha a list is not a power of two from 1/128 to 128"),
+    (one_tenant(rate=nested(DEEP)), "tenants[0].rate", "expected a rate like '40Gbps', got a list"),
+    (one_tenant(microburst={"window": "1ms", "threshold": "1Gbps", "queue": nested(DEEP, key="rise")}), "tenants[0].microburst.queue.rise", "expected a size like '256KiB', got a mapping"),
+]
+
+
+@pytest.mark.parametrize(("data", "where", "message"), DEEP_DICTS, ids=[w for _, w, _ in DEEP_DICTS])
+def test_deep_dicts_are_policy_errors(data: dict[str, Any], where: str, message: str) -> None:
+    (error,) = errors_of(data)
+    assert error[0] == where and error[1].startswith(message)

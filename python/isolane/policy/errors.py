@@ -80,6 +80,16 @@ def _int_text(number: int) -> str:
 _MAX_PRINTED_BITS = 128
 
 
+def _shown(value: object) -> str:
+    """A value as an error quotes it: a scalar as Python writes it (an integer too long for that
+    by its size), anything else described (a list's repr could be any length or depth)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _int_text(value)
+    if isinstance(value, (str, float, bool)) or value is None:
+        return repr(value)
+    return _describe(value)
+
+
 def _or_list(words: Sequence[str]) -> str:
     quoted = [repr(w) for w in words]
     if len(quoted) <= 1:

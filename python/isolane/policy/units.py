@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from isolane.policy.constants import DEFAULT_LARGEST_FRAME, MAX_BURST_BYTES
-from isolane.policy.errors import _describe, _int_text, _or_list
+from isolane.policy.errors import _describe, _or_list, _shown
 
 _NUM = r"[0-9]+(?:\.[0-9]+)?"
 _UNIT_PREFIXES: dict[str, int] = {
@@ -68,8 +68,7 @@ def _unit_problem(text: str, kind: str, units: list[str], example: str) -> str:
 def _parse_quantity(value: object, pattern: re.Pattern[str], kind: str, example: str) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, str):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            number = _int_text(value) if isinstance(value, int) else repr(value)
-            raise ValueError(f"{number} has no unit: write it as a string with its unit, e.g. {example!r}")
+            raise ValueError(f"{_shown(value)} has no unit: write it as a string with its unit, e.g. {example!r}")
         raise ValueError(f"expected a {kind} like {example!r}, got {_describe(value)}")
     match = pattern.fullmatch(value)
     if not match:

@@ -44,7 +44,7 @@ from isolane.policy.constants import (
     SCHEMA_VERSION,
     Color,
 )
-from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text, _or_list
+from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text, _or_list, _shown
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Rule, Shaper, Tenant, TrafficClass
 from isolane.policy.shadowed import _MASKS, _shadowed_rules
 from isolane.policy.units import _span, default_burst, format_rate, format_size, parse_duration, parse_rate, parse_size
@@ -427,8 +427,7 @@ class _Checker:
         """The dynamic threshold's alpha, a power of two from 1/128 to 128: its log2."""
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value in _ALPHA_LOG2:
             return _ALPHA_LOG2[value]
-        shown = _int_text(value) if isinstance(value, int) and not isinstance(value, bool) else repr(value)
-        self.error(path, f"alpha {shown} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these")
+        self.error(path, f"alpha {_shown(value)} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these")
         return None
 
     def color_map(self, value: Any, path: str) -> tuple[tuple[int, Color], ...] | None:
