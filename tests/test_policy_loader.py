@@ -147,3 +147,50 @@ DEEP_DICTS = [
 def test_deep_dicts_are_policy_errors(data: dict[str, Any], where: str, message: str) -> None:
     (error,) = errors_of(data)
     assert error[0] == where and error[1].startswith(message)
+
+
+# ---------------------------------------------------------------------------------------------
+# names: printable, and compared as they print (Unicode NFC)
+# ---------------------------------------------------------------------------------------------
+
+CAFE_NFC, CAFE_NFD = "caf\u00e9", "cafe\u0301"
+PRINT_HINT = "a name must print as it reads (names label reports and tables)"
+
+
+@pytest.mark.parametrize(("name", "point"), [("a\nb", "000A"), ("a\x00", "0000"), ("\x7fdel", "007F"), ("a\u0085", "0085"), ("zero\u200bwidth", "200B"), ("rtl\u202e", "202E")])
+def test_names_with_control_characters_are_refused(name: str, point: str) -> None:
+    message = f"{name!r} has the control character U+{point}: {PRINT_HINT}"
+    assert errors_of(one_tenant(name=name)) == [("tenants[0].name", message)]
+    assert errors_of(one_tenant(classes=[{"name": name}])) == [("tenants[0].classes[0].name", message)]
+    assert errors_of(one_tenant(rules=[{"name": name, "action": "allow"}])) == [("tenants[0].rules[0].name", message)]
+
+
+def test_names_are_read_in_nfc() -> None:
+    data = {"tenants": [{"name": CAFE_NFD, "vnis": [1], "classes": [{"name": CAFE_NFD}], "rules": [{"name": CAFE_NFD, "class": CAFE_NFC, "action": "allow"}]}]}
+    (tenant,) = Policy.from_dict(data).tenants
+    assert tenant.name == tenant.classes[0].name == tenant.rules[0].name == tenant.rules[0].cls == CAFE_NFC
+    assert tenant.default_class == CAFE_NFC
+    data["tenants"][0]["default_class"] = CAFE_NFD
+    assert Policy.from_dict(data).tenants[0].default_class == CAFE_NFC
+
+
+NFC_NOTE = " (written with other code points, but the same name in Unicode NFC: they print alike)"
+
+
+def test_names_that_print_alike_are_one_name(tmp_path: Path) -> None:
+    tenants = [{"name": CAFE_NFC, "vnis": [1]}, {"name": CAFE_NFD, "vnis": [2]}, {"name": CAFE_NFC, "vnis": [3]}]
+    assert errors_of({"tenants": tenants}) == [
+        ("tenants[1].name", f"'{CAFE_NFC}' is already the name of tenants[0]{NFC_NOTE}"),
+        ("tenants[2].name", f"'{CAFE_NFC}' is already the name of tenants[0]"),
+    ]
+    assert errors_of(one_tenant(classes=[{"name": CAFE_NFD}, {"name": CAFE_NFC}])) == [
+        ("tenants[0].classes[1].name", f"class '{CAFE_NFC}' is already defined at tenants[0].classes[0]{NFC_NOTE}")
+    ]
+    text = '{"tenants": [{"name": "caf\\u00e9", "vnis": [1]}, {"name": "cafe\\u0301", "vnis": [2]}]}'
+    assert file_errors(tmp_path / "p.json", text) == [("tenants[1].name", f"'{CAFE_NFC}' is already the name of tenants[0]{NFC_NOTE}")]
+
+
+def test_tenants_sharing_a_huge_vni_are_named() -> None:
+    huge = 10**5000
+    errors = errors_of({"tenants": [{"name": "a", "vnis": [huge]}, {"name": "b", "vnis": [huge]}]})
+    assert ("tenants[1].vnis[0]", "VNI about 10^5000 is claimed by both 'a' (tenants[0].vnis[0]) and 'b'") in errors

@@ -23,12 +23,12 @@ from isolane.policy.constants import (
     Color,
     Count,
 )
-from isolane.policy.errors import PolicyError, PolicyWarning
+from isolane.policy.errors import PolicyError, PolicyWarning, _int_text
 from isolane.policy.model import Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file
 from isolane.policy.units import format_size
-from isolane.policy.validate import _Bad, _Checker, _policy_warnings, _port_checks
+from isolane.policy.validate import _Bad, _Checker, _comparable_name, _policy_warnings, _port_checks, _spelt_apart
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def _build(data: Any, source: str | None) -> Policy:
 
     tenants: list[Tenant | None] = []
     items = ck.sequence(top["tenants"], "tenants", "tenants (mappings)") if "tenants" in top else None
-    names: dict[str, int] = {}
+    names: dict[str, tuple[int, str]] = {}  # each tenant name (NFC): where it is, and as written there
     vni_owner: dict[int, tuple[int, str, str]] = {}
     vlan_owner: dict[int, tuple[int, str, str]] = {}
     for i, item in enumerate(items or []):
@@ -150,13 +150,14 @@ def _build(data: Any, source: str | None) -> Policy:
         tenants.append(tenant)
         # Cross-tenant checks, on what could be read even if the tenant has other errors.
         raw = item if isinstance(item, Mapping) else {}
-        name = raw.get("name") if isinstance(raw.get("name"), str) and raw.get("name", "").strip() else None
+        name = _comparable_name(raw.get("name"))
         label = repr(name) if name is not None else path
         if name is not None:
             if name in names:
-                ck.error(f"{path}.name", f"{name!r} is already the name of tenants[{names[name]}]")
+                first, written = names[name]
+                ck.error(f"{path}.name", f"{name!r} is already the name of tenants[{first}]{_spelt_apart(written, raw['name'])}")
             else:
-                names[name] = i
+                names[name] = (i, raw["name"])
         for key, owners, what in (("vnis", vni_owner, "VNI"), ("vlans", vlan_owner, "VLAN id")):
             values = raw.get(key)
             if not isinstance(values, (list, tuple)):
@@ -168,7 +169,7 @@ def _build(data: Any, source: str | None) -> Policy:
                 mine.add(v)
                 if v in owners and owners[v][0] != i:
                     _, other_label, other_path = owners[v]
-                    ck.error(f"{path}.{key}[{k}]", f"{what} {v} is claimed by both {other_label} ({other_path}) and {label}")
+                    ck.error(f"{path}.{key}[{k}]", f"{what} {_int_text(v)} is claimed by both {other_label} ({other_path}) and {label}")
                 else:
                     owners.setdefault(v, (i, label, f"{path}.{key}[{k}]"))
 

@@ -156,16 +156,19 @@ def _repeated_keys(text: str) -> Iterator[tuple[str, str, int, int]]:
         mark = token.group()
         if mark in ("{", "["):
             open_.append(_Container(open_[-1].child() if open_ else "", {} if mark == "{" else None))
-        elif mark in ("}", "]"):
-            open_.pop()
-        elif not open_ or mark[0].isdigit():
             continue
-        elif open_[-1].keys is None:
-            open_[-1].index += mark == ","
+        if mark in ("}", "]"):
+            open_.pop()
+            continue
+        if not open_ or mark[0].isdigit():
+            continue
+        here = open_[-1]
+        if here.keys is None:
+            here.index += mark == ","
         elif mark in (",", ":"):
-            open_[-1].key_next = mark == ","
-        elif open_[-1].key_next:
-            here, key = open_[-1], json.loads(mark)
+            here.key_next = mark == ","
+        elif here.key_next:
+            key = json.loads(mark)
             if key in here.keys:
                 yield here.path, key, here.keys[key], token.start()
             here.keys.setdefault(key, token.start())

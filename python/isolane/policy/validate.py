@@ -3,6 +3,7 @@ problem; then the checks that take the whole policy at once, and its warnings.""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +109,24 @@ class _Checker:
             self.error(path, f"{what} must not be empty")
             return BAD
         return value
+
+    def name(self, value: Any, path: str, what: str, non_empty: bool = False) -> str | _Bad:
+        """A tenant's, class's or rule's name, in Unicode NFC: names that print alike are the same
+        name. Control characters (category C: newline, NUL, zero-width ...) are refused, since
+        names label reports and tables, where they would break the lines or hide."""
+        text = self.string(value, path, what, non_empty)
+        if isinstance(text, _Bad):
+            return text
+        bad = next((c for c in text if unicodedata.category(c).startswith("C")), None)
+        if bad is not None:
+            self.error(path, f"{text!r} has the control character U+{ord(bad):04X}: a name must print as it reads (names label reports and tables)")
+            return BAD
+        return unicodedata.normalize("NFC", text)
+
+    def name_reference(self, value: Any, path: str) -> str | _Bad:
+        """A class named by a rule or as the default: compared in NFC, as names are."""
+        text = self.string(value, path, "a class name")
+        return text if isinstance(text, _Bad) else unicodedata.normalize("NFC", text)
 
     def integer(self, value: Any, path: str, lo: int, hi: int | None, what: str, note: str = "") -> int | _Bad:
         # A float is never an integer, whole or not (100.0 in JSON is as wrong as 1.5 in YAML).
@@ -541,12 +560,12 @@ class _Checker:
         if data is None:
             return None
         errors_before = len(self.errors)
-        name = self.string(data["name"], _at(path, "name")) if "name" in data else None
+        name = self.name(data["name"], _at(path, "name"), "a string") if "name" in data else None
         description = self.string(data["description"], _at(path, "description")) if "description" in data else None
         action = self.choice(data["action"], _at(path, "action"), ACTIONS, "an action") if "action" in data else BAD
         cls: str | _Bad | None = None
         if "class" in data:
-            cls = self.string(data["class"], _at(path, "class"), "a class name")
+            cls = self.name_reference(data["class"], _at(path, "class"))
             if action == "drop":
                 self.error(_at(path, "class"), "a drop rule puts packets in no class: remove 'class' or make the action 'allow'")
             elif isinstance(cls, str) and class_names is not None and cls not in class_names:
@@ -594,7 +613,7 @@ class _Checker:
         if data is None:
             return None
         before = len(self.errors)
-        name = self.string(data["name"], _at(path, "name"), "a class name", non_empty=True) if "name" in data else BAD
+        name = self.name(data["name"], _at(path, "name"), "a class name", non_empty=True) if "name" in data else BAD
         description = self.string(data["description"], _at(path, "description")) if "description" in data else None
         priority = self.integer(data["priority"], _at(path, "priority"), 0, MAX_PRIORITY, "priority") if "priority" in data else None
         weight = self.weight(data["weight"], _at(path, "weight")) if "weight" in data else None
@@ -609,7 +628,7 @@ class _Checker:
         if data is None:
             return None
         before = len(self.errors)
-        name = self.string(data["name"], _at(path, "name"), "a tenant name", non_empty=True) if "name" in data else BAD
+        name = self.name(data["name"], _at(path, "name"), "a tenant name", non_empty=True) if "name" in data else BAD
         description = self.string(data["description"], _at(path, "description")) if "description" in data else None
         vnis = self.unique_ints(data.get("vnis", []), _at(path, "vnis"), MAX_VNI, "VNI", " (24 bits)")
         vlans = self.unique_ints(data.get("vlans", []), _at(path, "vlans"), MAX_VLAN, "VLAN id", " (12 bits)")
@@ -635,15 +654,17 @@ class _Checker:
             if items is not None and len(items) >= MAX_CLASSES:
                 self.error(classes_path, f"at most {MAX_CLASSES - 1} classes")
             classes, class_names = [], []
-            seen: dict[str, int] = {}
+            seen: dict[str, tuple[int, str]] = {}  # each class name (NFC): where it is, and as written there
             for i, item in enumerate(items or []):
                 tc = self.traffic_class(item, _at(classes_path, i))
                 if tc is None:
                     class_names = None
                 elif tc.name in seen:
-                    self.error(_at(_at(classes_path, i), "name"), f"class {tc.name!r} is already defined at {classes_path}[{seen[tc.name]}]")
+                    first, written = seen[tc.name]
+                    note = _spelt_apart(written, item["name"])
+                    self.error(_at(_at(classes_path, i), "name"), f"class {tc.name!r} is already defined at {classes_path}[{first}]{note}")
                 else:
-                    seen[tc.name] = i
+                    seen[tc.name] = (i, item["name"])
                     classes.append(tc)
             if items is None or not items:
                 class_names = None
@@ -653,7 +674,7 @@ class _Checker:
 
         default_class: str | None = class_names[0] if class_names else None
         if "default_class" in data:
-            given = self.string(data["default_class"], _at(path, "default_class"), "a class name")
+            given = self.name_reference(data["default_class"], _at(path, "default_class"))
             if isinstance(given, str):
                 if class_names is not None and given not in class_names:
                     hint = _did_you_mean(given, class_names) or f" (the tenant's classes: {', '.join(map(repr, class_names))})"
@@ -701,6 +722,16 @@ class _Checker:
                 f"the classes' rates add up to {format_rate(guaranteed)}, more than the tenant's rate {format_rate(tenant.rate_bps)}: "
                 "they cannot all be guaranteed",
             )
+
+
+def _comparable_name(value: Any) -> str | None:
+    """A name as names are compared (NFC), if it is text that is not blank."""
+    return unicodedata.normalize("NFC", value) if isinstance(value, str) and value.strip() else None
+
+
+def _spelt_apart(first: str, again: str) -> str:
+    """What the error of a repeated name adds when the two are the same only in NFC."""
+    return "" if first == again else " (written with other code points, but the same name in Unicode NFC: they print alike)"
 
 
 def _is_int_pair(value: Any) -> bool:
