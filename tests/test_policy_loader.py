@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+import isolane
+from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
 from policy_edits import errors_of
 
@@ -194,3 +196,117 @@ def test_tenants_sharing_a_huge_vni_are_named() -> None:
     huge = 10**5000
     errors = errors_of({"tenants": [{"name": "a", "vnis": [huge]}, {"name": "b", "vnis": [huge]}]})
     assert ("tenants[1].vnis[0]", "VNI about 10^5000 is claimed by both 'a' (tenants[0].vnis[0]) and 'b'") in errors
+
+
+# ---------------------------------------------------------------------------------------------
+# limits: what the Rust core takes is checked when the policy is read, at its place
+# ---------------------------------------------------------------------------------------------
+
+RATE = f"{P.MAX_RATE_BYTES}B/s"  # the largest rate ...
+OVER_RATE = f"{P.MAX_RATE_BYTES + 1}B/s"  # ... and one byte per second more
+RATE_ERROR = f"'{OVER_RATE}' is over the largest rate isolane handles, 4,398,046,511,104 B/s (about 35.2Tbps)"
+BURST, OVER_BURST = "8GiB", f"{P.MAX_BURST_BYTES + 1}B"
+QUEUE, OVER_QUEUE = "1024TiB", f"{P.MAX_QUEUE_BYTES + 1}B"
+QUEUE_ERROR = f"'{OVER_QUEUE}' is over the largest queue isolane handles, 1024TiB"
+DELAY, OVER_DELAY = f"{2**64 - 1}ns", f"{2**64}ns"
+LONGEST = "the longest max_delay isolane handles, 18446744073709551615ns (about 584 years)"
+PORT = {"rate": "100Gbps", "buffer": "16MiB"}
+
+
+def port_policy(port: dict[str, Any], **tenant: Any) -> dict[str, Any]:
+    return {"port": {**PORT, **port}, "tenants": [{"name": "t", "vnis": [1], **tenant}]}
+
+
+def weighed(tenant_weight: int, class_weight: int) -> dict[str, Any]:
+    return one_tenant(weight=tenant_weight, classes=[{"name": "c", "weight": class_weight}])
+
+
+def implicit_weights(class_weight: int) -> dict[str, Any]:
+    """Tenant a weighs 5e9 / 1 B/s, over 32 bits, so its weight is scaled to the largest."""
+    a = {"name": "a", "vnis": [1], "rate": "40Gbps", "classes": [{"name": "c", "weight": class_weight}]}
+    return {"tenants": [a, {"name": "b", "vnis": [2], "rate": "8bps"}]}
+
+
+#: (what, the policy at the limit, the policy just over it, where, the error)
+LIMITS = [
+    ("tenant rate", one_tenant(rate=RATE), one_tenant(rate=OVER_RATE), "tenants[0].rate", RATE_ERROR),
+    ("class ceil", one_tenant(classes=[{"name": "c", "ceil": RATE}]), one_tenant(classes=[{"name": "c", "ceil": OVER_RATE}]), "tenants[0].classes[0].ceil", RATE_ERROR),
+    ("shaper rate", one_tenant(shaper={"rate": RATE}), one_tenant(shaper={"rate": OVER_RATE}), "tenants[0].shaper.rate", RATE_ERROR),
+    ("meter rate", one_tenant(meter={"kind": "trtcm", "cir": RATE, "pir": RATE}), one_tenant(meter={"kind": "trtcm", "cir": "1Gbps", "pir": OVER_RATE}), "tenants[0].meter.pir", RATE_ERROR),
+    ("port rate", port_policy({"rate": RATE}), port_policy({"rate": OVER_RATE}), "port.rate", RATE_ERROR),
+    (
+        "microburst threshold",
+        one_tenant(microburst={"window": "10ms", "threshold": f"{P.MAX_RATE_BYTES * 8}bps"}),
+        one_tenant(microburst={"window": "10ms", "threshold": f"{P.MAX_RATE_BYTES * 8 + 1}bps"}),
+        "tenants[0].microburst.threshold",
+        f"'{P.MAX_RATE_BYTES * 8 + 1}bps' is over the largest rate isolane handles, 4,398,046,511,104 B/s (about 35.2Tbps)",
+    ),
+    (
+        "microburst threshold as a share",
+        one_tenant(rate=RATE, microburst={"window": "1us", "threshold": "100%"}),
+        one_tenant(rate=RATE, microburst={"window": "1us", "threshold": "100.00001%"}),
+        "tenants[0].microburst.threshold",
+        "'100.00001%' of 35184372088832bps is over the largest rate isolane handles, 4,398,046,511,104 B/s (about 35.2Tbps)",
+    ),
+    ("tenant burst", one_tenant(rate="1Gbps", burst=BURST), one_tenant(rate="1Gbps", burst=OVER_BURST), "tenants[0].burst", f"'{OVER_BURST}' is over the largest burst, 8GiB"),
+    ("shaper burst", one_tenant(shaper={"rate": "1Gbps", "burst": BURST}), one_tenant(shaper={"rate": "1Gbps", "burst": OVER_BURST}), "tenants[0].shaper.burst", f"'{OVER_BURST}' is over the largest burst, 8GiB"),
+    ("meter burst", one_tenant(meter={"kind": "srtcm", "cir": "1Gbps", "cbs": BURST, "ebs": BURST}), one_tenant(meter={"kind": "srtcm", "cir": "1Gbps", "ebs": OVER_BURST}), "tenants[0].meter.ebs", f"'{OVER_BURST}' is over the largest burst, 8GiB"),
+    ("shaper queue", one_tenant(shaper={"rate": RATE, "queue": QUEUE}), one_tenant(shaper={"rate": RATE, "queue": OVER_QUEUE}), "tenants[0].shaper.queue", QUEUE_ERROR),
+    ("port buffer", port_policy({"buffer": QUEUE, "reserve": QUEUE}), port_policy({"buffer": OVER_QUEUE}), "port.buffer", QUEUE_ERROR),
+    ("port reserve", port_policy({"buffer": QUEUE, "reserve": QUEUE}), port_policy({"buffer": QUEUE, "reserve": OVER_QUEUE}), "port.reserve", QUEUE_ERROR),
+    (
+        "microburst queue",
+        port_policy({}, microburst={"window": "10us", "threshold": "1Gbps", "queue": {"rise": QUEUE, "fall": QUEUE}}),
+        port_policy({}, microburst={"window": "10us", "threshold": "1Gbps", "queue": {"rise": OVER_QUEUE}}),
+        "tenants[0].microburst.queue.rise",
+        QUEUE_ERROR,
+    ),
+    ("shaper max_delay", one_tenant(shaper={"rate": RATE, "queue": "1MB", "max_delay": DELAY}), one_tenant(shaper={"rate": "8bps", "max_delay": OVER_DELAY}), "tenants[0].shaper.max_delay", f"'{OVER_DELAY}' is over {LONGEST}"),
+    (
+        "the queue a max_delay lets wait",
+        one_tenant(shaper={"rate": RATE, "max_delay": "256s"}),  # 2**42 B/s for 256 s: 2**50 B
+        one_tenant(shaper={"rate": RATE, "max_delay": "256000000001ns"}),
+        "tenants[0].shaper.max_delay",
+        "'256000000001ns' at 35184372088832bps lets 1125899906847023B wait, over the largest queue isolane handles, 1024TiB: give a queue too",
+    ),
+    (
+        "the time a queue takes to leave",
+        one_tenant(ceil="8bps", shaper={"queue": "18446744073B"}),  # at 1 B/s: 2**64 - 1 ns, rounded up
+        one_tenant(ceil="8bps", shaper={"queue": "18446744074B"}),
+        "tenants[0].shaper.queue",
+        f"'18446744074B' takes 18446744074s to leave at 8bps, over {LONGEST}: give a max_delay too",
+    ),
+    ("tenant weight", weighed(P.MAX_WEIGHT, 1), weighed(P.MAX_WEIGHT + 1, 1), "tenants[0].weight", "weight 4294967296 is over 4294967295 (32 bits)"),
+    ("class weight", weighed(1, P.MAX_WEIGHT), weighed(1, P.MAX_WEIGHT + 1), "tenants[0].classes[0].weight", "weight 4294967296 is over 4294967295 (32 bits)"),
+    (
+        "port weight",
+        weighed(65535, 65537),  # 2**32 - 1
+        weighed(65535, 65538),
+        "tenants[0].classes[0].weight",
+        "the port weighs this class by its tenant's weight times its own, 65535 x 65538, which is over 4294967295 (32 bits)",
+    ),
+    (
+        "port weight from the guarantees",
+        implicit_weights(1),
+        implicit_weights(2),
+        "tenants[0].classes[0].weight",
+        "the port weighs this class by its tenant's weight from the guarantees times its own, 4294967295 x 2, which is over 4294967295 (32 bits)",
+    ),
+    ("priority", one_tenant(classes=[{"name": "c", "priority": 7}]), one_tenant(classes=[{"name": "c", "priority": 8}]), "tenants[0].classes[0].priority", "priority 8 is outside 0-7"),
+    (
+        "largest frame",
+        {"largest_frame": f"{2**32 - 1}B", "tenants": [{"name": "t", "vnis": [1], "rate": "1Gbps"}]},
+        {"largest_frame": f"{2**32}B", "tenants": []},
+        "largest_frame",
+        f"'{2**32}B' is outside 64B-4294967295B (the smallest Ethernet frame to 32 bits)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("at_limit", "over", "where", "message"), [limit[1:] for limit in LIMITS], ids=[limit[0] for limit in LIMITS])
+def test_each_limit_builds_an_engine_and_one_more_is_an_error(at_limit: dict[str, Any], over: dict[str, Any], where: str, message: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PolicyWarning)
+        isolane.Engine(Policy.from_dict(at_limit))
+    (error,) = errors_of(over)
+    assert error[0] == where and error[1].startswith(message)

@@ -178,6 +178,8 @@ from isolane.policy.constants import (
     DEFAULT_LARGEST_FRAME,
     DSCP_NAMES,
     MAX_BURST_BYTES,
+    MAX_DELAY_NS,
+    MAX_QUEUE_BYTES,
     MAX_RATE_BYTES,
     METER_KINDS,
     METER_NONE,
@@ -333,9 +335,6 @@ from isolane.policy.qos import (
 from isolane.policy.qos import (
     _shaper_row as _shaper_row,
 )
-from isolane.policy.qos import (
-    _tenant_weights as _tenant_weights,
-)
 from isolane.policy.read import (
     _load_toml as _load_toml,
 )
@@ -450,6 +449,9 @@ from isolane.policy.validate import (
 from isolane.policy.validate import (
     _rule_label as _rule_label,
 )
+from isolane.policy.validate import (
+    _tenant_weights as _tenant_weights,
+)
 
 __all__ = [
     "ACTION_ALLOW",
@@ -463,6 +465,8 @@ __all__ = [
     "DEFAULT_PORT_BURST_WINDOW_NS",
     "DSCP_NAMES",
     "MAX_BURST_BYTES",
+    "MAX_DELAY_NS",
+    "MAX_QUEUE_BYTES",
     "MAX_RATE_BYTES",
     "MAX_WINDOW_NS",
     "METER_KINDS",

@@ -3,8 +3,6 @@ the integer arrays the Rust meters and schedulers take (:class:`CompiledQos`).""
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,13 +18,12 @@ from isolane.policy.constants import (
     COUNT_MODES,
     DEFAULT_MAX_DELAY_NS,
     DEFAULT_PRIORITY,
-    MAX_WEIGHT,
     METER_KINDS,
     PORT_MODES,
 )
 from isolane.policy.model import ColorAction, Contract, Meter, Microburst, Remark
-from isolane.policy.units import default_burst
-from isolane.policy.validate import _guarantee
+from isolane.policy.units import bytes_in, default_burst, time_of
+from isolane.policy.validate import _guarantee, _tenant_weights
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
@@ -240,31 +237,15 @@ def _shaper_row(contract: Contract, largest_frame: int) -> tuple[int, int, int, 
         delay = DEFAULT_MAX_DELAY_NS
     if queue is None:
         assert delay is not None
-        queue = -(-rate * delay // 10**9)  # the bytes that leave in max_delay, rounded up
+        queue = bytes_in(delay, rate)
     if delay is None:
-        delay = -(-queue * 10**9 // rate)  # the time the queue takes to leave, rounded up
+        delay = time_of(queue, rate)
     return (rate, burst, queue, delay)
 
 
 def _shaper_arrays(rows: Sequence[tuple[int, int, int, int]]) -> ShaperArrays:
     columns = list(zip(*rows)) if rows else [(), (), (), ()]
     return ShaperArrays(*(_column(list(c), np.uint64) for c in columns))
-
-
-def _tenant_weights(policy: Policy) -> list[int]:
-    """Explicit weights, or weights in proportion to the guarantees: each guarantee divided by
-    the greatest common divisor of them all (a tenant without a guarantee counts one unit)."""
-    if any(t.weight is not None for t in policy.tenants):
-        return [t.weight or 1 for t in policy.tenants]  # all or none have one (checked)
-    guarantees = [_guarantee(t) // 8 for t in policy.tenants]
-    unit = functools.reduce(math.gcd, (g for g in guarantees if g), 0)
-    if unit == 0:
-        return [1] * len(guarantees)
-    weights = [max(g // unit, 1) for g in guarantees]
-    if max(weights) > MAX_WEIGHT:  # guarantees with a tiny common divisor: keep the proportions in 32 bits
-        top = max(guarantees)
-        weights = [max(round(g * MAX_WEIGHT / top), 1) for g in guarantees]
-    return weights
 
 
 def _compile_qos(policy: Policy) -> CompiledQos:
@@ -314,7 +295,7 @@ def _compile_qos(policy: Policy) -> CompiledQos:
         tenant_burst=_column(tenant_burst, np.uint64),
         tenant_burst_given=_column([t.contract.burst_bytes is not None for t in policy.tenants], np.uint8),
         tenant_ceil=_column(tenant_ceil, np.uint64),
-        tenant_weight=_column(_tenant_weights(policy), np.uint32),
+        tenant_weight=_column(_tenant_weights(policy.tenants), np.uint32),
         tenant_meter=_meter_arrays(tenant_meters, policy),
         tenant_shaper=_shaper_arrays(tenant_shapers),
         class_offsets=_column(offsets, np.int64),

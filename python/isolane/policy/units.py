@@ -163,6 +163,21 @@ def default_burst(rate_bytes_per_s: int, largest_frame: int = DEFAULT_LARGEST_FR
     return min(max(rate_bytes_per_s // 1000, largest_frame), MAX_BURST_BYTES)
 
 
+def bytes_in(duration_ns: int, rate_bytes_per_s: int) -> int:
+    """The bytes that leave at the rate in the duration, rounded up: a shaper's queue when it
+    names only ``max_delay``."""
+    return -(-rate_bytes_per_s * duration_ns // _NS_PER_S)
+
+
+def time_of(size_bytes: int, rate_bytes_per_s: int) -> int:
+    """The nanoseconds the bytes take to leave at the rate, rounded up: a shaper's ``max_delay``
+    when it names only ``queue``."""
+    return -(-size_bytes * _NS_PER_S // rate_bytes_per_s)
+
+
+_NS_PER_S = 10**9
+
+
 def _span(size_bytes: int, rate_bytes_per_s: int) -> str:
     """How long ``size_bytes`` lasts at the rate, as short text (three significant digits)."""
     ns = size_bytes * 1e9 / rate_bytes_per_s

@@ -3,6 +3,8 @@ problem; then the checks that take the whole policy at once, and its warnings.""
 
 from __future__ import annotations
 
+import functools
+import math
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,9 +30,11 @@ from isolane.policy.constants import (
     DSCP_NAMES,
     MAX_BURST_BYTES,
     MAX_CLASSES,
+    MAX_DELAY_NS,
     MAX_LARGEST_FRAME,
     MAX_PORT,
     MAX_PRIORITY,
+    MAX_QUEUE_BYTES,
     MAX_RATE_BYTES,
     MAX_RULE_EXPANSION,
     MAX_VLAN,
@@ -48,7 +52,7 @@ from isolane.policy.constants import (
 from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text, _or_list, _shown
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Rule, Shaper, Tenant, TrafficClass
 from isolane.policy.shadowed import _MASKS, _shadowed_rules
-from isolane.policy.units import _span, default_burst, format_rate, format_size, parse_duration, parse_rate, parse_size
+from isolane.policy.units import _span, bytes_in, default_burst, format_duration, format_rate, format_size, parse_duration, parse_rate, parse_size, time_of
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
@@ -59,6 +63,9 @@ class _Bad:
 
 
 BAD = _Bad()
+
+_LARGEST_QUEUE = f"the largest queue isolane handles, {format_size(MAX_QUEUE_BYTES)}"
+_LONGEST_DELAY = f"the longest max_delay isolane handles, {format_duration(MAX_DELAY_NS)} (about {MAX_DELAY_NS // (365 * 86400 * 10**9)} years)"
 
 #: Each alpha the port takes, and its log2 (an int and a float of the same value look up alike).
 _ALPHA_LOG2 = {2.0**k: k for k in PORT_ALPHA_LOG2}
@@ -204,10 +211,32 @@ class _Checker:
         if bits % 8:
             self.error(path, f"{value!r} is not a whole number of bytes per second (isolane meters, shapes and schedules bytes)")
             return None
-        if bits // 8 > MAX_RATE_BYTES:
-            self.error(path, f"{value!r} is over the largest rate isolane handles, {MAX_RATE_BYTES:,} B/s (about 35.2Tbps)")
+        if not self.within_largest_rate(bits, path, repr(value)):
             return None
         return bits
+
+    def within_largest_rate(self, bits: int, path: str, text: str) -> bool:
+        """Whether a rate in bits per second is one the core takes (reported if not); ``text``
+        is how the policy wrote it."""
+        if bits <= MAX_RATE_BYTES * 8:
+            return True
+        self.error(path, f"{text} is over the largest rate isolane handles, {MAX_RATE_BYTES:,} B/s (about 35.2Tbps)")
+        return False
+
+    def queue_size(self, value: Any, path: str, zero_ok: bool = False) -> int | None:
+        """A queue's, buffer's or reserve's size, or a queue threshold: at most MAX_QUEUE_BYTES."""
+        size = self.quantity(value, path, parse_size, zero_ok)
+        if size is not None and size > MAX_QUEUE_BYTES:
+            self.error(path, f"{value!r} is over {_LARGEST_QUEUE}")
+            return None
+        return size
+
+    def max_delay(self, value: Any, path: str) -> int | None:
+        delay = self.quantity(value, path, parse_duration)
+        if delay is not None and delay > MAX_DELAY_NS:
+            self.error(path, f"{value!r} is over {_LONGEST_DELAY}")
+            return None
+        return delay
 
     def burst(self, value: Any, path: str, zero_ok: bool = False) -> int | None:
         size = self.quantity(value, path, parse_size, zero_ok)
@@ -246,25 +275,29 @@ class _Checker:
             if ceil is not None and ceil > self.egress.rate_bps:
                 self.error(_at(path, "ceil"), f"ceil {data['ceil']!r} is above the port's line rate {line}")
         meter = self.meter(data["meter"], _at(path, "meter")) if "meter" in data else None
-        shaper = self.shaper(data["shaper"], _at(path, "shaper"), has_rate=rate is not None or ceil is not None) if "shaper" in data else None
+        shaper = self.shaper(data["shaper"], _at(path, "shaper"), ceil if ceil is not None else rate) if "shaper" in data else None
         microburst = read_microburst(self, data["microburst"], _at(path, "microburst"), rate, _at(path, "rate")) if "microburst" in data else None
         return Contract(rate, burst, ceil, shaper, microburst, meter)
 
-    def shaper(self, value: Any, path: str, has_rate: bool) -> Shaper | None:
+    def shaper(self, value: Any, path: str, owner_bps: int | None) -> Shaper | None:
+        """A shaper; without a rate of its own it shapes to ``owner_bps``, its owner's ceil or rate."""
         data = self.mapping(value, path, _SHAPER_KEYS)
         if data is None:
             return None
         before = len(self.errors)
         rate = self.byte_rate(data["rate"], _at(path, "rate")) if "rate" in data else None
         burst = self.burst(data["burst"], _at(path, "burst")) if "burst" in data else None
-        queue = self.quantity(data["queue"], _at(path, "queue"), parse_size) if "queue" in data else None
-        max_delay = self.quantity(data["max_delay"], _at(path, "max_delay"), parse_duration) if "max_delay" in data else None
+        queue = self.queue_size(data["queue"], _at(path, "queue")) if "queue" in data else None
+        max_delay = self.max_delay(data["max_delay"], _at(path, "max_delay")) if "max_delay" in data else None
         if burst is not None and burst < MIN_FRAME:
             self.error(_at(path, "burst"), f"{data['burst']!r} is smaller than the smallest frame ({MIN_FRAME}B): no frame could leave at once")
         if len(self.errors) > before:
             return None
-        if rate is None and not has_rate:
+        shaping_bps = rate if rate is not None else owner_bps
+        if shaping_bps is None:
             self.error(path, "a shaper needs a rate: give it 'rate', or give its tenant or class a 'ceil' or 'rate' (it then shapes to the ceil, else the rate)")
+            return None
+        if not self.implied_bound_fits(queue, max_delay, shaping_bps // 8, data, path):
             return None
         if queue is not None and queue < self.largest_frame:
             self.warnings.append(
@@ -276,6 +309,20 @@ class _Checker:
                 f"{_at(path, 'queue')}: {data['queue']!r} is larger than the port's buffer ({format_size(self.egress.buffer_bytes)}): it can never fill"
             )
         return Shaper(rate, burst, queue, max_delay)
+
+    def implied_bound_fits(self, queue: int | None, max_delay: int | None, rate: int, data: Mapping[str, Any], path: str) -> bool:
+        """A shaper given a queue or a max_delay alone is bounded by the other too, as the time
+        the queue takes to leave at ``rate`` (B/s) or the bytes that leave in max_delay
+        (``qos._shaper_row``): that bound must be within its limit as well (reported if not)."""
+        if max_delay is not None and queue is None and bytes_in(max_delay, rate) > MAX_QUEUE_BYTES:
+            waiting = format_size(bytes_in(max_delay, rate))
+            self.error(_at(path, "max_delay"), f"{data['max_delay']!r} at {format_rate(rate * 8)} lets {waiting} wait, over {_LARGEST_QUEUE}: give a queue too")
+            return False
+        if queue is not None and max_delay is None and time_of(queue, rate) > MAX_DELAY_NS:
+            leaving = format_duration(time_of(queue, rate))
+            self.error(_at(path, "queue"), f"{data['queue']!r} takes {leaving} to leave at {format_rate(rate * 8)}, over {_LONGEST_DELAY}: give a max_delay too")
+            return False
+        return True
 
     def meter(self, value: Any, path: str) -> Meter | None:
         data = self.mapping(value, path, _METER_KEYS, required=("kind",))
@@ -428,10 +475,10 @@ class _Checker:
         if data is None:
             return None
         rate = self.byte_rate(data["rate"], _at(path, "rate")) if "rate" in data else None
-        buffer = self.quantity(data["buffer"], _at(path, "buffer"), parse_size) if "buffer" in data else None
+        buffer = self.queue_size(data["buffer"], _at(path, "buffer")) if "buffer" in data else None
         mode = self.choice(data["mode"], _at(path, "mode"), tuple(PORT_MODES), "a port mode") if "mode" in data else "per_tenant"
         alpha_log2 = self.port_alpha(data["alpha"], _at(path, "alpha")) if "alpha" in data else 0
-        reserve = self.quantity(data["reserve"], _at(path, "reserve"), parse_size, zero_ok=True) if "reserve" in data else 0
+        reserve = self.queue_size(data["reserve"], _at(path, "reserve"), zero_ok=True) if "reserve" in data else 0
         microburst = read_microburst(self, data["microburst"], _at(path, "microburst"), rate, "port.rate") if "microburst" in data else None
         if rate is None or buffer is None or isinstance(mode, _Bad) or alpha_log2 is None or reserve is None or ("microburst" in data and microburst is None):
             return None
@@ -749,6 +796,22 @@ def _guarantee(tenant: Tenant) -> int:
     return sum(c.contract.rate_bps or 0 for c in tenant.classes)
 
 
+def _tenant_weights(tenants: Sequence[Tenant]) -> list[int]:
+    """Explicit weights, or weights in proportion to the guarantees: each guarantee divided by
+    the greatest common divisor of them all (a tenant without a guarantee counts one unit)."""
+    if any(t.weight is not None for t in tenants):
+        return [t.weight or 1 for t in tenants]  # all or none have one (checked)
+    guarantees = [_guarantee(t) // 8 for t in tenants]
+    unit = functools.reduce(math.gcd, (g for g in guarantees if g), 0)
+    if unit == 0:
+        return [1] * len(guarantees)
+    weights = [max(g // unit, 1) for g in guarantees]
+    if max(weights) > MAX_WEIGHT:  # guarantees with a tiny common divisor: keep the proportions in 32 bits
+        top = max(guarantees)
+        weights = [max(round(g * MAX_WEIGHT / top), 1) for g in guarantees]
+    return weights
+
+
 def _port_checks(ck: _Checker, tenants: Sequence[Tenant]) -> None:
     """What takes every tenant at once: guarantees against the line rate, and weights."""
     if ck.egress is not None:
@@ -768,6 +831,20 @@ def _port_checks(ck: _Checker, tenants: Sequence[Tenant]) -> None:
                     f"tenants[{i}]",
                     f"{other.name!r} has no weight, but tenants[{first}] ({tenant.name!r}) has one: give every tenant a "
                     "weight, or none (spare capacity is then shared in proportion to the guarantees)",
+                )
+    _port_weight_checks(ck, tenants)
+
+
+def _port_weight_checks(ck: _Checker, tenants: Sequence[Tenant]) -> None:
+    """A class's queue at the port is weighed by its tenant's weight times its own (docs/qos.md,
+    "The port in the engine"), which must fit the 32 bits of the port scheduler's weights."""
+    for i, (tenant, tenant_weight) in enumerate(zip(tenants, _tenant_weights(tenants))):
+        for k, tc in enumerate(tenant.classes):
+            if tc.weight is not None and tenant_weight * tc.weight > MAX_WEIGHT:
+                whose = "its tenant's weight" if tenant.weight is not None else "its tenant's weight from the guarantees"
+                ck.error(
+                    f"tenants[{i}].classes[{k}].weight",
+                    f"the port weighs this class by {whose} times its own, {tenant_weight} x {tc.weight}, which is over {MAX_WEIGHT} (32 bits)",
                 )
 
 
