@@ -110,4 +110,6 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 def _at(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
+    if not key.isprintable():  # quoted, so that a newline in a key cannot break its error's line
+        return f"{path}[{key!r}]"
     return f"{path}.{key}" if path else key

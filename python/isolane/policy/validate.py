@@ -248,7 +248,7 @@ class _Checker:
     def weight(self, value: Any, path: str) -> int | None | _Bad:
         weight = self.integer(value, path, 1, None, "weight")
         if isinstance(weight, int) and weight > MAX_WEIGHT:
-            self.error(path, f"weight {weight} is over {MAX_WEIGHT} (32 bits)")
+            self.error(path, f"weight {_int_text(weight)} is over {MAX_WEIGHT} (32 bits)")
             return BAD
         return weight
 
