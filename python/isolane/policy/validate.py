@@ -320,7 +320,8 @@ class _Checker:
             return False
         if queue is not None and max_delay is None and time_of(queue, rate) > MAX_DELAY_NS:
             leaving = format_duration(time_of(queue, rate))
-            self.error(_at(path, "queue"), f"{data['queue']!r} takes {leaving} to leave at {format_rate(rate * 8)}, over {_LONGEST_DELAY}: give a max_delay too")
+            at_rate = format_rate(rate * 8)
+            self.error(_at(path, "queue"), f"{data['queue']!r} takes {leaving} to leave at {at_rate}, over {_LONGEST_DELAY}: give a max_delay too")
             return False
         return True
 
