@@ -100,6 +100,7 @@ def test_integers_too_long_to_print_are_named_by_size() -> None:
     assert errors_of(one_tenant(weight=huge)) == [("tenants[0].weight", "weight about 10^5000 is over 4294967295 (32 bits)")]
 
 
+
 # ---------------------------------------------------------------------------------------------
 # JSON duplicate keys: an error at the object's place and the key's line, as in YAML and TOML
 # ---------------------------------------------------------------------------------------------
@@ -191,6 +192,29 @@ DEEP_DICTS = [
 def test_deep_dicts_are_policy_errors(data: dict[str, Any], where: str, message: str) -> None:
     (error,) = errors_of(data)
     assert error[0] == where and error[1].startswith(message)
+
+
+def deep_tuple(depth: int) -> tuple[Any, ...]:
+    inner: tuple[Any, ...] = ()
+    for _ in range(depth):
+        inner = (inner,)
+    return inner
+
+
+@pytest.mark.parametrize(
+    ("key", "where", "message"),
+    [
+        ("1" * 5000, f"color_map.{'1' * 5000}", f"{'1' * 5000!r} is not a DSCP name"),
+        ("\u00b2", "color_map.\u00b2", "'\u00b2' is not a DSCP name"),  # a digit to isdigit(), not to int()
+        ("0000000063", "color_map.0000000063", "'0000000063' is not a DSCP name"),
+        (deep_tuple(DEEP), "color_map", "keys must be DSCP names or numbers, got a list"),
+    ],
+    ids=["5000 digits", "superscript two", "10 digits", "a deep tuple"],
+)
+def test_color_map_keys_that_are_no_dscp(key: Any, where: str, message: str) -> None:
+    errors = errors_of({"color_map": {key: "red"}, "tenants": []})
+    assert errors[0][0] == where and errors[0][1].startswith(message)
+    assert Policy.from_dict({"color_map": {"000000063": "red"}, "tenants": []}).color_map == ((63, "red"),)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -67,6 +67,9 @@ BAD = _Bad()
 _LARGEST_QUEUE = f"the largest queue isolane handles, {format_size(MAX_QUEUE_BYTES)}"
 _LONGEST_DELAY = f"the longest max_delay isolane handles, {format_duration(MAX_DELAY_NS)} (about {MAX_DELAY_NS // (365 * 86400 * 10**9)} years)"
 
+#: A color_map key of more digits is no DSCP number (and int() refuses one of 4300 digits).
+_LONGEST_DSCP_KEY = 9
+
 #: Each alpha the port takes, and its log2 (an int and a float of the same value look up alike).
 _ALPHA_LOG2 = {2.0**k: k for k in PORT_ALPHA_LOG2}
 
@@ -505,9 +508,9 @@ class _Checker:
         seen: dict[int, str] = {}
         out: dict[int, Color] = {}
         for key, colour in value.items():
-            where = _at(path, _int_text(key) if isinstance(key, int) else str(key))
+            where = _at(path, key if isinstance(key, str) else _shown(key))
             dscp: int | None = None
-            if isinstance(key, str) and key.isdigit():
+            if isinstance(key, str) and key.isascii() and key.isdigit() and len(key) <= _LONGEST_DSCP_KEY:
                 dscp = self.dscp_value(int(key), where)
             elif isinstance(key, (str, int)) and not isinstance(key, bool):
                 dscp = self.dscp_value(key, where)
