@@ -194,6 +194,25 @@ def test_deep_dicts_are_policy_errors(data: dict[str, Any], where: str, message:
     assert error[0] == where and error[1].startswith(message)
 
 
+LONG_NUMBER = "has a number of 5000 digits: no setting takes one that long"
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        (one_tenant(rate="1" * 5000 + "bps"), "tenants[0].rate"),
+        (one_tenant(shaper={"rate": "1Gbps", "max_delay": "0." + "0" * 4998 + "1s"}), "tenants[0].shaper.max_delay"),
+        (one_tenant(rules=[{"proto": "tcp", "dst_ports": "1" * 5000, "action": "allow"}]), "tenants[0].rules[0].dst_ports"),
+        (one_tenant(rules=[{"proto": "tcp", "dst_ports": ["80-" + "9" * 5000], "action": "allow"}]), "tenants[0].rules[0].dst_ports[0]"),
+        (one_tenant(rate="1Gbps", microburst={"window": "1ms", "threshold": "1" * 5000 + "%"}), "tenants[0].microburst.threshold"),
+    ],
+    ids=["rate", "duration", "port", "port range", "percentage"],
+)
+def test_numbers_too_long_for_any_setting(data: dict[str, Any], where: str) -> None:
+    (error,) = errors_of(data)
+    assert error[0] == where and error[1].endswith(LONG_NUMBER)
+
+
 def deep_tuple(depth: int) -> tuple[Any, ...]:
     inner: tuple[Any, ...] = ()
     for _ in range(depth):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from isolane.policy.constants import _MICROBURST_KEYS, _QUEUE_VIEW_KEYS
 from isolane.policy.errors import _at
 from isolane.policy.model import Microburst
-from isolane.policy.units import format_rate, parse_duration, parse_rate
+from isolane.policy.units import format_rate, parse_duration, parse_rate, read_number
 
 if TYPE_CHECKING:
     from isolane.policy.validate import _Checker
@@ -54,7 +54,11 @@ def _threshold(ck: _Checker, value: Any, path: str, base_bps: int | None, base: 
     if match is None:
         bits = ck.quantity(value, path, parse_rate)
         return None if bits is None or not ck.within_largest_rate(bits, path, repr(value)) else (bits, None)
-    percent = Fraction(match.group(1))
+    try:
+        percent = read_number(match.group(1), value)
+    except ValueError as err:
+        ck.error(path, str(err))
+        return None
     if base_bps is None:
         ck.error(path, f"{value!r} is a share of {base}, which is not set: set it, or give a rate such as '10Gbps'")
         return None

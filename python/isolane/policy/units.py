@@ -65,6 +65,18 @@ def _unit_problem(text: str, kind: str, units: list[str], example: str) -> str:
     return f"{text!r}: unknown {kind} unit {unit!r}{hint}"
 
 
+def read_number(digits: str, value: object) -> Fraction:
+    """The number written ``digits`` (a point may part them) in the setting ``value``; a
+    ValueError if it is longer than any setting needs (Python's int() refuses 4300 digits)."""
+    count = len(digits.replace(".", ""))
+    if count > MOST_DIGITS:
+        raise ValueError(f"{_describe(value)} has a number of {count} digits: no setting takes one that long")
+    return Fraction(digits)
+
+
+MOST_DIGITS = 100
+
+
 def _parse_quantity(value: object, pattern: re.Pattern[str], kind: str, example: str) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, str):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -75,7 +87,7 @@ def _parse_quantity(value: object, pattern: re.Pattern[str], kind: str, example:
         units = {"rate": _ALL_RATE_UNITS, "size": _ALL_SIZE_UNITS}.get(kind, list(_TIME_UNITS))
         raise ValueError(_unit_problem(value, kind, units, example))
     groups = match.groups()
-    number = Fraction(groups[0])
+    number = read_number(groups[0], value)
     if kind == "rate":
         return number * _UNIT_PREFIXES[groups[1] or ""] * _RATE_UNITS[groups[2]]
     if kind == "size":

@@ -52,7 +52,19 @@ from isolane.policy.constants import (
 from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text, _or_list, _shown
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Rule, Shaper, Tenant, TrafficClass
 from isolane.policy.shadowed import _MASKS, _shadowed_rules
-from isolane.policy.units import _span, bytes_in, default_burst, format_duration, format_rate, format_size, parse_duration, parse_rate, parse_size, time_of
+from isolane.policy.units import (
+    _span,
+    bytes_in,
+    default_burst,
+    format_duration,
+    format_rate,
+    format_size,
+    parse_duration,
+    parse_rate,
+    parse_size,
+    read_number,
+    time_of,
+)
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
@@ -542,8 +554,12 @@ class _Checker:
             if not match:
                 self.error(path, f"{value!r} is not a port or a port range (write 80 or '8000-8080')")
                 return None
-            lo = int(match.group(1))
-            hi = int(match.group(2)) if match.group(2) is not None else lo
+            try:
+                lo = int(read_number(match.group(1), value))
+                hi = int(read_number(match.group(2), value)) if match.group(2) is not None else lo
+            except ValueError as err:
+                self.error(path, str(err))
+                return None
             return self._range(lo, hi, path, value)
         if in_list and _is_int_pair(value):
             lo, hi = value
