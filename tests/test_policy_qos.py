@@ -703,7 +703,8 @@ ROUND_TRIP: list[dict[str, Any]] = [
     yaml.safe_load(EXAMPLE.read_text()),
     tenants_policy(
         {"weight": 3, "meter": {"kind": "rfc4115", "cir": "0bps", "eir": "1Gbps", "count": "wire"}, "shaper": {"rate": "1Gbps", "burst": "64B", "queue": "1MB", "max_delay": "1s"}},
-        {"weight": 4294967295, "classes": [{"name": "x", "priority": 0, "weight": 2, "meter": {"kind": "srtcm", "cir": "1Gbps", "ebs": "0B", "actions": {"green": {"remark": 5}, "yellow": "drop"}}}]},
+        # The largest weight: the port weighs the class by 4294967295 x its own, so that is 1.
+        {"weight": 4294967295, "classes": [{"name": "x", "priority": 0, "weight": 1, "meter": {"kind": "srtcm", "cir": "1Gbps", "ebs": "0B", "actions": {"green": {"remark": 5}, "yellow": "drop"}}}]},
         color_map={},
         count="inner",
         largest_frame="64B",

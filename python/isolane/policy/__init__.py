@@ -181,6 +181,8 @@ from isolane.policy.constants import (
     DEFAULT_LARGEST_FRAME,
     DSCP_NAMES,
     MAX_BURST_BYTES,
+    MAX_DELAY_NS,
+    MAX_QUEUE_BYTES,
     MAX_RATE_BYTES,
     METER_KINDS,
     METER_NONE,
@@ -462,6 +464,9 @@ from isolane.policy.validate import (
 from isolane.policy.validate import (
     _rule_label as _rule_label,
 )
+from isolane.policy.validate import (
+    _tenant_weights as _tenant_weights,
+)
 
 __all__ = [
     "ACTION_ALLOW",
@@ -475,6 +480,8 @@ __all__ = [
     "DEFAULT_PORT_BURST_WINDOW_NS",
     "DSCP_NAMES",
     "MAX_BURST_BYTES",
+    "MAX_DELAY_NS",
+    "MAX_QUEUE_BYTES",
     "MAX_RATE_BYTES",
     "MAX_WINDOW_NS",
     "METER_KINDS",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from isolane.policy.constants import _MICROBURST_KEYS, _QUEUE_VIEW_KEYS
 from isolane.policy.errors import _at
 from isolane.policy.model import Microburst
-from isolane.policy.units import format_rate, parse_duration, parse_rate, parse_size
+from isolane.policy.units import format_rate, parse_duration, parse_rate, read_number
 
 if TYPE_CHECKING:
     from isolane.policy.validate import _Checker
@@ -53,8 +53,12 @@ def _threshold(ck: _Checker, value: Any, path: str, base_bps: int | None, base: 
     match = _PERCENT_RE.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         bits = ck.quantity(value, path, parse_rate)
-        return None if bits is None else (bits, None)
-    percent = Fraction(match.group(1))
+        return None if bits is None or not ck.within_largest_rate(bits, path, repr(value)) else (bits, None)
+    try:
+        percent = read_number(match.group(1), value)
+    except ValueError as err:
+        ck.error(path, str(err))
+        return None
     if base_bps is None:
         ck.error(path, f"{value!r} is a share of {base}, which is not set: set it, or give a rate such as '10Gbps'")
         return None
@@ -62,19 +66,21 @@ def _threshold(ck: _Checker, value: Any, path: str, base_bps: int | None, base: 
     if bits <= 0:
         ck.error(path, f"{value!r} of {format_rate(base_bps)} is under 1 bit/s: it must be more than zero")
         return None
+    if not ck.within_largest_rate(bits, path, f"{value!r} of {format_rate(base_bps)}"):
+        return None
     return bits, percent
 
 
 def _queue(ck: _Checker, value: Any, path: str) -> tuple[int | None, int | None]:
     """The rise and fall thresholds: a size is the rise, the fall half of it."""
     if not isinstance(value, dict):
-        rise = ck.quantity(value, path, parse_size)
+        rise = ck.queue_size(value, path)
         return (None, None) if rise is None else (rise, rise // 2)
     data = ck.mapping(value, path, _QUEUE_VIEW_KEYS, required=("rise",))
     if data is None or "rise" not in data:
         return None, None
-    rise = ck.quantity(data["rise"], _at(path, "rise"), parse_size)
-    fall = ck.quantity(data["fall"], _at(path, "fall"), parse_size, zero_ok=True) if "fall" in data else (None if rise is None else rise // 2)
+    rise = ck.queue_size(data["rise"], _at(path, "rise"))
+    fall = ck.queue_size(data["fall"], _at(path, "fall"), zero_ok=True) if "fall" in data else (None if rise is None else rise // 2)
     if rise is None or fall is None:
         return None, None
     if fall > rise:

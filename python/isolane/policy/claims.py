@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from isolane.policy.constants import MAX_WEIGHT
 from isolane.policy.model import Tenant
 from isolane.policy.units import format_rate
-from isolane.policy.validate import _Checker, _guarantee
+from isolane.policy.validate import _Checker, _guarantee, port_weights
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
@@ -138,21 +137,5 @@ class WeightInputs:
 
     @functools.cached_property
     def weights(self) -> npt.NDArray[np.uint32]:
-        """Each tenant's share of the port's spare capacity: its ``weight`` if tenants have one
-        (all or none do); else in proportion to the guarantees, each divided by their greatest
-        common divisor (a tenant without a guarantee counts one unit), scaled to 32 bits if
-        that is not enough."""
-        weights: npt.NDArray[np.uint32]
-        if self.explicit.any():
-            weights = np.maximum(self.explicit, 1)
-            return weights
-        guarantees = self.guarantees
-        given = guarantees[guarantees > 0]
-        unit = int(np.gcd.reduce(given)) if len(given) else 0
-        if unit == 0:
-            return np.ones(len(guarantees), dtype=np.uint32)
-        units = np.maximum(guarantees // np.uint64(unit), 1)
-        if int(units.max()) <= MAX_WEIGHT:
-            return units.astype(np.uint32)
-        top = int(guarantees.max())  # a tiny common divisor: keep the proportions in 32 bits
-        return np.array([max(round(int(g) * MAX_WEIGHT / top), 1) for g in guarantees], dtype=np.uint32)
+        """Each tenant's share of the port's spare capacity (:func:`port_weights`)."""
+        return port_weights(self.guarantees, self.explicit)

@@ -38,6 +38,13 @@ nano-bytes must fit in a u64)."""
 MAX_RATE_BYTES = 1 << 42
 """The largest rate in bytes per second (about 35 Tbit/s): the Rust shapers' ``MAX_RATE``, so that
 their products of a time, a rate and a size stay exact."""
+MAX_QUEUE_BYTES = 1 << 50
+"""The largest queue (a shaper's, given or the bytes its ``max_delay`` lets wait), port
+buffer or reserve, and microburst queue threshold: 1 PiB, beyond any switch's buffer and far
+enough below 2**64 that the core's byte counts (a full queue plus a frame) never overflow."""
+MAX_DELAY_NS = (1 << 64) - 1
+"""The longest shaper ``max_delay`` (given, or the time its ``queue`` takes to leave), about
+584 years: the Rust shaper's ``max_delay_ns`` is a u64."""
 DEFAULT_LARGEST_FRAME = 9216
 """The largest frame (bytes) when the policy names none: a jumbo frame."""
 MIN_FRAME = 64

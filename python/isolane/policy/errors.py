@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -55,7 +56,7 @@ def _describe(value: object) -> str:
     if isinstance(value, bool):
         return f"a boolean ({str(value).lower()})"
     if isinstance(value, int):
-        return f"an integer ({value})"
+        return f"an integer ({_int_text(value)})"
     if isinstance(value, float):
         return f"a number ({value!r})"
     if isinstance(value, str):
@@ -66,6 +67,27 @@ def _describe(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return "a list"
     return f"a {type(value).__name__}"
+
+
+def _int_text(number: int) -> str:
+    """An integer as text; one too long to print in full (Python refuses past 4300 digits) by its
+    order of magnitude."""
+    if number.bit_length() <= _MAX_PRINTED_BITS:
+        return str(number)
+    return f"{'-' if number < 0 else ''}about 10^{math.floor(math.log10(abs(number)))}"
+
+
+_MAX_PRINTED_BITS = 128
+
+
+def _shown(value: object) -> str:
+    """A value as an error quotes it: a scalar as Python writes it (an integer too long for that
+    by its size), anything else described (a list's repr could be any length or depth)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _int_text(value)
+    if isinstance(value, (str, float, bool)) or value is None:
+        return repr(value)
+    return _describe(value)
 
 
 def _or_list(words: Sequence[str]) -> str:
@@ -88,4 +110,6 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 def _at(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
+    if not key.isprintable():  # quoted, so that a newline in a key cannot break its error's line
+        return f"{path}[{key!r}]"
     return f"{path}.{key}" if path else key

@@ -26,13 +26,13 @@ from isolane.policy.constants import (
     Color,
     Count,
 )
-from isolane.policy.errors import PolicyError, PolicyWarning
+from isolane.policy.errors import PolicyError, PolicyWarning, _int_text
 from isolane.policy.model import Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file
 from isolane.policy.reuse import read_tenant
 from isolane.policy.units import format_size
-from isolane.policy.validate import _Bad, _Checker, _policy_warnings, _port_checks, _tenant_warnings
+from isolane.policy.validate import _Bad, _Checker, _comparable_name, _policy_warnings, _port_checks, _spelt_apart, _tenant_warnings
 
 
 @dataclass(frozen=True)
@@ -197,8 +197,8 @@ def _build(data: Any, source: str | None) -> Policy:
         if data is None:
             ck.errors[-1] = ("", "the policy is empty: expected a mapping with 'tenants'")
         raise PolicyError(ck.errors, source)
-    if "version" in top and (isinstance(top["version"], bool) or top["version"] != SCHEMA_VERSION):
-        ck.error("version", f"unsupported version {top['version']!r}: this isolane reads version {SCHEMA_VERSION}")
+    if "version" in top:
+        ck.version(top["version"], "version")
     description = ck.string(top["description"], "description") if "description" in top else None
     unknown = ck.choice(top["unknown_tenant"], "unknown_tenant", ACTIONS, "an action") if "unknown_tenant" in top else "drop"
     count = ck.choice(top["count"], "count", tuple(COUNT_MODES), "a byte count") if "count" in top else "outer"
@@ -209,7 +209,7 @@ def _build(data: Any, source: str | None) -> Policy:
 
     tenants: list[Tenant | None] = []
     items = ck.sequence(top["tenants"], "tenants", "tenants (mappings)") if "tenants" in top else None
-    names: dict[str, int] = {}
+    names: dict[str, tuple[int, str]] = {}  # each tenant name (NFC): where it is, and as written there
     vni_owner: dict[int, tuple[int, str, str]] = {}
     vlan_owner: dict[int, tuple[int, str, str]] = {}
     for i, item in enumerate(items or []):
@@ -218,13 +218,14 @@ def _build(data: Any, source: str | None) -> Policy:
         tenants.append(tenant)
         # Cross-tenant checks, on what could be read even if the tenant has other errors.
         raw = item if isinstance(item, Mapping) else {}
-        name = raw.get("name") if isinstance(raw.get("name"), str) and raw.get("name", "").strip() else None
+        name = _comparable_name(raw.get("name"))
         label = repr(name) if name is not None else path
         if name is not None:
             if name in names:
-                ck.error(f"{path}.name", f"{name!r} is already the name of tenants[{names[name]}]")
+                first, written = names[name]
+                ck.error(f"{path}.name", f"{name!r} is already the name of tenants[{first}]{_spelt_apart(written, raw['name'])}")
             else:
-                names[name] = i
+                names[name] = (i, raw["name"])
         for key, owners, what in (("vnis", vni_owner, "VNI"), ("vlans", vlan_owner, "VLAN id")):
             values = raw.get(key)
             if not isinstance(values, (list, tuple)):
@@ -236,7 +237,7 @@ def _build(data: Any, source: str | None) -> Policy:
                 mine.add(v)
                 if v in owners and owners[v][0] != i:
                     _, other_label, other_path = owners[v]
-                    ck.error(f"{path}.{key}[{k}]", f"{what} {v} is claimed by both {other_label} ({other_path}) and {label}")
+                    ck.error(f"{path}.{key}[{k}]", f"{what} {_int_text(v)} is claimed by both {other_label} ({other_path}) and {label}")
                 else:
                     owners.setdefault(v, (i, label, f"{path}.{key}[{k}]"))
 

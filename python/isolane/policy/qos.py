@@ -22,7 +22,7 @@ from isolane.policy.constants import (
     PORT_MODES,
 )
 from isolane.policy.model import Contract, Meter, Microburst, Remark, Tenant
-from isolane.policy.units import default_burst
+from isolane.policy.units import bytes_in, default_burst, time_of
 from isolane.policy.validate import _guarantee
 
 if TYPE_CHECKING:
@@ -377,7 +377,8 @@ def _column(values: Sequence[Any], dtype: type[np.integer[Any]], shape: tuple[in
 
 def _meter_arrays(rows: Sequence[MeterRow]) -> MeterArrays:
     n = len(rows)
-    columns = {name: _column([getattr(r, field) for r in rows], np.uint8 if name in ("kind", "color_aware", "count") else np.uint64) for name, field in _METER_SCALARS}
+    small = ("kind", "color_aware", "count")
+    columns = {name: _column([getattr(r, field) for r in rows], np.uint8 if name in small else np.uint64) for name, field in _METER_SCALARS}
     return MeterArrays(
         **columns,
         action=_column([a for r in rows for a in r.actions], np.uint8, (n, 3)),
@@ -402,9 +403,9 @@ def _shaper_row(contract: Contract, largest_frame: int) -> tuple[int, int, int, 
         delay = DEFAULT_MAX_DELAY_NS
     if queue is None:
         assert delay is not None
-        queue = -(-rate * delay // 10**9)  # the bytes that leave in max_delay, rounded up
+        queue = bytes_in(delay, rate)
     if delay is None:
-        delay = -(-queue * 10**9 // rate)  # the time the queue takes to leave, rounded up
+        delay = time_of(queue, rate)
     return (rate, burst, queue, delay)
 
 

@@ -21,7 +21,10 @@ def _source_key(ck: _Checker, item: Any) -> tuple[Any, ...] | None:
     the checker reads. ``None`` for data that is not plain (only documents' dicts are kept)."""
     if type(item) is not dict:
         return None
-    return (ck.largest_frame, ck.egress, repr(item))
+    try:
+        return (ck.largest_frame, ck.egress, repr(item))
+    except (ValueError, RecursionError):  # an integer too long to print, data too deep: read it as it is
+        return None
 
 
 def read_tenant(ck: _Checker, item: Any, path: str) -> Tenant | None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from isolane.policy.constants import DEFAULT_LARGEST_FRAME, MAX_BURST_BYTES
-from isolane.policy.errors import _describe, _or_list
+from isolane.policy.errors import _describe, _or_list, _shown
 
 _NUM = r"[0-9]+(?:\.[0-9]+)?"
 _UNIT_PREFIXES: dict[str, int] = {
@@ -66,12 +66,24 @@ def _unit_problem(text: str, kind: str, units: list[str], example: str) -> str:
     return f"{text!r}: unknown {kind} unit {unit!r}{hint}"
 
 
+def read_number(digits: str, value: object) -> Fraction:
+    """The number written ``digits`` (a point may part them) in the setting ``value``; a
+    ValueError if it is longer than any setting needs (Python's int() refuses 4300 digits)."""
+    count = len(digits.replace(".", ""))
+    if count > MOST_DIGITS:
+        raise ValueError(f"{_describe(value)} has a number of {count} digits: no setting takes one that long")
+    return Fraction(digits)
+
+
+MOST_DIGITS = 100
+
+
 def _parse_quantity(value: object, pattern: re.Pattern[str], kind: str, example: str) -> Fraction:
     if type(value) is str:
         return _parse_text(value, pattern, kind, example)
     if isinstance(value, bool) or not isinstance(value, str):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            raise ValueError(f"{value!r} has no unit: write it as a string with its unit, e.g. {example!r}")
+            raise ValueError(f"{_shown(value)} has no unit: write it as a string with its unit, e.g. {example!r}")
         raise ValueError(f"expected a {kind} like {example!r}, got {_describe(value)}")
     return _parse_text(value, pattern, kind, example)
 
@@ -85,7 +97,7 @@ def _parse_text(value: str, pattern: re.Pattern[str], kind: str, example: str) -
         units = {"rate": _ALL_RATE_UNITS, "size": _ALL_SIZE_UNITS}.get(kind, list(_TIME_UNITS))
         raise ValueError(_unit_problem(value, kind, units, example))
     groups = match.groups()
-    number = Fraction(groups[0])
+    number = read_number(groups[0], value)
     if kind == "rate":
         return number * _UNIT_PREFIXES[groups[1] or ""] * _RATE_UNITS[groups[2]]
     if kind == "size":
@@ -171,6 +183,21 @@ def default_burst(rate_bytes_per_s: int, largest_frame: int = DEFAULT_LARGEST_FR
     than a frame would never let that frame through.
     """
     return min(max(rate_bytes_per_s // 1000, largest_frame), MAX_BURST_BYTES)
+
+
+def bytes_in(duration_ns: int, rate_bytes_per_s: int) -> int:
+    """The bytes that leave at the rate in the duration, rounded up: a shaper's queue when it
+    names only ``max_delay``."""
+    return -(-rate_bytes_per_s * duration_ns // _NS_PER_S)
+
+
+def time_of(size_bytes: int, rate_bytes_per_s: int) -> int:
+    """The nanoseconds the bytes take to leave at the rate, rounded up: a shaper's ``max_delay``
+    when it names only ``queue``."""
+    return -(-size_bytes * _NS_PER_S // rate_bytes_per_s)
+
+
+_NS_PER_S = 10**9
 
 
 def _span(size_bytes: int, rate_bytes_per_s: int) -> str:

@@ -3,9 +3,12 @@ problem; then the checks that take the whole policy at once, and its warnings.""
 
 from __future__ import annotations
 
-import math
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
 
 from isolane.policy.addresses import _PORT_TEXT_RE, Network, PortRange, _families, _mapped, _merge_ranges, _parse_prefix
 from isolane.policy.bursts import read_microburst
@@ -29,9 +32,11 @@ from isolane.policy.constants import (
     DSCP_NAMES,
     MAX_BURST_BYTES,
     MAX_CLASSES,
+    MAX_DELAY_NS,
     MAX_LARGEST_FRAME,
     MAX_PORT,
     MAX_PRIORITY,
+    MAX_QUEUE_BYTES,
     MAX_RATE_BYTES,
     MAX_RULE_EXPANSION,
     MAX_VLAN,
@@ -43,12 +48,25 @@ from isolane.policy.constants import (
     PORT_MODES,
     PORT_PROTOCOLS,
     PROTOCOLS,
+    SCHEMA_VERSION,
     Color,
 )
-from isolane.policy.errors import _at, _describe, _did_you_mean, _or_list
+from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text, _or_list, _shown
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Rule, Shaper, Tenant, TrafficClass
 from isolane.policy.shadowed import _MASKS, _shadowed_rules
-from isolane.policy.units import _span, default_burst, format_rate, format_size, parse_duration, parse_rate, parse_size
+from isolane.policy.units import (
+    _span,
+    bytes_in,
+    default_burst,
+    format_duration,
+    format_rate,
+    format_size,
+    parse_duration,
+    parse_rate,
+    parse_size,
+    read_number,
+    time_of,
+)
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
@@ -59,6 +77,15 @@ class _Bad:
 
 
 BAD = _Bad()
+
+_LARGEST_QUEUE = f"the largest queue isolane handles, {format_size(MAX_QUEUE_BYTES)}"
+_LONGEST_DELAY = f"the longest max_delay isolane handles, {format_duration(MAX_DELAY_NS)} (about {MAX_DELAY_NS // (365 * 86400 * 10**9)} years)"
+
+#: A color_map key of more digits is no DSCP number (and int() refuses one of 4300 digits).
+_LONGEST_DSCP_KEY = 9
+
+#: Each alpha the port takes, and its log2 (an int and a float of the same value look up alike).
+_ALPHA_LOG2 = {2.0**k: k for k in PORT_ALPHA_LOG2}
 
 
 class _Checker:
@@ -107,17 +134,41 @@ class _Checker:
             return BAD
         return value
 
+    def name(self, value: Any, path: str, what: str, non_empty: bool = False) -> str | _Bad:
+        """A tenant's, class's or rule's name, in Unicode NFC: names that print alike are the same
+        name. Control characters (category C: newline, NUL, zero-width ...) are refused, since
+        names label reports and tables, where they would break the lines or hide."""
+        text = self.string(value, path, what, non_empty)
+        if isinstance(text, _Bad):
+            return text
+        bad = next((c for c in text if unicodedata.category(c).startswith("C")), None)
+        if bad is not None:
+            self.error(path, f"{text!r} has the control character U+{ord(bad):04X}: a name must print as it reads (names label reports and tables)")
+            return BAD
+        return unicodedata.normalize("NFC", text)
+
+    def name_reference(self, value: Any, path: str) -> str | _Bad:
+        """A class named by a rule or as the default: compared in NFC, as names are."""
+        text = self.string(value, path, "a class name")
+        return text if isinstance(text, _Bad) else unicodedata.normalize("NFC", text)
+
     def integer(self, value: Any, path: str, lo: int, hi: int | None, what: str, note: str = "") -> int | _Bad:
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
+        # A float is never an integer, whole or not (100.0 in JSON is as wrong as 1.5 in YAML).
         if isinstance(value, bool) or not isinstance(value, int):
             self.error(path, f"expected {what} (an integer), got {_describe(value)}")
             return BAD
         if value < lo or (hi is not None and value > hi):
             bounds = f"{lo}-{hi}" if hi is not None else f"at least {lo}"
-            self.error(path, f"{what} {value} is outside {bounds}{note}" if hi is not None else f"{what} must be {bounds}, got {value}")
+            number = _int_text(value)
+            self.error(path, f"{what} {number} is outside {bounds}{note}" if hi is not None else f"{what} must be {bounds}, got {number}")
             return BAD
         return value
+
+    def version(self, value: Any, path: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.error(path, f"expected the version, an integer ({SCHEMA_VERSION}), got {_describe(value)}")
+        elif value != SCHEMA_VERSION:
+            self.error(path, f"unsupported version {_int_text(value)}: this isolane reads version {SCHEMA_VERSION}")
 
     def choice(self, value: Any, path: str, choices: Sequence[str], what: str) -> str | _Bad:
         if not isinstance(value, str) or value not in choices:
@@ -177,10 +228,32 @@ class _Checker:
         if bits % 8:
             self.error(path, f"{value!r} is not a whole number of bytes per second (isolane meters, shapes and schedules bytes)")
             return None
-        if bits // 8 > MAX_RATE_BYTES:
-            self.error(path, f"{value!r} is over the largest rate isolane handles, {MAX_RATE_BYTES:,} B/s (about 35.2Tbps)")
+        if not self.within_largest_rate(bits, path, repr(value)):
             return None
         return bits
+
+    def within_largest_rate(self, bits: int, path: str, text: str) -> bool:
+        """Whether a rate in bits per second is one the core takes (reported if not); ``text``
+        is how the policy wrote it."""
+        if bits <= MAX_RATE_BYTES * 8:
+            return True
+        self.error(path, f"{text} is over the largest rate isolane handles, {MAX_RATE_BYTES:,} B/s (about 35.2Tbps)")
+        return False
+
+    def queue_size(self, value: Any, path: str, zero_ok: bool = False) -> int | None:
+        """A queue's, buffer's or reserve's size, or a queue threshold: at most MAX_QUEUE_BYTES."""
+        size = self.quantity(value, path, parse_size, zero_ok)
+        if size is not None and size > MAX_QUEUE_BYTES:
+            self.error(path, f"{value!r} is over {_LARGEST_QUEUE}")
+            return None
+        return size
+
+    def max_delay(self, value: Any, path: str) -> int | None:
+        delay = self.quantity(value, path, parse_duration)
+        if delay is not None and delay > MAX_DELAY_NS:
+            self.error(path, f"{value!r} is over {_LONGEST_DELAY}")
+            return None
+        return delay
 
     def burst(self, value: Any, path: str, zero_ok: bool = False) -> int | None:
         size = self.quantity(value, path, parse_size, zero_ok)
@@ -192,7 +265,7 @@ class _Checker:
     def weight(self, value: Any, path: str) -> int | None | _Bad:
         weight = self.integer(value, path, 1, None, "weight")
         if isinstance(weight, int) and weight > MAX_WEIGHT:
-            self.error(path, f"weight {weight} is over {MAX_WEIGHT} (32 bits)")
+            self.error(path, f"weight {_int_text(weight)} is over {MAX_WEIGHT} (32 bits)")
             return BAD
         return weight
 
@@ -219,25 +292,29 @@ class _Checker:
             if ceil is not None and ceil > self.egress.rate_bps:
                 self.error(_at(path, "ceil"), f"ceil {data['ceil']!r} is above the port's line rate {line}")
         meter = self.meter(data["meter"], _at(path, "meter")) if "meter" in data else None
-        shaper = self.shaper(data["shaper"], _at(path, "shaper"), has_rate=rate is not None or ceil is not None) if "shaper" in data else None
+        shaper = self.shaper(data["shaper"], _at(path, "shaper"), ceil if ceil is not None else rate) if "shaper" in data else None
         microburst = read_microburst(self, data["microburst"], _at(path, "microburst"), rate, _at(path, "rate")) if "microburst" in data else None
         return Contract(rate, burst, ceil, shaper, microburst, meter)
 
-    def shaper(self, value: Any, path: str, has_rate: bool) -> Shaper | None:
+    def shaper(self, value: Any, path: str, owner_bps: int | None) -> Shaper | None:
+        """A shaper; without a rate of its own it shapes to ``owner_bps``, its owner's ceil or rate."""
         data = self.mapping(value, path, _SHAPER_KEYS)
         if data is None:
             return None
         before = len(self.errors)
         rate = self.byte_rate(data["rate"], _at(path, "rate")) if "rate" in data else None
         burst = self.burst(data["burst"], _at(path, "burst")) if "burst" in data else None
-        queue = self.quantity(data["queue"], _at(path, "queue"), parse_size) if "queue" in data else None
-        max_delay = self.quantity(data["max_delay"], _at(path, "max_delay"), parse_duration) if "max_delay" in data else None
+        queue = self.queue_size(data["queue"], _at(path, "queue")) if "queue" in data else None
+        max_delay = self.max_delay(data["max_delay"], _at(path, "max_delay")) if "max_delay" in data else None
         if burst is not None and burst < MIN_FRAME:
             self.error(_at(path, "burst"), f"{data['burst']!r} is smaller than the smallest frame ({MIN_FRAME}B): no frame could leave at once")
         if len(self.errors) > before:
             return None
-        if rate is None and not has_rate:
+        shaping_bps = rate if rate is not None else owner_bps
+        if shaping_bps is None:
             self.error(path, "a shaper needs a rate: give it 'rate', or give its tenant or class a 'ceil' or 'rate' (it then shapes to the ceil, else the rate)")
+            return None
+        if not self.implied_bound_fits(queue, max_delay, shaping_bps // 8, data, path):
             return None
         if queue is not None and queue < self.largest_frame:
             self.warnings.append(
@@ -249,6 +326,21 @@ class _Checker:
                 f"{_at(path, 'queue')}: {data['queue']!r} is larger than the port's buffer ({format_size(self.egress.buffer_bytes)}): it can never fill"
             )
         return Shaper(rate, burst, queue, max_delay)
+
+    def implied_bound_fits(self, queue: int | None, max_delay: int | None, rate: int, data: Mapping[str, Any], path: str) -> bool:
+        """A shaper given a queue or a max_delay alone is bounded by the other too, as the time
+        the queue takes to leave at ``rate`` (B/s) or the bytes that leave in max_delay
+        (``qos._shaper_row``): that bound must be within its limit as well (reported if not)."""
+        if max_delay is not None and queue is None and bytes_in(max_delay, rate) > MAX_QUEUE_BYTES:
+            waiting = format_size(bytes_in(max_delay, rate))
+            self.error(_at(path, "max_delay"), f"{data['max_delay']!r} at {format_rate(rate * 8)} lets {waiting} wait, over {_LARGEST_QUEUE}: give a queue too")
+            return False
+        if queue is not None and max_delay is None and time_of(queue, rate) > MAX_DELAY_NS:
+            leaving = format_duration(time_of(queue, rate))
+            at_rate = format_rate(rate * 8)
+            self.error(_at(path, "queue"), f"{data['queue']!r} takes {leaving} to leave at {at_rate}, over {_LONGEST_DELAY}: give a max_delay too")
+            return False
+        return True
 
     def meter(self, value: Any, path: str) -> Meter | None:
         data = self.mapping(value, path, _METER_KEYS, required=("kind",))
@@ -401,10 +493,10 @@ class _Checker:
         if data is None:
             return None
         rate = self.byte_rate(data["rate"], _at(path, "rate")) if "rate" in data else None
-        buffer = self.quantity(data["buffer"], _at(path, "buffer"), parse_size) if "buffer" in data else None
+        buffer = self.queue_size(data["buffer"], _at(path, "buffer")) if "buffer" in data else None
         mode = self.choice(data["mode"], _at(path, "mode"), tuple(PORT_MODES), "a port mode") if "mode" in data else "per_tenant"
         alpha_log2 = self.port_alpha(data["alpha"], _at(path, "alpha")) if "alpha" in data else 0
-        reserve = self.quantity(data["reserve"], _at(path, "reserve"), parse_size, zero_ok=True) if "reserve" in data else 0
+        reserve = self.queue_size(data["reserve"], _at(path, "reserve"), zero_ok=True) if "reserve" in data else 0
         microburst = read_microburst(self, data["microburst"], _at(path, "microburst"), rate, "port.rate") if "microburst" in data else None
         if rate is None or buffer is None or isinstance(mode, _Bad) or alpha_log2 is None or reserve is None or ("microburst" in data and microburst is None):
             return None
@@ -417,11 +509,9 @@ class _Checker:
 
     def port_alpha(self, value: Any, path: str) -> int | None:
         """The dynamic threshold's alpha, a power of two from 1/128 to 128: its log2."""
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            mantissa, exponent = math.frexp(value)
-            if mantissa == 0.5 and exponent - 1 in PORT_ALPHA_LOG2:
-                return exponent - 1
-        self.error(path, f"alpha {value!r} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value in _ALPHA_LOG2:
+            return _ALPHA_LOG2[value]
+        self.error(path, f"alpha {_shown(value)} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these")
         return None
 
     def color_map(self, value: Any, path: str) -> tuple[tuple[int, Color], ...] | None:
@@ -432,9 +522,9 @@ class _Checker:
         seen: dict[int, str] = {}
         out: dict[int, Color] = {}
         for key, colour in value.items():
-            where = _at(path, str(key))
+            where = _at(path, key if isinstance(key, str) else _shown(key))
             dscp: int | None = None
-            if isinstance(key, str) and key.isdigit():
+            if isinstance(key, str) and key.isascii() and key.isdigit() and len(key) <= _LONGEST_DSCP_KEY:
                 dscp = self.dscp_value(int(key), where)
             elif isinstance(key, (str, int)) and not isinstance(key, bool):
                 dscp = self.dscp_value(key, where)
@@ -456,11 +546,9 @@ class _Checker:
 
     def port(self, value: Any, path: str, *, in_list: bool) -> PortRange | None:
         """One port or range: an integer, "port" or "lo-hi"; in a list also [lo, hi]."""
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
         if isinstance(value, int) and not isinstance(value, bool):
             if not 0 <= value <= MAX_PORT:
-                self.error(path, f"port {value} is outside 0-{MAX_PORT}")
+                self.error(path, f"port {_int_text(value)} is outside 0-{MAX_PORT}")
                 return None
             return (value, value)
         if isinstance(value, str):
@@ -468,20 +556,24 @@ class _Checker:
             if not match:
                 self.error(path, f"{value!r} is not a port or a port range (write 80 or '8000-8080')")
                 return None
-            lo = int(match.group(1))
-            hi = int(match.group(2)) if match.group(2) is not None else lo
+            try:
+                lo = int(read_number(match.group(1), value))
+                hi = int(read_number(match.group(2), value)) if match.group(2) is not None else lo
+            except ValueError as err:
+                self.error(path, str(err))
+                return None
             return self._range(lo, hi, path, value)
         if in_list and _is_int_pair(value):
-            lo, hi = (int(v) for v in value)
+            lo, hi = value
             return self._range(lo, hi, path, list(value))
         expected = "a port (integer) or a range ('80-90' or [80, 90])" if in_list else "a port (integer), a range ('80-90') or a list of them"
         self.error(path, f"expected {expected}, got {_describe(value)}")
         return None
 
     def _range(self, lo: int, hi: int, path: str, text: Any) -> PortRange | None:
-        bad = [p for p in (lo, hi) if p > MAX_PORT]
+        bad = [p for p in (lo, hi) if not 0 <= p <= MAX_PORT]
         if bad:
-            self.error(path, f"port {bad[0]} is outside 0-{MAX_PORT}")
+            self.error(path, f"port {_int_text(bad[0])} is outside 0-{MAX_PORT}")
             return None
         if lo > hi:
             fixed: Any = [hi, lo] if isinstance(text, list) else f"{hi}-{lo}"
@@ -537,12 +629,12 @@ class _Checker:
         if data is None:
             return None
         errors_before = len(self.errors)
-        name = self.string(data["name"], _at(path, "name")) if "name" in data else None
+        name = self.name(data["name"], _at(path, "name"), "a string") if "name" in data else None
         description = self.string(data["description"], _at(path, "description")) if "description" in data else None
         action = self.choice(data["action"], _at(path, "action"), ACTIONS, "an action") if "action" in data else BAD
         cls: str | _Bad | None = None
         if "class" in data:
-            cls = self.string(data["class"], _at(path, "class"), "a class name")
+            cls = self.name_reference(data["class"], _at(path, "class"))
             if action == "drop":
                 self.error(_at(path, "class"), "a drop rule puts packets in no class: remove 'class' or make the action 'allow'")
             elif isinstance(cls, str) and class_names is not None and cls not in class_names:
@@ -590,7 +682,7 @@ class _Checker:
         if data is None:
             return None
         before = len(self.errors)
-        name = self.string(data["name"], _at(path, "name"), "a class name", non_empty=True) if "name" in data else BAD
+        name = self.name(data["name"], _at(path, "name"), "a class name", non_empty=True) if "name" in data else BAD
         description = self.string(data["description"], _at(path, "description")) if "description" in data else None
         priority = self.integer(data["priority"], _at(path, "priority"), 0, MAX_PRIORITY, "priority") if "priority" in data else None
         weight = self.weight(data["weight"], _at(path, "weight")) if "weight" in data else None
@@ -605,7 +697,7 @@ class _Checker:
         if data is None:
             return None
         before = len(self.errors)
-        name = self.string(data["name"], _at(path, "name"), "a tenant name", non_empty=True) if "name" in data else BAD
+        name = self.name(data["name"], _at(path, "name"), "a tenant name", non_empty=True) if "name" in data else BAD
         description = self.string(data["description"], _at(path, "description")) if "description" in data else None
         vnis = self.unique_ints(data.get("vnis", []), _at(path, "vnis"), MAX_VNI, "VNI", " (24 bits)")
         vlans = self.unique_ints(data.get("vlans", []), _at(path, "vlans"), MAX_VLAN, "VLAN id", " (12 bits)")
@@ -631,15 +723,17 @@ class _Checker:
             if items is not None and len(items) >= MAX_CLASSES:
                 self.error(classes_path, f"at most {MAX_CLASSES - 1} classes")
             classes, class_names = [], []
-            seen: dict[str, int] = {}
+            seen: dict[str, tuple[int, str]] = {}  # each class name (NFC): where it is, and as written there
             for i, item in enumerate(items or []):
                 tc = self.traffic_class(item, _at(classes_path, i))
                 if tc is None:
                     class_names = None
                 elif tc.name in seen:
-                    self.error(_at(_at(classes_path, i), "name"), f"class {tc.name!r} is already defined at {classes_path}[{seen[tc.name]}]")
+                    first, written = seen[tc.name]
+                    note = _spelt_apart(written, item["name"])
+                    self.error(_at(_at(classes_path, i), "name"), f"class {tc.name!r} is already defined at {classes_path}[{first}]{note}")
                 else:
-                    seen[tc.name] = i
+                    seen[tc.name] = (i, item["name"])
                     classes.append(tc)
             if items is None or not items:
                 class_names = None
@@ -649,7 +743,7 @@ class _Checker:
 
         default_class: str | None = class_names[0] if class_names else None
         if "default_class" in data:
-            given = self.string(data["default_class"], _at(path, "default_class"), "a class name")
+            given = self.name_reference(data["default_class"], _at(path, "default_class"))
             if isinstance(given, str):
                 if class_names is not None and given not in class_names:
                     hint = _did_you_mean(given, class_names) or f" (the tenant's classes: {', '.join(map(repr, class_names))})"
@@ -699,12 +793,18 @@ class _Checker:
             )
 
 
+def _comparable_name(value: Any) -> str | None:
+    """A name as names are compared (NFC), if it is text that is not blank."""
+    return unicodedata.normalize("NFC", value) if isinstance(value, str) and value.strip() else None
+
+
+def _spelt_apart(first: str, again: str) -> str:
+    """What the error of a repeated name adds when the two are the same only in NFC."""
+    return "" if first == again else " (written with other code points, but the same name in Unicode NFC: they print alike)"
+
+
 def _is_int_pair(value: Any) -> bool:
-    return (
-        isinstance(value, (list, tuple))
-        and len(value) == 2
-        and all((isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()) for v in value)
-    )
+    return isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
 
 
 def _rule_label(path: str, rule: Rule) -> str:
@@ -716,6 +816,30 @@ def _guarantee(tenant: Tenant) -> int:
     if tenant.contract.rate_bps is not None:
         return tenant.contract.rate_bps
     return sum(c.contract.rate_bps or 0 for c in tenant.classes)
+
+
+def _tenant_weights(tenants: Sequence[Tenant]) -> list[int]:
+    guarantees = np.array([_guarantee(t) // 8 for t in tenants], dtype=np.uint64)
+    explicit = np.array([t.weight or 0 for t in tenants], dtype=np.uint32)
+    return port_weights(guarantees, explicit).tolist()
+
+
+def port_weights(guarantees: npt.NDArray[np.uint64], explicit: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+    """Each tenant's share of the port's spare capacity, from its guarantee (bytes/s) and its
+    ``weight`` (0: none): the weights if tenants have them (all or none do, checked); else in
+    proportion to the guarantees, each divided by their greatest common divisor (a tenant
+    without a guarantee counts one unit), scaled to 32 bits if that is not enough."""
+    if explicit.any():
+        return np.maximum(explicit, 1).astype(np.uint32)
+    given = guarantees[guarantees > 0]
+    unit = int(np.gcd.reduce(given)) if len(given) else 0
+    if unit == 0:
+        return np.ones(len(guarantees), dtype=np.uint32)
+    units = np.maximum(guarantees // np.uint64(unit), 1)
+    if int(units.max()) <= MAX_WEIGHT:
+        return units.astype(np.uint32)
+    top = int(guarantees.max())  # a tiny common divisor: keep the proportions in 32 bits
+    return np.array([max(round(int(g) * MAX_WEIGHT / top), 1) for g in guarantees], dtype=np.uint32)
 
 
 def _port_checks(ck: _Checker, tenants: Sequence[Tenant]) -> None:
@@ -737,6 +861,20 @@ def _port_checks(ck: _Checker, tenants: Sequence[Tenant]) -> None:
                     f"tenants[{i}]",
                     f"{other.name!r} has no weight, but tenants[{first}] ({tenant.name!r}) has one: give every tenant a "
                     "weight, or none (spare capacity is then shared in proportion to the guarantees)",
+                )
+    _port_weight_checks(ck, tenants)
+
+
+def _port_weight_checks(ck: _Checker, tenants: Sequence[Tenant]) -> None:
+    """A class's queue at the port is weighed by its tenant's weight times its own (docs/qos.md,
+    "The port in the engine"), which must fit the 32 bits of the port scheduler's weights."""
+    for i, (tenant, tenant_weight) in enumerate(zip(tenants, _tenant_weights(tenants))):
+        for k, tc in enumerate(tenant.classes):
+            if tc.weight is not None and tenant_weight * tc.weight > MAX_WEIGHT:
+                whose = "its tenant's weight" if tenant.weight is not None else "its tenant's weight from the guarantees"
+                ck.error(
+                    f"tenants[{i}].classes[{k}].weight",
+                    f"the port weighs this class by {whose} times its own, {tenant_weight} x {tc.weight}, which is over {MAX_WEIGHT} (32 bits)",
                 )
 
 
