@@ -15,6 +15,9 @@ pub enum CoreError {
     /// Arrays handed in for a packet batch that do not describe a batch.
     #[error("{0}")]
     InvalidBatch(String),
+    /// A YAML text that is not one document by the rules of `crate::yaml`.
+    #[error(transparent)]
+    Yaml(#[from] crate::yaml::YamlError),
     #[error(transparent)]
     Io(#[from] io::Error),
 }
