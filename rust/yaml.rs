@@ -6,7 +6,7 @@
 //! `!!bool`, `!!null`, `!!seq`, `!!map`) and the non-specific `!` are honoured; any other tag is
 //! an error. Aliases copy their anchored node, within [`MAX_ALIAS_NODES`]; YAML 1.1's merge key
 //! `<<` is an error rather than a plain key. A mapping may not repeat a key, keys must be
-//! scalars, and collections nest at most [`MAX_DEPTH`] levels. Every error names a line and
+//! scalars, collections nest at most [`MAX_DEPTH`] levels and integers fit 128 bits. Every error names a line and
 //! (but for duplicate keys, which name both lines) a column.
 
 mod mapping;
@@ -33,9 +33,7 @@ pub const MAX_ALIAS_NODES: usize = 1_000_000;
 pub enum Value {
     Null,
     Bool(bool),
-    Int(i64),
-    /// An integer beyond 64 bits, as its decimal digits (with `-` if negative).
-    BigInt(String),
+    Int(i128),
     Float(f64),
     Str(String),
     Seq(Vec<Value>),
@@ -43,14 +41,6 @@ pub enum Value {
 }
 
 impl Value {
-    fn as_f64(&self) -> f64 {
-        match self {
-            Value::Int(i) => *i as f64,
-            Value::BigInt(digits) => digits.parse().expect("decimal digits parse as a float"),
-            _ => unreachable!("only integers convert"),
-        }
-    }
-
     fn is_collection(&self) -> bool {
         matches!(self, Value::Seq(_) | Value::Map(_))
     }
@@ -166,7 +156,7 @@ impl<'input> Loader<'input> {
             Some(tag) => scalar::resolve_tagged(&text, core_tag(&tag, at)?).map_err(|problem| invalid(at, problem))?,
             None if style != ScalarStyle::Plain => Value::Str(text.into_owned()),
             None if text == "<<" && self.expects_key() => return Err(invalid(at, "merge keys (<<) are YAML 1.1, not 1.2: write the keys out")),
-            None => scalar::resolve_plain(text),
+            None => scalar::resolve_plain(text).map_err(|problem| invalid(at, problem))?,
         };
         self.remember(anchor, &value);
         Ok(value)

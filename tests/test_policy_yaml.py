@@ -81,6 +81,12 @@ def test_core_schema_scalars() -> None:
     assert _core.load_yaml("") is None and _core.load_yaml("# only a comment\n") is None
 
 
+def test_integers_beyond_128_bits_are_refused(tmp_path: Path) -> None:
+    assert _core.load_yaml(f"[{2**127 - 1}, {-(2**127)}]") == [2**127 - 1, -(2**127)]
+    assert refused(tmp_path, f"tenants: [{2**127}]\n") == [("", "invalid YAML: line 1, column 11: an integer beyond 128 bits")]
+    assert refused(tmp_path, f"tenants: {'9' * 5000}\n") == [("", "invalid YAML: line 1, column 10: an integer beyond 128 bits")]
+
+
 # ---------------------------------------------------------------------------------------------
 # errors
 # ---------------------------------------------------------------------------------------------
@@ -192,7 +198,7 @@ CoreSchemaDumper.add_implicit_resolver(
     "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$"), list("-+.0123456789")
 )
 
-scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+scalars = st.none() | st.booleans() | st.integers(-(2**127), 2**127 - 1) | st.floats(allow_nan=False) | st.text()
 documents = st.recursive(scalars, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5), max_leaves=30)
 
 

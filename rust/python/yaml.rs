@@ -1,7 +1,7 @@
 //! `load_yaml`: the core reads the document without the GIL, then it becomes Python objects.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList};
+use pyo3::types::{PyDict, PyList};
 
 use super::error::to_py_err;
 use super::without_gil;
@@ -19,8 +19,11 @@ fn to_python(py: Python<'_>, value: Value) -> PyResult<Bound<'_, PyAny>> {
     Ok(match value {
         Value::Null => py.None().into_bound(py),
         Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
-        Value::Int(i) => i.into_pyobject(py)?.into_any(),
-        Value::BigInt(digits) => py.get_type::<PyInt>().call1((digits,))?,
+        // Most integers fit 64 bits, which convert faster than 128.
+        Value::Int(i) => match i64::try_from(i) {
+            Ok(small) => small.into_pyobject(py)?.into_any(),
+            Err(_) => i.into_pyobject(py)?.into_any(),
+        },
         Value::Float(f) => f.into_pyobject(py)?.into_any(),
         Value::Str(s) => s.into_pyobject(py)?.into_any(),
         Value::Seq(items) => PyList::new(py, items.into_iter().map(|item| to_python(py, item)).collect::<PyResult<Vec<_>>>()?)?.into_any(),

@@ -57,10 +57,8 @@ impl OpenMap {
 #[derive(PartialEq, Eq, Hash)]
 enum KeyId<'a> {
     Null,
-    Int(i64),
-    /// An integer beyond 64 bits, in decimal.
-    BigInt(std::borrow::Cow<'a, str>),
-    /// A float that is not a whole number, by its bits.
+    Int(i128),
+    /// A float that is not a whole number (or too large for any integer key), by its bits.
     Float(u64),
     Str(&'a str),
 }
@@ -69,9 +67,8 @@ impl<'a> KeyId<'a> {
     fn of(key: &'a Value) -> KeyId<'a> {
         match key {
             Value::Null => KeyId::Null,
-            Value::Bool(b) => KeyId::Int(i64::from(*b)),
+            Value::Bool(b) => KeyId::Int(i128::from(*b)),
             Value::Int(i) => KeyId::Int(*i),
-            Value::BigInt(digits) => KeyId::BigInt(digits.into()),
             Value::Float(f) => Self::of_float(*f),
             Value::Str(s) => KeyId::Str(s),
             Value::Seq(_) | Value::Map(_) => unreachable!("keys are scalars"),
@@ -79,13 +76,11 @@ impl<'a> KeyId<'a> {
     }
 
     fn of_float(f: f64) -> KeyId<'a> {
-        const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
-        if f.fract() != 0.0 || f.is_infinite() || f.is_nan() {
-            KeyId::Float(f.to_bits())
-        } else if (-TWO_POW_63..TWO_POW_63).contains(&f) {
-            KeyId::Int(f as i64)
+        const TWO_POW_127: f64 = 1.7014118346046923e38;
+        if f.fract() == 0.0 && (-TWO_POW_127..TWO_POW_127).contains(&f) {
+            KeyId::Int(f as i128)
         } else {
-            KeyId::BigInt(format!("{f:.0}").into())
+            KeyId::Float(f.to_bits())
         }
     }
 }
@@ -99,7 +94,6 @@ pub(super) fn shown_key(key: &Value) -> String {
         Value::Null => "null".to_owned(),
         Value::Bool(b) => b.to_string(),
         Value::Int(i) => i.to_string(),
-        Value::BigInt(digits) => digits.clone(),
         Value::Float(f) if f.is_nan() => ".nan".to_owned(),
         Value::Float(f) if f.is_infinite() => if *f > 0.0 { ".inf" } else { "-.inf" }.to_owned(),
         Value::Float(f) => format!("{f:?}"),

@@ -64,16 +64,22 @@ pub(super) fn shown_tag(handle: &str, suffix: &str) -> String {
 }
 
 /// A plain (unquoted, untagged) scalar: null, bool, int or float when it has one of their
-/// forms, a string otherwise.
-pub(super) fn resolve_plain(text: Cow<'_, str>) -> Value {
+/// forms, a string otherwise; an integer beyond 128 bits is an error.
+pub(super) fn resolve_plain(text: Cow<'_, str>) -> Result<Value, String> {
     // Most scalars in a policy are words such as `tcp` or `10Mbps`: the first character decides.
     let may_be_other = text.is_empty() || text.starts_with(|c: char| c.is_ascii_digit() || "+-.~nNtTfF".contains(c));
     if may_be_other {
-        if let Some(value) = null(&text).or_else(|| boolean(&text)).or_else(|| integer(&text)).or_else(|| float(&text).map(Value::Float)) {
-            return value;
+        if let Some(value) = null(&text).or_else(|| boolean(&text)) {
+            return Ok(value);
+        }
+        if let Some(int) = integer(&text) {
+            return int.map(Value::Int);
+        }
+        if let Some(float) = float(&text) {
+            return Ok(Value::Float(float));
         }
     }
-    Value::Str(text.into_owned())
+    Ok(Value::Str(text.into_owned()))
 }
 
 /// A scalar with a core tag, which must have one of the tag's forms.
@@ -82,8 +88,12 @@ pub(super) fn resolve_tagged(text: &str, tag: CoreTag) -> Result<Value, String> 
         CoreTag::Str | CoreTag::NonSpecific => Some(Value::Str(text.to_owned())),
         CoreTag::Null => null(text),
         CoreTag::Bool => boolean(text),
-        CoreTag::Int => integer(text),
-        CoreTag::Float => float(text).or_else(|| integer(text).map(|int| int.as_f64())).map(Value::Float),
+        CoreTag::Int => integer(text).transpose()?.map(Value::Int),
+        // The float forms include decimal integers; hexadecimal and octal ones convert.
+        CoreTag::Float => match float(text) {
+            Some(float) => Some(Value::Float(float)),
+            None => integer(text).transpose()?.map(|int| Value::Float(int as f64)),
+        },
         CoreTag::Map | CoreTag::Seq => return Err(format!("{} on a scalar", tag.name())),
     };
     value.ok_or_else(|| format!("{text:?} is not a valid {}", tag.name()))
@@ -101,8 +111,9 @@ fn boolean(text: &str) -> Option<Value> {
     }
 }
 
-/// `[-+]?[0-9]+` in decimal (leading zeros are not octal), `0o[0-7]+`, `0x[0-9a-fA-F]+`.
-fn integer(text: &str) -> Option<Value> {
+/// `[-+]?[0-9]+` in decimal (leading zeros are not octal), `0o[0-7]+`, `0x[0-9a-fA-F]+`; `None`
+/// for other forms, an error for one beyond 128 bits.
+fn integer(text: &str) -> Option<Result<i128, String>> {
     let (negative, digits, radix) = if let Some(octal) = text.strip_prefix("0o") {
         (false, octal, 8)
     } else if let Some(hex) = text.strip_prefix("0x") {
@@ -115,12 +126,9 @@ fn integer(text: &str) -> Option<Value> {
     if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
         return None;
     }
-    let magnitude = u64::from_str_radix(digits, radix).ok().filter(|&m| m <= i64::MAX as u64 + u64::from(negative));
-    Some(match magnitude {
-        Some(m) if negative => Value::Int(0i64.wrapping_sub_unsigned(m)),
-        Some(m) => Value::Int(m as i64),
-        None => Value::BigInt(format!("{}{}", if negative { "-" } else { "" }, to_decimal(digits, radix))),
-    })
+    let magnitude = u128::from_str_radix(digits, radix).ok();
+    let value = magnitude.and_then(|m| if negative { 0i128.checked_sub_unsigned(m) } else { i128::try_from(m).ok() });
+    Some(value.ok_or_else(|| "an integer beyond 128 bits".to_owned()))
 }
 
 /// `[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?` and the `.inf` and `.nan` forms.
@@ -140,27 +148,4 @@ fn float(text: &str) -> Option<f64> {
         (!whole.is_empty() || !fraction.is_empty()) && digits(whole) && digits(fraction) && !exponent_digits.is_empty() && digits(exponent_digits);
     // The check above is the schema's; Rust's parser reads every string that passes it.
     well_formed.then(|| text.parse().expect("a core-schema float parses"))
-}
-
-/// The decimal digits of a non-negative number written in `radix` (too long for 64 bits).
-fn to_decimal(digits: &str, radix: u32) -> String {
-    // Little-endian limbs of nine decimal digits each.
-    const LIMB: u64 = 1_000_000_000;
-    let mut limbs: Vec<u64> = vec![0];
-    for digit in digits.chars().filter_map(|c| c.to_digit(radix)) {
-        let mut carry = u64::from(digit);
-        for limb in &mut limbs {
-            let next = *limb * u64::from(radix) + carry;
-            *limb = next % LIMB;
-            carry = next / LIMB;
-        }
-        if carry > 0 {
-            limbs.push(carry);
-        }
-    }
-    let mut text = limbs.last().expect("at least one limb").to_string();
-    for limb in limbs.iter().rev().skip(1) {
-        text.push_str(&format!("{limb:09}"));
-    }
-    text
 }
