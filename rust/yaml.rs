@@ -4,7 +4,7 @@
 //! (YAML 1.1's octal is gone; octal is `0o22`), and `1:30`, `0b11`, `8_0`, `yes` and `on` are
 //! strings. Quoted scalars are strings. The core schema's tags (`!!str`, `!!int`, `!!float`,
 //! `!!bool`, `!!null`, `!!seq`, `!!map`) and the non-specific `!` are honoured; any other tag is
-//! an error. Aliases copy their anchored node, within [`MAX_ALIAS_NODES`]; YAML 1.1's merge key
+//! an error. Aliases copy their anchored node, within [`MAX_COPIED_NODES`]; YAML 1.1's merge key
 //! `<<` is an error rather than a plain key. A mapping may not repeat a key, keys must be
 //! scalars, collections nest at most [`MAX_DEPTH`] levels and integers fit 128 bits. Every error names a line and
 //! (but for duplicate keys, which name both lines) a column.
@@ -24,9 +24,9 @@ use scalar::CoreTag;
 
 /// Collections nested deeper than this are refused, before they are read.
 pub const MAX_DEPTH: usize = 200;
-/// The most nodes aliases may copy in one document, against documents that expand
-/// exponentially ("billion laughs").
-pub const MAX_ALIAS_NODES: usize = 1_000_000;
+/// The most nodes one document may copy, into its anchors and out of them by aliases: against
+/// documents that expand exponentially ("billion laughs") or anchor each level of a deep node.
+pub const MAX_COPIED_NODES: usize = 1_000_000;
 
 /// A YAML node. Mappings keep their keys in document order; keys are scalars.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +75,7 @@ pub enum YamlError {
 
 /// The one document in `text`, or `Value::Null` for a text without one (empty, or only comments).
 pub fn load(text: &str) -> Result<Value, YamlError> {
-    Loader { parser: Parser::new_from_str(text), open: Vec::new(), anchors: FxHashMap::default(), alias_nodes: 0 }.stream()
+    Loader { parser: Parser::new_from_str(text), open: Vec::new(), anchors: FxHashMap::default(), copied_nodes: 0 }.stream()
 }
 
 fn invalid(at: Marker, problem: impl Into<String>) -> YamlError {
@@ -88,8 +88,8 @@ struct Loader<'input> {
     open: Vec<OpenCollection>,
     /// Anchored nodes by the parser's anchor id, with their node count and depth.
     anchors: FxHashMap<usize, (Value, usize, usize)>,
-    /// Nodes copied by aliases so far.
-    alias_nodes: usize,
+    /// Nodes copied into anchors and out of them so far.
+    copied_nodes: usize,
 }
 
 struct OpenCollection {
@@ -141,7 +141,7 @@ impl<'input> Loader<'input> {
                     self.open_collection(Items::Map(OpenMap::default()), anchor, tag, CoreTag::Map, at)?;
                     continue;
                 }
-                Event::SequenceEnd | Event::MappingEnd => self.close_collection(),
+                Event::SequenceEnd | Event::MappingEnd => self.close_collection()?,
                 Event::Alias(id) => (self.alias(id, at)?, at),
                 _ => unreachable!("a document holds nodes"),
             };
@@ -158,7 +158,7 @@ impl<'input> Loader<'input> {
             None if text == "<<" && self.expects_key() => return Err(invalid(at, "merge keys (<<) are YAML 1.1, not 1.2: write the keys out")),
             None => scalar::resolve_plain(text).map_err(|problem| invalid(at, problem))?,
         };
-        self.remember(anchor, &value);
+        self.remember(anchor, &value, at)?;
         Ok(value)
     }
 
@@ -177,34 +177,42 @@ impl<'input> Loader<'input> {
         Ok(())
     }
 
-    fn close_collection(&mut self) -> (Value, Marker) {
+    fn close_collection(&mut self) -> Result<(Value, Marker), YamlError> {
         let closed = self.open.pop().expect("an end event closes an open collection");
         let value = match closed.items {
             Items::Seq(items) => Value::Seq(items),
             Items::Map(map) => Value::Map(map.finish()),
         };
-        self.remember(closed.anchor, &value);
-        (value, closed.start)
+        self.remember(closed.anchor, &value, closed.start)?;
+        Ok((value, closed.start))
     }
 
     fn alias(&mut self, id: usize, at: Marker) -> Result<Value, YamlError> {
         // The parser knows every anchor it has seen, including one on a node still open.
-        let (value, nodes, depth) = self.anchors.get(&id).ok_or_else(|| invalid(at, "an alias inside the node it refers to"))?;
+        let &(_, nodes, depth) = self.anchors.get(&id).ok_or_else(|| invalid(at, "an alias inside the node it refers to"))?;
         if self.open.len() + depth > MAX_DEPTH {
             return Err(invalid(at, too_deep()));
         }
-        self.alias_nodes += nodes;
-        if self.alias_nodes > MAX_ALIAS_NODES {
-            return Err(invalid(at, format!("aliases copy more than {MAX_ALIAS_NODES} nodes")));
-        }
-        Ok(value.clone())
+        self.count_copies(nodes, at)?;
+        Ok(self.anchors[&id].0.clone())
     }
 
-    fn remember(&mut self, anchor: usize, value: &Value) {
+    fn remember(&mut self, anchor: usize, value: &Value, at: Marker) -> Result<(), YamlError> {
         // Anchor ids start at 1; 0 is a node without one.
         if anchor != 0 {
-            self.anchors.insert(anchor, (value.clone(), value.node_count(), value.depth()));
+            let nodes = value.node_count();
+            self.count_copies(nodes, at)?;
+            self.anchors.insert(anchor, (value.clone(), nodes, value.depth()));
         }
+        Ok(())
+    }
+
+    fn count_copies(&mut self, nodes: usize, at: Marker) -> Result<(), YamlError> {
+        self.copied_nodes += nodes;
+        if self.copied_nodes > MAX_COPIED_NODES {
+            return Err(invalid(at, format!("anchors and aliases copy more than {MAX_COPIED_NODES} nodes")));
+        }
+        Ok(())
     }
 
     fn expects_key(&self) -> bool {

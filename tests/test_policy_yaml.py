@@ -180,7 +180,7 @@ def test_billion_laughs_is_refused_quickly(tmp_path: Path) -> None:
     lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
     [(place, message)] = refused(tmp_path, "\n".join(lines) + "\n")
-    assert place == "" and message.endswith(": aliases copy more than 1000000 nodes")
+    assert place == "" and message.endswith(": anchors and aliases copy more than 1000000 nodes")
 
 
 # ---------------------------------------------------------------------------------------------

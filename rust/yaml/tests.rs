@@ -234,7 +234,16 @@ fn billion_laughs_stops_at_the_alias_budget() {
         text.push_str(&format!("l{level}: &l{level} [{}]\n", vec![format!("*l{}", level - 1); 10].join(", ")));
     }
     let err = error(&text);
-    assert!(err.ends_with(": aliases copy more than 1000000 nodes"), "{err}");
+    assert!(err.ends_with(": anchors and aliases copy more than 1000000 nodes"), "{err}");
+}
+
+#[test]
+fn anchoring_every_level_of_a_deep_node_stops_at_the_copy_budget() {
+    let payload = format!("[{}]", vec!["x"; 10_000].join(", "));
+    let text = format!("{}{payload}{}", "&a [".repeat(150), "]".repeat(150));
+    // Levels close from the inside out, each copying the payload again: the hundredth of them,
+    // the 51st from the outside, passes the budget.
+    assert_eq!(error(&text), "line 1, column 201: anchors and aliases copy more than 1000000 nodes");
 }
 
 #[test]
