@@ -6,8 +6,8 @@
 //! `!!bool`, `!!null`, `!!seq`, `!!map`) and the non-specific `!` are honoured; any other tag is
 //! an error. Aliases copy their anchored node, within [`MAX_COPIED_NODES`]; YAML 1.1's merge key
 //! `<<` is an error rather than a plain key. A mapping may not repeat a key, keys must be
-//! scalars, collections nest at most [`MAX_DEPTH`] levels and integers fit 128 bits. Every error names a line and
-//! (but for duplicate keys, which name both lines) a column.
+//! scalars, collections nest at most [`MAX_DEPTH`] levels and integers fit 128 bits. Every error
+//! names a line and (but for duplicate keys, which name both lines) a column.
 
 mod mapping;
 mod scalar;
