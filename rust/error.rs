@@ -38,6 +38,9 @@ pub enum CoreError {
     /// An argument a call cannot take: a thread count, an edit operation.
     #[error("{0}")]
     InvalidArgument(String),
+    /// A YAML text that is not one document by the rules of `crate::yaml`.
+    #[error(transparent)]
+    Yaml(#[from] crate::yaml::YamlError),
     #[error(transparent)]
     Io(#[from] io::Error),
 }

@@ -5,7 +5,8 @@
 //! [`classify`] (first-match rule tables), [`verdict`] (what classification says of a packet),
 //! [`meter`] (RFC 2697/2698/4115 token-bucket meters), [`shaping`] (EDT shaper and egress port
 //! model, in packet time), [`enforce`] (both applied to classified packets, per tenant),
-//! [`engine`] (tables, updates and the threads that classify and enforce batches).
+//! [`engine`] (tables, updates and the threads that classify and enforce batches); apart from
+//! the data path, [`yaml`] reads policy files (YAML 1.2 documents).
 //! The PyO3 bindings live apart in `python`, compiled only with the `python` feature.
 
 pub mod batch;
@@ -22,6 +23,7 @@ pub mod pcap;
 mod pool;
 pub mod shaping;
 pub mod verdict;
+pub mod yaml;
 
 #[cfg(feature = "python")]
 mod python;

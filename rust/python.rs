@@ -9,6 +9,7 @@ mod convert;
 mod engine;
 mod error;
 mod rule_table;
+mod yaml;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -17,8 +18,9 @@ use pyo3::prelude::*;
 use batch::{parse_records, read_pcap, record_layout, PacketBatch, PcapIterator};
 use bursts::{burst_flow_layout, burst_layout};
 use engine::{processed_layout, verdict_layout, Engine};
-use error::{IsolaneError, PcapError};
+use error::{DuplicateKeyError, IsolaneError, PcapError, YamlError};
 use rule_table::RuleTable;
+use yaml::load_yaml;
 
 /// Runs core work without the GIL, turning a panic into an exception instead of letting it
 /// cross into Python.
@@ -33,8 +35,8 @@ fn without_gil<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyRe
 mod _core {
     #[pymodule_export]
     use super::{
-        burst_flow_layout, burst_layout, parse_records, processed_layout, read_pcap, record_layout, verdict_layout, Engine, PacketBatch, PcapIterator,
-        RuleTable,
+        burst_flow_layout, burst_layout, load_yaml, parse_records, processed_layout, read_pcap, record_layout, verdict_layout, Engine, PacketBatch,
+        PcapIterator, RuleTable,
     };
 
     #[pymodule_init]
@@ -46,6 +48,8 @@ mod _core {
         for class in super::error::DUAL_ERRORS {
             module.add(class.name(), class.type_object(py)?)?;
         }
+        module.add("YamlError", py.get_type::<super::YamlError>())?;
+        module.add("DuplicateKeyError", py.get_type::<super::DuplicateKeyError>())?;
         module.add("VXLAN_PORT", crate::parse::VXLAN_PORT)?;
         module.add("GENEVE_PORT", crate::parse::GENEVE_PORT)?;
         Ok(())

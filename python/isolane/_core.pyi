@@ -14,6 +14,7 @@ __all__ = [
     "BatchError",
     "Engine",
     "EngineError",
+    "DuplicateKeyError",
     "GENEVE_PORT",
     "IsolaneError",
     "NoTenantError",
@@ -23,8 +24,10 @@ __all__ = [
     "RuleIndexError",
     "RuleTable",
     "VXLAN_PORT",
+    "YamlError",
     "burst_flow_layout",
     "burst_layout",
+    "load_yaml",
     "parse_records",
     "processed_layout",
     "read_pcap",
@@ -56,6 +59,16 @@ class RuleIndexError(EngineError, IndexError):
 
 class BatchError(IsolaneError, ValueError):
     """Arrays that do not describe a packet batch (also a ValueError)."""
+class YamlError(IsolaneError):
+    """A YAML text that is not one document by isolane's rules; `line` and `column` say where."""
+
+    line: int
+    column: int
+
+class DuplicateKeyError(YamlError):
+    """A YAML mapping that repeats a key at `line` and `column`; `first_line` has the first."""
+
+    first_line: int
 
 @final
 class PacketBatch:
@@ -130,6 +143,10 @@ def read_pcap(path: str | os.PathLike[str]) -> PacketBatch:
     Files of 1 MiB or more are mapped read-only and indexed in place, not copied; as with
     ``numpy.memmap`` the file must not be truncated while the batch is alive (use
     ``iter_pcap`` for a capture that is still being written)."""
+
+def load_yaml(text: str) -> Any:
+    """The one YAML document in `text` by the YAML 1.2 core schema (None for none), as dicts, lists,
+    strings, ints, floats, bools and None; raises YamlError or DuplicateKeyError."""
 
 def parse_records(batch: PacketBatch, vxlan_ports: list[int], geneve_ports: list[int], threads: int) -> npt.NDArray[np.uint8]:
     """Parse a batch into packed records (raw bytes; view them with ``isolane.PARSED_DTYPE``)."""

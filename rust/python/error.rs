@@ -26,9 +26,12 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
 use crate::error::CoreError;
+use crate::yaml;
 
 create_exception!(_core, IsolaneError, PyException, "Base class of isolane's errors.");
 create_exception!(_core, PcapError, IsolaneError, "A capture file that is not valid pcap/pcapng; `path`, `offset` and `packet` say where.");
+create_exception!(_core, YamlError, IsolaneError, "A YAML text that is not one document by isolane's rules; `line` and `column` say where.");
+create_exception!(_core, DuplicateKeyError, YamlError, "A YAML mapping that repeats a key at `line` and `column`; `first_line` has the first.");
 
 /// An isolane exception class that is also a builtin one (made at first use, then kept).
 pub(crate) struct DualError {
@@ -134,6 +137,7 @@ fn to_py_err(err: CoreError, path: Option<&Path>) -> PyErr {
             let _ = value.setattr("packet", packet);
             err
         }),
+        CoreError::Yaml(err) => yaml_error(err),
         CoreError::InvalidBatch(_) => BATCH_ERROR.new_err(message),
         CoreError::InvalidSpec { .. } | CoreError::InvalidArgument(_) => ENGINE_ERROR.new_err(message),
         CoreError::NoTenant(_) => NO_TENANT_ERROR.new_err(message),
@@ -143,6 +147,23 @@ fn to_py_err(err: CoreError, path: Option<&Path>) -> PyErr {
             None => PyOSError::new_err(io.to_string()),
         },
     }
+}
+
+fn yaml_error(err: yaml::YamlError) -> PyErr {
+    Python::attach(|py| {
+        let (exception, line, column) = match &err {
+            yaml::YamlError::Invalid { line, column, .. } => (YamlError::new_err(err.to_string()), *line, *column),
+            yaml::YamlError::DuplicateKey { line, column, first_line, .. } => {
+                let exception = DuplicateKeyError::new_err(err.to_string());
+                let _ = exception.value(py).setattr("first_line", *first_line);
+                (exception, *line, *column)
+            }
+        };
+        let value = exception.value(py);
+        let _ = value.setattr("line", line);
+        let _ = value.setattr("column", column);
+        exception
+    })
 }
 
 #[cfg(test)]

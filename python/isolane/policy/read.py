@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from isolane import _core
 from isolane.policy.errors import PolicyError, _at
 
 
@@ -80,36 +81,13 @@ def _load_toml(text: str, path: str | os.PathLike[str]) -> Any:
 
 
 def _load_yaml(text: str, path: str | os.PathLike[str]) -> Any:
+    """YAML 1.2 by its core schema, read by the Rust core (docs/policy.md, "YAML")."""
     try:
-        yaml: Any = importlib.import_module("yaml")
-    except ModuleNotFoundError:
-        raise PolicyError([("", "reading YAML needs the 'PyYAML' package (pip install pyyaml)")], path) from None
-
-    class Loader(yaml.SafeLoader):  # type: ignore[misc]
-        """SafeLoader that refuses duplicate keys instead of keeping the last one."""
-
-    def construct_mapping(loader: Any, node: Any, deep: bool = False) -> Any:
-        loader.flatten_mapping(node)
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            try:
-                if key in seen:
-                    raise PolicyError([("", f"line {line}: duplicate key {key!r} (first at line {seen[key]})")], path)
-                seen[key] = line
-            except TypeError:  # an unhashable key: SafeLoader reports it below
-                pass
-        return loader.construct_mapping(node, deep)
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    try:
-        return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise PolicyError([("", f"invalid YAML: {where}{problem}")], path) from None
+        return _core.load_yaml(text)
+    except _core.DuplicateKeyError as err:
+        raise PolicyError([("", str(err))], path) from None
+    except _core.YamlError as err:
+        raise PolicyError([("", f"invalid YAML: {err}")], path) from None
 
 
 # What locating a problem in the text needs of it, strings and comments skipped whole so that
