@@ -14,8 +14,9 @@ integer arrays the Rust meters and schedulers take (:class:`CompiledQos`).
 """
 
 # The modules, each with one job. At run time a module imports only modules before it in this
-# list: constants, errors, units, addresses, model, read, compile, shadowed, validate, qos,
-# json_schema, policy (validate, compile and qos name Policy for type checking only). Every name
+# list: constants, errors, units, addresses, schema, model, read, compile, shadowed, validate, qos,
+# json_schema, policy (validate, compile and qos name Policy for type checking only; constants
+# hands out the key sets of schema's models, importing schema when first asked for one). Every name
 # that isolane/policy.py defined when it was one module is imported here, the private ones too,
 # so that code that reached them through isolane.policy keeps working. Assigning to one of them
 # here changes nothing for the code that reads it: set it in its module (as a test does with
@@ -275,7 +276,7 @@ from isolane.policy.errors import (
     _render_error as _render_error,
 )
 from isolane.policy.json_schema import (
-    schema,
+    schema,  # the function; the models' module is reached with `from isolane.policy.schema import ...`
     schema_text,
 )
 from isolane.policy.model import (

@@ -3,7 +3,8 @@ protocols and DSCPs, and the keys of each mapping in a file."""
 
 from __future__ import annotations
 
-from typing import Literal
+import importlib
+from typing import Any, Literal
 
 SCHEMA_VERSION = 1
 """The only ``version`` a policy file may declare today."""
@@ -148,38 +149,8 @@ RULE_FIELDS: tuple[str, ...] = (
     "dscp_mask",
 )
 
-# Keys of each mapping in the file, in the order to_dict writes them.
-_CONTRACT_KEYS = ("rate", "burst", "ceil", "meter", "shaper", "microburst")
-_TOP_KEYS = ("version", "description", "unknown_tenant", "count", "largest_frame", "color_map", "port", "tenants")
-_TENANT_KEYS = (
-    "name",
-    "description",
-    "vnis",
-    "vlans",
-    "sources",
-    "weight",
-    *_CONTRACT_KEYS,
-    "classes",
-    "default_class",
-    "default",
-    "rules",
-)
-_CLASS_KEYS = ("name", "description", "priority", "weight", *_CONTRACT_KEYS)
-_RULE_KEYS = ("name", "description", "src", "dst", "src_ports", "dst_ports", "proto", "dscp", "action", "class")
-_SHAPER_KEYS = ("rate", "burst", "queue", "max_delay")
-_MICROBURST_KEYS = ("window", "threshold", "queue")
-_QUEUE_VIEW_KEYS = ("rise", "fall")
-_PORT_KEYS = ("rate", "buffer", "mode", "alpha", "reserve", "microburst")
 #: The dynamic threshold's alpha is 2**k for k in this range (1/128 to 128), as switches offer it.
 PORT_ALPHA_LOG2 = range(-7, 8)
-_METER_KEYS = ("kind", "cir", "cbs", "eir", "ebs", "pir", "pbs", "color_aware", "count", "actions")
-#: The rates and bursts of each meter kind, in the order to_dict writes them.
-_METER_FIELDS: dict[str, tuple[str, ...]] = {
-    "srtcm": ("cir", "cbs", "ebs"),
-    "trtcm": ("cir", "cbs", "pir", "pbs"),
-    "rfc4115": ("cir", "cbs", "eir", "ebs"),
-}
-_METER_REQUIRED: dict[str, tuple[str, ...]] = {"srtcm": ("cir",), "trtcm": ("cir", "pir"), "rfc4115": ("cir", "eir")}
 #: Each burst and the rate that fills it, per kind.
 _METER_BUCKETS: dict[str, tuple[tuple[str, str], ...]] = {
     "srtcm": (("cbs", "cir"), ("ebs", "cir")),
@@ -187,3 +158,33 @@ _METER_BUCKETS: dict[str, tuple[tuple[str, str], ...]] = {
     "rfc4115": (("cbs", "cir"), ("ebs", "eir")),
 }
 _METER_WORDS = {"cir": "committed rate", "eir": "excess rate", "pir": "peak rate"}
+
+# The keys of each mapping in a policy file, in the order to_dict writes them, and which rates and
+# bursts each meter kind takes, are the fields of the models in schema.py, the one place the
+# document's shape is written. schema.py imports this module, so they are read from it when first
+# asked for here (by module: the package's attribute ``schema`` is the function of json_schema.py).
+_FROM_SCHEMA = frozenset(
+    {
+        "_CONTRACT_KEYS",
+        "_TOP_KEYS",
+        "_TENANT_KEYS",
+        "_CLASS_KEYS",
+        "_RULE_KEYS",
+        "_SHAPER_KEYS",
+        "_MICROBURST_KEYS",
+        "_QUEUE_VIEW_KEYS",
+        "_PORT_KEYS",
+        "_METER_KEYS",
+        "_METER_ACTION_KEYS",
+        "_REMARK_KEYS",
+        "_METER_BUCKET_KEYS",
+        "_METER_FIELDS",
+        "_METER_REQUIRED",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_SCHEMA:
+        return getattr(importlib.import_module("isolane.policy.schema"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,8 @@ from isolane.policy.bursts import read_microburst
 from isolane.policy.compile import tenant_tables
 from isolane.policy.constants import (
     _CLASS_KEYS,
+    _METER_ACTION_KEYS,
+    _METER_BUCKET_KEYS,
     _METER_BUCKETS,
     _METER_FIELDS,
     _METER_KEYS,
@@ -22,6 +24,7 @@ from isolane.policy.constants import (
     _METER_WORDS,
     _PORT_KEYS,
     _PROTO_NAME,
+    _REMARK_KEYS,
     _RULE_KEYS,
     _SHAPER_KEYS,
     _TENANT_KEYS,
@@ -348,9 +351,9 @@ class _Checker:
             return None
         before = len(self.errors)
         kind = self.choice(data["kind"], _at(path, "kind"), tuple(METER_KINDS), "a meter kind") if "kind" in data else BAD
-        fields = _METER_FIELDS[kind] if isinstance(kind, str) else _METER_KEYS[1:7]
+        fields = _METER_FIELDS[kind] if isinstance(kind, str) else _METER_BUCKET_KEYS
         if isinstance(kind, str):
-            for key in _METER_KEYS[1:7]:
+            for key in _METER_BUCKET_KEYS:
                 if key in data and key not in fields:
                     owners = [k for k, own in _METER_FIELDS.items() if key in own]
                     self.error(
@@ -456,12 +459,12 @@ class _Checker:
                 )
 
     def color_actions(self, value: Any, path: str) -> dict[str, ColorAction]:
-        data = self.mapping(value, path, tuple(COLORS))
+        data = self.mapping(value, path, _METER_ACTION_KEYS)
         out: dict[str, ColorAction] = {}
         for colour, item in (data or {}).items():
             where = _at(path, colour)
             if isinstance(item, Mapping):
-                remark = self.mapping(item, where, ("remark",), required=("remark",))
+                remark = self.mapping(item, where, _REMARK_KEYS, required=("remark",))
                 if remark is not None and "remark" in remark:
                     dscp = self.dscp_value(remark["remark"], _at(where, "remark"))
                     if dscp is not None:
