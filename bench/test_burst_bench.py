@@ -20,7 +20,7 @@ over the pipeline without detection; the pipeline with it at least 20 Mpps on on
 printed, not asserted on wall-clock; the gate is relative (with detection at most
 ``MAX_SLOWDOWN`` times without, the two 125-byte settings) and the rows must be the same.
 
-**Finding bursts in a capture.** ``tests/burst_traffic.py`` makes 50 tenants' VXLAN traffic,
+**Finding bursts in a capture.** ``tests/support/burst_traffic.py`` makes 50 tenants' VXLAN traffic,
 each tenant sending an evenly spaced 2 Gbit/s of 1500-byte frames (so no window of the
 background alone is over the threshold) plus injected bursts of four shapes, one flow each, at
 random instants: "spike" 2 us at 40 Gbit/s (7 frames), "short" 8 us at 12 Gbit/s (8 frames),
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,12 +56,7 @@ import burst_peers
 import isolane
 import test_qos_bench as qos
 from machine_load import ForeignLoad
-
-_TESTS_DIR = str(Path(__file__).resolve().parent.parent / "tests")
-if _TESTS_DIR not in sys.path:
-    sys.path.append(_TESTS_DIR)  # after bench/: only for burst_traffic, which bench/ lacks
-
-import burst_traffic  # noqa: E402
+from support import burst_traffic
 
 
 def _env(name: str, default: float) -> float:

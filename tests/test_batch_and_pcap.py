@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import isolane
-from pcapfiles import pcap, pcapng
+from support.pcapfiles import pcap, pcapng
 
 ETH_IPV4_UDP = bytes.fromhex(
     "020000000001" "020000000002" "0800"

@@ -1,5 +1,5 @@
 """Microburst detection in the engine (docs/bursts.md) against the plain reference
-(burst_reference.py) and the spec: random traces event by event, detection quality on generated
+(support/burst_reference.py) and the spec: random traces event by event, detection quality on generated
 multi-tenant traffic, batch boundaries and the on_burst callback, verdicts untouched, the queue
 view at a port, a real capture, and the errors bad settings get."""
 
@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import isolane
-import port_reference
-from burst_reference import (
+from isolane import Engine, Outcome, Policy, PolicyError
+from support import port_reference
+from support.burst_reference import (
     CLASS,
     DEFAULT_INTERVALS_NS,
     EVENT_FIELDS,
@@ -34,8 +35,7 @@ from burst_reference import (
     packet_bytes,
     scopes_from_dict,
 )  # fmt: skip
-from burst_traffic import Burst, make_trace, policy_for
-from isolane import Engine, Outcome, Policy, PolicyError
+from support.burst_traffic import Burst, make_trace, policy_for
 
 COUNT_MODES = ("inner", "outer", "wire", "wire_fcs")
 VNIS = {"a": 100, "b": 101, "c": 102}

@@ -2,7 +2,7 @@
 
 The report's numbers are checked against counts made here from the engine's rows and the
 parsed packets, and, under congestion, against the Python reference of meters, shapers and
-the port (tests/port_reference.py); every packet read must be accounted for."""
+the port (tests/support/port_reference.py); every packet read must be accounted for."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ import isolane
 from isolane.cli import main
 from isolane.policy import COUNT_MODES
 from isolane.report import DROP_STAGES, REASONS, ReplayReport, replay
-from locations import ROOT, SAMPLE
-from port_reference import process_with_port
-from qos_reference import frame_bytes
+from support.locations import ROOT, SAMPLE
+from support.port_reference import process_with_port
+from support.qos_reference import frame_bytes
 
 POLICY = ROOT / "pcaps" / "tenants.yaml"
 OUTCOME_STAGE = {f"drop_{stage}": stage for stage in DROP_STAGES}

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import isolane
 from isolane import Engine, Policy, Reason
-from locations import ROOT, SAMPLE
+from support.locations import ROOT, SAMPLE
 
 TENANTS_YAML = ROOT / "pcaps" / "tenants.yaml"
 

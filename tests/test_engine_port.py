@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from isolane import Engine, Outcome, Policy
-from port_reference import Port, port_queues, process_with_port
+from support.port_reference import Port, port_queues, process_with_port
 from test_engine_qos import QOS_FIELDS, VERDICT_FIELDS, policy, random_meter, random_shaper, records
 
 CLASS_PORTS = [443, 80, 8080]  # class i takes dst port CLASS_PORTS[i]; 22 is dropped

@@ -11,7 +11,7 @@ import pytest
 
 import isolane
 from isolane import Engine, Outcome, Policy
-from locations import ROOT, SAMPLE
+from support.locations import ROOT, SAMPLE
 from test_engine_qos import policy, random_meter, random_policy, random_traffic
 
 # Below 8,192 packets a batch runs on the calling thread; the sizes below try both paths and,

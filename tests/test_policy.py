@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 import isolane
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
-from locations import ROOT, SAMPLE, SHARED
-from policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
+from support.locations import ROOT, SAMPLE, SHARED
+from support.policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
 
 EXAMPLE = ROOT / "pcaps" / "tenants.yaml"
 CLASSBENCH = SHARED / "classbench"

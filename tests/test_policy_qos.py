@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
-from locations import ROOT
-from policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
+from support.locations import ROOT
+from support.policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
 
 DOCS = ROOT / "docs"
 EXAMPLE = ROOT / "pcaps" / "tenants.yaml"
