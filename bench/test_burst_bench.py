@@ -198,7 +198,9 @@ def test_detection_cost_in_the_one_core_pipeline_with_1000_tenants(bench_report)
     assert all(same_rows.values()), f"detection changed rows: {same_rows}"
     for s in settings:
         if s.gated:
-            assert ratios[s.label] <= MAX_SLOWDOWN, f"{s.label}: the pipeline with detection took {ratios[s.label]:.2f}x the time without (gate {MAX_SLOWDOWN}x)"
+            assert ratios[s.label] <= MAX_SLOWDOWN, (
+                f"{s.label}: the pipeline with detection took {ratios[s.label]:.2f}x the time without (gate {MAX_SLOWDOWN}x)"
+            )
         if "CIR" in s.label:
             assert events[s.label] > PACKETS // 2, f"{s.label}: {events[s.label]} events, meant to be one per packet or so"
         else:
@@ -372,7 +374,9 @@ def _tshark_view(capture: _Capture, io: burst_peers.IoStat) -> dict:
     }
 
 
-@pytest.mark.parametrize("packets", [CAPTURE_PACKETS, pytest.param(1_000_000, marks=pytest.mark.slow, id="1M")], ids=lambda n: f"{n:_}" if isinstance(n, int) else n)
+@pytest.mark.parametrize(
+    "packets", [CAPTURE_PACKETS, pytest.param(1_000_000, marks=pytest.mark.slow, id="1M")], ids=lambda n: f"{n:_}" if isinstance(n, int) else n
+)
 def test_finding_bursts_in_a_capture_beside_numpy_binning_and_tshark(bench_report, data_dir, packets) -> None:
     capture = _capture(packets, data_dir)
     n_packets, n_bursts = len(capture.trace), len(capture.tenant)
@@ -447,7 +451,8 @@ def test_finding_bursts_in_a_capture_beside_numpy_binning_and_tshark(bench_repor
         info["tshark: command"] = " ".join(io.command[:1] + ["..."] + io.command[-2:])
         info.update({f"tshark: {k}": v for k, v in tshark_view.items() if k != "bursts_in_flagged"})
         info["tshark: bursts in flagged, by kind"] = ", ".join(
-            f"{name} {int((tshark_view['bursts_in_flagged'] & (capture.kind == k)).sum())}/{int((capture.kind == k).sum())}" for k, (name, _, _) in enumerate(KINDS)
+            f"{name} {int((tshark_view['bursts_in_flagged'] & (capture.kind == k)).sum())}/{int((capture.kind == k).sum())}"
+            for k, (name, _, _) in enumerate(KINDS)
         )
     else:
         info["tshark"] = f"skipped: {why_no_tshark}"

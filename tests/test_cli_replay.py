@@ -182,7 +182,15 @@ def test_replay_table_shows_the_json_numbers(tmp_path: Path, capsys: pytest.Capt
     for label, entry in entries.items():
         cells = rows[label][len(label) :].split()
         numbers = [int(cell.replace(",", "")) for cell in cells[:9]]
-        assert numbers == [entry["packets"], entry["bytes"], *entry["colors"].values(), entry["passed"], entry["remarked"], entry["dropped"], entry["in_flight"]]
+        assert numbers == [
+            entry["packets"],
+            entry["bytes"],
+            *entry["colors"].values(),
+            entry["passed"],
+            entry["remarked"],
+            entry["dropped"],
+            entry["in_flight"],
+        ]
         for stage, count in entry["drops"].items():
             assert (f"{stage}:{count:,}" in rows[label]) == (count > 0)
     why = " ".join(f"{reason}:{n:,}" for reason, n in report["total"]["classifier_drops"].items() if n)

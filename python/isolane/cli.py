@@ -61,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_false",
         help="leave the packets still on their way to the port at the end of the capture in flight (by default they reach it and everything queued is sent)",
     )
-    replay.add_argument("--window", metavar="DURATION", help="watch every scope the policy watches for microbursts at this window (e.g. 10us; 1us to 10ms) instead of its own")
+    replay.add_argument(
+        "--window", metavar="DURATION", help="watch every scope the policy watches for microbursts at this window (e.g. 10us; 1us to 10ms) instead of its own"
+    )
     replay.add_argument(
         "--poll",
         metavar="INTERVALS",
@@ -69,7 +71,9 @@ def _parser() -> argparse.ArgumentParser:
         help=f"polling intervals to compare the bursts with, each a multiple of the shortest (default {','.join(DEFAULT_POLLS)})",
     )
     replay.set_defaults(run=_replay)
-    schema = commands.add_parser("schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML).")
+    schema = commands.add_parser(
+        "schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML)."
+    )
     schema.set_defaults(run=_schema)
     return parser
 

@@ -242,7 +242,10 @@ def schema() -> dict[str, Any]:
                             size,
                             {"type": "object", "additionalProperties": False, "required": ["rise"], "properties": {"rise": size, "fall": size}},
                         ],
-                        "description": "the queue view (needs a port): a burst while the scope's queues hold more than rise, until they fall to fall (default half of rise)",
+                        "description": (
+                            "the queue view (needs a port): a burst while the scope's queues hold more than rise, "
+                            "until they fall to fall (default half of rise)"
+                        ),
                     },
                 },
             },

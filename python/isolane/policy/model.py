@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal, TypeVar, Union
+from typing import Any, Literal, TypeVar
 
 from isolane.policy.addresses import Network, PortRange
 from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, Action, Count, MeterKind, PortMode
@@ -56,7 +56,7 @@ class Remark:
         return {"remark": _DSCP_NAME.get(self.dscp, self.dscp)}
 
 
-ColorAction = Union[Literal["pass", "drop"], Remark]
+ColorAction = Literal["pass", "drop"] | Remark
 
 
 def _action_to_data(action: ColorAction) -> str | dict[str, Any]:

@@ -236,7 +236,9 @@ class _Checker:
         if len(self.errors) > before:
             return None
         if rate is None and not has_rate:
-            self.error(path, "a shaper needs a rate: give it 'rate', or give its tenant or class a 'ceil' or 'rate' (it then shapes to the ceil, else the rate)")
+            self.error(
+                path, "a shaper needs a rate: give it 'rate', or give its tenant or class a 'ceil' or 'rate' (it then shapes to the ceil, else the rate)"
+            )
             return None
         if queue is not None and queue < self.largest_frame:
             self.warnings.append(
@@ -408,7 +410,10 @@ class _Checker:
         if rate is None or buffer is None or isinstance(mode, _Bad) or alpha_log2 is None or reserve is None or ("microburst" in data and microburst is None):
             return None
         if buffer < self.largest_frame:
-            self.warnings.append(f"{_at(path, 'buffer')}: {data['buffer']!r} is smaller than the largest frame ({format_size(self.largest_frame)}): frames that size are always dropped")
+            self.warnings.append(
+                f"{_at(path, 'buffer')}: {data['buffer']!r} is smaller than the largest frame ({format_size(self.largest_frame)}): "
+                "frames that size are always dropped"
+            )
         if reserve > buffer:
             self.error(_at(path, "reserve"), f"{data['reserve']!r} is more than the buffer {data['buffer']!r}: a reserve is part of the buffer")
             return None
@@ -420,7 +425,10 @@ class _Checker:
             mantissa, exponent = math.frexp(value)
             if mantissa == 0.5 and exponent - 1 in PORT_ALPHA_LOG2:
                 return exponent - 1
-        self.error(path, f"alpha {value!r} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these")
+        self.error(
+            path,
+            f"alpha {value!r} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these",
+        )
         return None
 
     def color_map(self, value: Any, path: str) -> tuple[tuple[int, Color], ...] | None:
