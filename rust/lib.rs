@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod bursts;
 pub mod classify;
+pub mod codes;
 pub mod enforce;
 pub mod engine;
 pub mod error;

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import isolane
-from isolane.engine import Outcome
+from isolane.codes import Outcome
 from support.burst_reference import (
     CLASS,
     EVENT_FIELDS,

@@ -18,6 +18,7 @@ __all__ = [
     "VXLAN_PORT",
     "burst_flow_layout",
     "burst_layout",
+    "codes",
     "parse_records",
     "processed_layout",
     "read_pcap",
@@ -114,6 +115,9 @@ def read_pcap(path: str | os.PathLike[str]) -> PacketBatch:
 
 def parse_records(batch: PacketBatch, vxlan_ports: list[int], geneve_ports: list[int], threads: int) -> npt.NDArray[np.uint8]:
     """Parse a batch into packed records (raw bytes; view them with ``isolane.PARSED_DTYPE``)."""
+
+def codes() -> dict[str, list[tuple[str, int]]]:
+    """Every family of codes: {family: [(name, code), ...]}, names in snake case, in code order."""
 
 def record_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The parsed record's fields as (name, numpy type, byte offset), and its size."""

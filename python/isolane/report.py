@@ -21,7 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
-from isolane.engine import DEFAULT_POLLS, Color, Engine, Outcome, Reason
+from isolane.codes import Color, Outcome, Reason
+from isolane.engine import DEFAULT_POLLS, Engine
 from isolane.policy import Policy
 from isolane.report_bursts import ScopeBursts, burst_events, format_bursts, scope_summaries, with_window
 

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from isolane.engine import BurstScope, BurstView, Engine
+from isolane.codes import BurstScope, BurstView
+from isolane.engine import Engine
 from isolane.policy import Microburst, Policy, format_duration, format_rate
 
 PROTOCOL_NAMES = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}

@@ -1,9 +1,9 @@
 //! A [`QosSpec`] from the integer arrays of Python's `CompiledQos` (docs/qos.md, "Compiled
 //! layout"), one row per tenant or class, with errors that name the row.
 
-use super::{ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
+use super::{ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, Scope, TenantBursts};
-use crate::meter::{Color, MeterKind, MeterParams};
+use crate::meter::{Color, MeterKind, MeterKindCode, MeterParams};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
 
 /// `MeterArrays`: one meter per row; `action` and `remark_dscp` hold 3 entries a row (green,
@@ -174,11 +174,7 @@ impl QosColumns {
         if self.port_rate == 0 {
             return Ok(None);
         }
-        let mode = match self.port_mode {
-            0 => PortMode::PerQueue,
-            1 => PortMode::SharedFifo,
-            other => return Err(format!("port_mode {other} is not 0 (per_tenant) or 1 (shared_fifo)")),
-        };
+        let mode = PortMode::try_from(self.port_mode)?;
         Ok(Some(PortConfig { line_rate: self.port_rate, buffer_bytes: self.port_buffer, mode }))
     }
 
@@ -244,20 +240,18 @@ impl ContractColumns {
 impl MeterColumns {
     fn row(&self, row: usize) -> Result<Option<MeterSpec>, String> {
         let (cir, cbs, eir, ebs, pir, pbs) = (self.cir[row], self.cbs[row], self.eir[row], self.ebs[row], self.pir[row], self.pbs[row]);
-        let kind = match self.kind[row] {
-            0 => return Ok(None),
-            1 => MeterKind::SrTcm { cir, cbs, ebs },
-            2 => MeterKind::TrTcm { pir, pbs, cir, cbs },
-            3 => MeterKind::Rfc4115 { cir, cbs, eir, ebs },
-            other => return Err(format!("meter kind {other} is not 0 (none), 1 (srtcm), 2 (trtcm) or 3 (rfc4115)")),
+        let kind = match MeterKindCode::try_from(self.kind[row])? {
+            MeterKindCode::None => return Ok(None),
+            MeterKindCode::Srtcm => MeterKind::SrTcm { cir, cbs, ebs },
+            MeterKindCode::Trtcm => MeterKind::TrTcm { pir, pbs, cir, cbs },
+            MeterKindCode::Rfc4115 => MeterKind::Rfc4115 { cir, cbs, eir, ebs },
         };
         let mut actions = [ColorAction::Pass; 3];
         for (color, action) in actions.iter_mut().enumerate() {
-            *action = match self.action[row * 3 + color] {
-                0 => ColorAction::Pass,
-                1 => ColorAction::Remark(self.remark_dscp[row * 3 + color]),
-                2 => ColorAction::Drop,
-                other => return Err(format!("meter action {other} (colour {color}) is not 0 (pass), 1 (remark) or 2 (drop)")),
+            *action = match ColorActionCode::try_from(self.action[row * 3 + color]).map_err(|why| format!("{why} (colour {color})"))? {
+                ColorActionCode::Pass => ColorAction::Pass,
+                ColorActionCode::Remark => ColorAction::Remark(self.remark_dscp[row * 3 + color]),
+                ColorActionCode::Drop => ColorAction::Drop,
             };
         }
         Ok(Some(MeterSpec {

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from isolane.engine import Outcome
+from isolane.codes import Outcome
 from isolane.policy import PORT_MODES, CompiledQos
 from support.qos_reference import Reference, frame_bytes
 
