@@ -21,8 +21,8 @@ import yaml
 
 import isolane
 from isolane.cli import main
+from isolane.commands.replay import DROP_STAGES, REASONS, ReplayReport, replay
 from isolane.policy import COUNT_MODES
-from isolane.report import DROP_STAGES, REASONS, ReplayReport, replay
 from support.locations import ROOT, SAMPLE
 from support.port_reference import process_with_port
 from support.qos_reference import frame_bytes

@@ -66,9 +66,9 @@ def test_the_policy_code_tables_are_the_core_codes() -> None:
 def test_the_literal_types_spell_the_core_names() -> None:
     """The ``Literal`` types cannot be built at run time; they must name what the core codes."""
     assert get_args(constants.MeterKind) == tuple(constants.METER_KINDS)
-    assert get_args(constants.Count) == tuple(CODES["count"]) == tuple(constants.COUNT_OVERHEAD)
-    assert get_args(constants.Color) == tuple(constants.COLORS)
+    assert get_args(constants.CountMode) == tuple(CODES["count"]) == tuple(constants.COUNT_OVERHEAD)
+    assert get_args(constants.ColorName) == tuple(constants.COLORS)
     assert get_args(constants.PortMode) == tuple(CODES["port_mode"])
-    assert set(get_args(constants.Action)) == set(constants.ACTIONS) == set(CODES["action"])
+    assert set(get_args(constants.ActionName)) == set(constants.ACTIONS) == set(CODES["action"])
     pass_or_drop, remark = get_args(ColorAction)
     assert {*get_args(pass_or_drop), remark.__name__.lower()} == set(CODES["color_action"])

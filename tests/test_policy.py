@@ -183,15 +183,15 @@ def test_the_model_holds_what_the_file_says() -> None:
     web, v6, drop = a.rules
     assert web == P.Rule(
         action="allow",
-        cls="gold",
+        class_name="gold",
         src=ipaddress.ip_network("10.0.0.0/8"),
         dst=ipaddress.ip_network("10.1.2.3/32"),
         dst_ports=((80, 80), (443, 443), (8000, 8080)),
         proto=(6,),
         name="web",
     )
-    assert v6.cls == "bulk" and v6.dscp == (10, 46) and v6.src == ipaddress.ip_network("fd00::/64")
-    assert drop.cls is None and drop.proto == (6, 17) and drop.src_ports == ((1000, 2000),)
+    assert v6.class_name == "bulk" and v6.dscp == (10, 46) and v6.src == ipaddress.ip_network("fd00::/64")
+    assert drop.class_name is None and drop.proto == (6, 17) and drop.src_ports == ((1000, 2000),)
     assert b.sources == (ipaddress.ip_network("192.0.2.0/24"), ipaddress.ip_network("2001:db8::/32"))
     assert b.contract.microburst == P.Microburst(window_ns=10_000, threshold_bps=35_000_000_000)
     assert b.classes == (P.TrafficClass("default"),) and b.default == "allow" and b.default_class == "default"
@@ -282,7 +282,7 @@ def test_defaults() -> None:
     policy = quiet({"tenants": [{"name": "a", "vnis": [5], "classes": [{"name": "x"}, {"name": "y"}], "rules": [{"action": "allow"}]}]})
     tenant = policy.tenants[0]
     assert policy.unknown_tenant == "drop"
-    assert tenant.default == "allow" and tenant.default_class == "x" and tenant.rules[0].cls == "x"
+    assert tenant.default == "allow" and tenant.default_class == "x" and tenant.rules[0].class_name == "x"
     tables = policy.compile()
     assert tables.unknown_action == P.ACTION_DROP
     assert tables.tenants[0].default_action == P.ACTION_ALLOW and tables.tenants[0].default_cls == 0

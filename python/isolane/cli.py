@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from isolane import _core
+from isolane.commands.inspect import CaptureSummary, summarize
+from isolane.commands.replay import align, format_report, replay
 from isolane.engine import DEFAULT_POLLS
 from isolane.policy import MAX_WINDOW_NS, MIN_WINDOW_NS, Policy, PolicyWarning, parse_duration, schema_text
-from isolane.report import align, format_report, replay
-from isolane.summary import CaptureSummary, summarize
 
 #: Files at least this big get a progress line on a terminal.
 PROGRESS_MIN_BYTES = 64 << 20

@@ -27,8 +27,8 @@ MAX_RULE_EXPANSION = 65536
 MAX_CLASSES = NO_CLASS
 """Class ids are uint16 and ``NO_CLASS`` is reserved."""
 
-Action = Literal["allow", "drop"]
-ACTIONS: tuple[Action, ...] = ("allow", "drop")
+ActionName = Literal["allow", "drop"]
+ACTIONS: tuple[ActionName, ...] = ("allow", "drop")
 
 # -- quality of service (docs/qos.md) -----------------------------------------------------------
 
@@ -57,14 +57,14 @@ METER_NONE = CODES["meter_kind"]["none"]
 MeterKind = Literal["srtcm", "trtcm", "rfc4115"]
 #: Meter kinds and their codes in ``MeterArrays.kind``: RFC 2697, RFC 2698, RFC 4115.
 METER_KINDS: dict[str, int] = {name: code for name, code in CODES["meter_kind"].items() if code != METER_NONE}
-Count = Literal["inner", "outer", "wire", "wire_fcs"]
+CountMode = Literal["inner", "outer", "wire", "wire_fcs"]
 #: Which bytes of a packet count, and their codes: the tenant's inner frame (the outer frame for
 #: untunnelled traffic), the outer frame as captured, the outer frame plus 20 B of preamble and
 #: inter-frame gap, or plus 24 B (preamble, gap and an FCS the capture does not hold).
 COUNT_MODES: dict[str, int] = dict(CODES["count"])
 #: Bytes added to each frame per count mode.
 COUNT_OVERHEAD: dict[str, int] = {"inner": 0, "outer": 0, "wire": 20, "wire_fcs": 24}
-Color = Literal["green", "yellow", "red"]
+ColorName = Literal["green", "yellow", "red"]
 #: Colours and their codes (the Rust meter's ``Color``; ``none``, a packet no meter saw, is no
 #: colour a policy names).
 COLORS: dict[str, int] = {name: code for name, code in CODES["color"].items() if name != "none"}
@@ -127,7 +127,7 @@ _DSCP_NAME: dict[int, str] = {number: name for name, number in DSCP_NAMES.items(
 #: The colour map when the policy gives none: the AF drop precedences of RFC 2597, ``afX1``
 #: green, ``afX2`` yellow, ``afX3`` red; every other DSCP is green. Only non-green entries are
 #: listed, as ``(dscp, colour)`` sorted by DSCP.
-DEFAULT_COLOR_MAP: tuple[tuple[int, Color], ...] = tuple(
+DEFAULT_COLOR_MAP: tuple[tuple[int, ColorName], ...] = tuple(
     sorted((8 * x + 2 * y, "yellow" if y == 2 else "red") for x in range(1, 5) for y in (2, 3))
 )
 

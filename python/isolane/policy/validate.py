@@ -42,7 +42,7 @@ from isolane.policy.constants import (
     PORT_MODES,
     PORT_PROTOCOLS,
     PROTOCOLS,
-    Color,
+    ColorName,
 )
 from isolane.policy.errors import _at, _describe, _did_you_mean, _or_list
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Rule, Shaper, Tenant, TrafficClass
@@ -431,13 +431,13 @@ class _Checker:
         )
         return None
 
-    def color_map(self, value: Any, path: str) -> tuple[tuple[int, Color], ...] | None:
+    def color_map(self, value: Any, path: str) -> tuple[tuple[int, ColorName], ...] | None:
         if not isinstance(value, Mapping):
             self.error(path, f"expected a mapping from DSCP to colour (e.g. {{af12: yellow}}), got {_describe(value)}")
             return None
         before = len(self.errors)
         seen: dict[int, str] = {}
-        out: dict[int, Color] = {}
+        out: dict[int, ColorName] = {}
         for key, colour in value.items():
             where = _at(path, str(key))
             dscp: int | None = None
