@@ -1,5 +1,5 @@
 //! The integer codes of the records' and compiled arrays' columns (a packet's colour, outcome,
-//! reason, tunnel, a meter's kind, ...): each family is one Rust enum declared with [`codes!`],
+//! reason, tunnel, a meter's kind, ...): each family is one Rust enum declared with `codes!`,
 //! and that enum is the only place its names and values are written.
 //!
 //! Python reads them through `isolane._core.codes()` (`python/codes.rs`): `isolane.codes`
@@ -7,7 +7,7 @@
 //! from it. A code's name there is its variant's name in snake case (`DropMeter` is
 //! `drop_meter`, `Outcome.DROP_METER` in Python).
 
-/// A family of codes: a fieldless `#[repr(u8)]` enum declared with [`codes!`].
+/// A family of codes: a fieldless `#[repr(u8)]` enum declared with `codes!`.
 pub trait Code: Copy + 'static {
     /// What the codes are codes of, for error messages ("colour", "meter kind").
     const WHAT: &'static str;
