@@ -15,16 +15,11 @@ Environment knobs (all optional):
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH_DIR = Path(__file__).resolve().parent
-if str(BENCH_DIR) not in sys.path:  # works under any --import-mode
-    sys.path.insert(0, str(BENCH_DIR))
-
-import traffic  # noqa: E402
+import traffic  # bench/ is on pytest's pythonpath (pyproject.toml)
 
 
 def _env_int(name: str, default: int) -> int:

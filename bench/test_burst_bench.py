@@ -20,7 +20,7 @@ over the pipeline without detection; the pipeline with it at least 20 Mpps on on
 printed, not asserted on wall-clock; the gate is relative (with detection at most
 ``MAX_SLOWDOWN`` times without, the two 125-byte settings) and the rows must be the same.
 
-**Finding bursts in a capture.** ``tests/burst_traffic.py`` makes 50 tenants' VXLAN traffic,
+**Finding bursts in a capture.** ``tests/support/burst_traffic.py`` makes 50 tenants' VXLAN traffic,
 each tenant sending an evenly spaced 2 Gbit/s of 1500-byte frames (so no window of the
 background alone is over the threshold) plus injected bursts of four shapes, one flow each, at
 random instants: "spike" 2 us at 40 Gbit/s (7 frames), "short" 8 us at 12 Gbit/s (8 frames),
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,12 +56,7 @@ import burst_peers
 import isolane
 import test_qos_bench as qos
 from machine_load import ForeignLoad
-
-_TESTS_DIR = str(Path(__file__).resolve().parent.parent / "tests")
-if _TESTS_DIR not in sys.path:
-    sys.path.append(_TESTS_DIR)  # after bench/: only for burst_traffic, which bench/ lacks
-
-import burst_traffic  # noqa: E402
+from support import burst_traffic
 
 
 def _env(name: str, default: float) -> float:
@@ -204,7 +198,9 @@ def test_detection_cost_in_the_one_core_pipeline_with_1000_tenants(bench_report)
     assert all(same_rows.values()), f"detection changed rows: {same_rows}"
     for s in settings:
         if s.gated:
-            assert ratios[s.label] <= MAX_SLOWDOWN, f"{s.label}: the pipeline with detection took {ratios[s.label]:.2f}x the time without (gate {MAX_SLOWDOWN}x)"
+            assert ratios[s.label] <= MAX_SLOWDOWN, (
+                f"{s.label}: the pipeline with detection took {ratios[s.label]:.2f}x the time without (gate {MAX_SLOWDOWN}x)"
+            )
         if "CIR" in s.label:
             assert events[s.label] > PACKETS // 2, f"{s.label}: {events[s.label]} events, meant to be one per packet or so"
         else:
@@ -378,7 +374,9 @@ def _tshark_view(capture: _Capture, io: burst_peers.IoStat) -> dict:
     }
 
 
-@pytest.mark.parametrize("packets", [CAPTURE_PACKETS, pytest.param(1_000_000, marks=pytest.mark.slow, id="1M")], ids=lambda n: f"{n:_}" if isinstance(n, int) else n)
+@pytest.mark.parametrize(
+    "packets", [CAPTURE_PACKETS, pytest.param(1_000_000, marks=pytest.mark.slow, id="1M")], ids=lambda n: f"{n:_}" if isinstance(n, int) else n
+)
 def test_finding_bursts_in_a_capture_beside_numpy_binning_and_tshark(bench_report, data_dir, packets) -> None:
     capture = _capture(packets, data_dir)
     n_packets, n_bursts = len(capture.trace), len(capture.tenant)
@@ -453,7 +451,8 @@ def test_finding_bursts_in_a_capture_beside_numpy_binning_and_tshark(bench_repor
         info["tshark: command"] = " ".join(io.command[:1] + ["..."] + io.command[-2:])
         info.update({f"tshark: {k}": v for k, v in tshark_view.items() if k != "bursts_in_flagged"})
         info["tshark: bursts in flagged, by kind"] = ", ".join(
-            f"{name} {int((tshark_view['bursts_in_flagged'] & (capture.kind == k)).sum())}/{int((capture.kind == k).sum())}" for k, (name, _, _) in enumerate(KINDS)
+            f"{name} {int((tshark_view['bursts_in_flagged'] & (capture.kind == k)).sum())}/{int((capture.kind == k).sum())}"
+            for k, (name, _, _) in enumerate(KINDS)
         )
     else:
         info["tshark"] = f"skipped: {why_no_tshark}"

@@ -29,21 +29,14 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-for p in (ROOT / "tests", ROOT / "bench"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
-
-import dpdk_acl  # noqa: E402
-from classbench import rule_set, rule_set_paths  # noqa: E402
-from machine_load import ForeignLoad  # noqa: E402
+import dpdk_acl
+from machine_load import ForeignLoad
+from support.classbench import rule_set, rule_set_paths
 
 core = pytest.importorskip("isolane._core")
 if not hasattr(core, "RuleTable"):

@@ -95,7 +95,10 @@ def compare(tenants: int, packets: int, rounds: int, bench_report) -> None:
         "isolane classify ns/packet (best)": ns(classify_s),
         "isolane process - classify ns/packet": isolane_ns,
         "isolane metering / DPDK (time ratio)": isolane_ns / dpdk.ns_per_packet,
-        **{f"share {name} isolane / DPDK": f"{colors[c] / colors.sum():.4f} / {dpdk.colors[c] / sum(dpdk.colors):.4f}" for c, name in enumerate(["green", "yellow", "red"])},
+        **{
+            f"share {name} isolane / DPDK": f"{colors[c] / colors.sum():.4f} / {dpdk.colors[c] / sum(dpdk.colors):.4f}"
+            for c, name in enumerate(["green", "yellow", "red"])
+        },
         "DPDK command": " ".join(dpdk.command),
     }
     bench_report[f"meters against DPDK rte_meter, {tenants:,} srTCM meters"] = info

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -176,7 +177,7 @@ def test_read_pcap_parse(benchmark, vxlan_pcap, vxlan_traffic, bench_report):
     del rows
     tmin, tmed = _stats(benchmark)
     t_read, b = best_of(lambda: isolane.read_pcap(vxlan_pcap))
-    t_parse, _ = best_of(lambda: isolane.parse(b))
+    t_parse, _ = best_of(partial(isolane.parse, b))  # not a lambda: it would see `b` after the `del`
     del b
     info = {"packets": n, "file MB": size / 1e6,
             "Mpps read+parse (best)": n / tmin / 1e6, "Mpps read+parse (median)": n / tmed / 1e6,
@@ -246,8 +247,7 @@ def status():
 
 path, batch_size, check = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 import isolane
-sys.path.insert(0, sys.argv[4])
-import traffic
+import traffic  # bench/ is on PYTHONPATH (set by the test)
 base = status()
 OK, VXLAN = int(isolane.Status.OK), int(isolane.Tunnel.VXLAN)
 vnis = set(traffic._vni_table(1000).tolist())
@@ -278,9 +278,9 @@ def test_iter_pcap_2gb_peak_rss(benchmark, vxlan_pcap_big, bench_report):
 
     def run():
         out = subprocess.run(
-            [sys.executable, "-c", _STREAM_SCRIPT, str(path), "65536", "1",
-             str(Path(__file__).resolve().parent)],
+            [sys.executable, "-c", _STREAM_SCRIPT, str(path), "65536", "1"],
             check=True, capture_output=True, text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)},  # for `import traffic`
         )
         return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -168,7 +168,11 @@ def _dpdk_building_blocks(flows: traffic.Traffic) -> tuple[dict, str]:
     span_ns = int(times_ns[-1]) + 1
     metered = meter.run(tenant, np.full(len(tenant), traffic.PACKET_LEN), times_ns, len(tenant_vnis), rate, burst, burst, ROUNDS, span_ns)
     acl_ns = 1e3 / classified.mpps
-    return {"DPDK rte_acl ns/packet": acl_ns, "DPDK rte_meter ns/packet": metered.ns_per_packet, "DPDK acl + meter ns/packet": acl_ns + metered.ns_per_packet}, ""
+    return {
+        "DPDK rte_acl ns/packet": acl_ns,
+        "DPDK rte_meter ns/packet": metered.ns_per_packet,
+        "DPDK acl + meter ns/packet": acl_ns + metered.ns_per_packet,
+    }, ""
 
 
 def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_report) -> None:
@@ -238,5 +242,7 @@ def test_full_pipeline_on_two_threads_against_one(bench_report) -> None:
     if idle_cpus < 1.8:
         pytest.skip(f"2 threads {speedup:.2f}x of 1, but only {idle_cpus:.1f} CPUs were idle for this run: not a fair scaling measurement")
     if capacity < MIN_PARALLEL_CAPACITY:
-        pytest.skip(f"2 threads {speedup:.2f}x of 1, but the machine ran a plain job on 2 threads only {capacity:.2f}x as fast as on 1: not a fair scaling measurement")
+        pytest.skip(
+            f"2 threads {speedup:.2f}x of 1, but the machine ran a plain job on 2 threads only {capacity:.2f}x as fast as on 1: not a fair scaling measurement"
+        )
     assert speedup >= MIN_TWO_THREAD_SPEEDUP, f"2 threads only {speedup:.2f}x as fast as 1"

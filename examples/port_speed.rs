@@ -64,7 +64,7 @@ fn main() {
     let count: usize = std::env::args().nth(1).map_or(5_000_000, |a| a.parse().unwrap());
     for queues in [1_000u64, 10_000] {
         let packets = traffic(count, queues, 7);
-        for mode in [PortMode::PerQueue, PortMode::SharedFifo] {
+        for mode in [PortMode::PerTenant, PortMode::SharedFifo] {
             let best = (0..3).map(|_| port_run(mode, queues, &packets)).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
             println!("port {mode:?}, {queues} queues: {:.1} ns/packet ({} departed, {} dropped)", best.0, best.1, best.2);
         }

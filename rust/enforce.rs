@@ -35,7 +35,7 @@ pub use crate::outcome::{processed_fields, Outcome, Processed, NO_COLOR, OUTCOME
 use chunks::Given;
 pub use chunks::{Chunks, Classified};
 pub use inputs::{BurstRow, ClassInput, MeterRow, PortInput, QosInputs, QosSettings, ShaperRow, TenantInput};
-pub use spec::{Arrival, ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
+pub use spec::{Arrival, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, QosSpec, TenantQos};
 use stats::RowCounters;
 pub use stats::{QosCounters, QosStats, StatsKey};
 

@@ -4,14 +4,21 @@
 //! [`pcap`] (pcap/pcapng reading), [`parse`] (the VXLAN/Geneve-aware header parser),
 //! [`classify`] (first-match rule tables), [`verdict`] (what classification says of a packet),
 //! [`meter`] (RFC 2697/2698/4115 token-bucket meters), [`shaping`] (EDT shaper and egress port
-//! model, in packet time), [`enforce`] (both applied to classified packets, per tenant),
-//! [`engine`] (tables, updates and the threads that classify and enforce batches); apart from
-//! the data path, [`yaml`] reads policy files (YAML 1.2 documents).
-//! The PyO3 bindings live apart in `python`, compiled only with the `python` feature.
+//! model, in packet time), [`outcome`] (what enforcement says of a packet), [`bursts`]
+//! (microburst detection per scope), [`enforce`] (meters, shapers, the port and the burst
+//! detector applied to classified packets, per tenant), [`engine`] (tables, updates and the
+//! threads that classify and enforce batches); apart from the data path, [`yaml`] reads policy
+//! files (YAML 1.2 documents).
+//!
+//! Beside them: [`codes`] (the integer codes of the records' columns, one enum a family, which
+//! Python reads too), [`error`] (the core's one error type), [`memory`] (huge-page buffers) and
+//! `pool` (the worker thread pools). The PyO3 bindings live apart in `python`, compiled only with
+//! the `python` feature.
 
 pub mod batch;
 pub mod bursts;
 pub mod classify;
+pub mod codes;
 pub mod enforce;
 pub mod engine;
 pub mod error;

@@ -16,6 +16,7 @@ use std::hint::select_unpredictable;
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::codes::codes;
 use crate::error::CoreError;
 
 /// Nano-bytes per byte: the token unit.
@@ -25,25 +26,13 @@ const NANO: u64 = 1_000_000_000;
 /// an arrival count that saturates at `u64::MAX` still fills both).
 pub const MAX_BURST_BYTES: u64 = 8 << 30;
 
-/// A packet's colour, in or out of a meter; ordered from best to worst.
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Color {
-    Green = 0,
-    Yellow = 1,
-    Red = 2,
-}
-
-impl TryFrom<u8> for Color {
-    type Error = CoreError;
-
-    fn try_from(value: u8) -> Result<Self, CoreError> {
-        match value {
-            0 => Ok(Color::Green),
-            1 => Ok(Color::Yellow),
-            2 => Ok(Color::Red),
-            _ => Err(CoreError::spec(format!("colour {value} is not 0 (green), 1 (yellow) or 2 (red)"))),
-        }
+codes! {
+    /// A packet's colour, in or out of a meter; ordered from best to worst (`isolane.Color`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Color: "colour" {
+        Green = 0,
+        Yellow = 1,
+        Red = 2,
     }
 }
 
@@ -58,6 +47,18 @@ pub enum MeterKind {
     /// RFC 4115: C filled at CIR and E at EIR, independently; a green packet spends only C, a
     /// yellow one only E, so excess traffic cannot eat into the committed rate.
     Rfc4115 { cir: u64, cbs: u64, eir: u64, ebs: u64 },
+}
+
+codes! {
+    /// A meter's kind in the compiled arrays (`MeterArrays.kind`, `METER_KINDS` in Python): none,
+    /// or the RFC it follows ([`MeterKind`], with its rates).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum MeterKindCode: "meter kind" {
+        None = 0,
+        Srtcm = 1,
+        Trtcm = 2,
+        Rfc4115 = 3,
+    }
 }
 
 /// A meter profile: shared by every [`MeterState`] metered with it.

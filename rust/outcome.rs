@@ -3,36 +3,39 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::codes::{codes, Code};
 use crate::shaping::{PortDrop, ShapeDrop};
 use crate::verdict::Verdict;
 
-/// What happened to a packet, last stage first decided (`isolane.Outcome`).
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Passed every stage (and was admitted at the port, if there is one).
-    Pass = 0,
-    /// As `Pass`, with its DSCP rewritten by a colour action.
-    Remarked = 1,
-    /// Passed meters and shapers; it reaches the port at its release time, after the batch's
-    /// last packet: the port's verdict on it lands in the statistics of a later batch.
-    Pending = 2,
-    /// The classifier dropped it: not metered.
-    DropClassifier = 3,
-    /// A colour action dropped it.
-    DropMeter = 4,
-    /// A shaper's queue would have held too many bytes.
-    DropShaperBytes = 5,
-    /// A shaper would have held it too long.
-    DropShaperTime = 6,
-    /// The port's buffer was full.
-    DropPortBuffer = 7,
-    /// Its port queue was at its limit.
-    DropPortQueue = 8,
+codes! {
+    /// What happened to a packet, last stage first decided (`isolane.Outcome`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Outcome: "outcome" {
+        /// Passed every stage (and was admitted at the port, if there is one).
+        Pass = 0,
+        /// As `Pass`, with its DSCP rewritten by a colour action.
+        Remarked = 1,
+        /// Passed meters and shapers; it reaches the port at its release time, after the batch's
+        /// last packet: the port's verdict on it lands in the statistics of a later batch.
+        Pending = 2,
+        /// The classifier dropped it: not metered.
+        DropClassifier = 3,
+        /// A colour action dropped it.
+        DropMeter = 4,
+        /// A shaper's queue would have held too many bytes.
+        DropShaperBytes = 5,
+        /// A shaper would have held it too long.
+        DropShaperTime = 6,
+        /// The port's buffer was full.
+        DropPortBuffer = 7,
+        /// Its port queue was at its limit.
+        DropPortQueue = 8,
+    }
 }
 
-pub const OUTCOMES: usize = 9;
-/// The `color` of a packet no meter saw because the classifier dropped it.
+pub const OUTCOMES: usize = Outcome::ALL.len();
+/// The `color` of a packet no meter saw because the classifier dropped it (`none` in
+/// `isolane.Color`).
 pub const NO_COLOR: u8 = 3;
 
 impl Outcome {

@@ -8,26 +8,30 @@ use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 
 use crate::batch::{linktype, BatchView};
+use crate::codes::codes;
 
-/// Why a record is as complete as it is.
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Ok = 0,
-    /// The capture stopped before a header isolane needed.
-    Truncated = 1,
-    /// A header is impossible, or runs past a frame that was captured whole.
-    Malformed = 2,
-    /// Well formed, but the tenant packet is not IP (ARP, LLC, an unknown Geneve payload, ...).
-    Unsupported = 3,
+codes! {
+    /// Why a record is as complete as it is (`isolane.Status`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Status: "status" {
+        Ok = 0,
+        /// The capture stopped before a header isolane needed.
+        Truncated = 1,
+        /// A header is impossible, or runs past a frame that was captured whole.
+        Malformed = 2,
+        /// Well formed, but the tenant packet is not IP (ARP, LLC, an unknown Geneve payload, ...).
+        Unsupported = 3,
+    }
 }
 
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tunnel {
-    None = 0,
-    Vxlan = 1,
-    Geneve = 2,
+codes! {
+    /// The outermost tunnel (`isolane.Tunnel`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Tunnel: "tunnel" {
+        None = 0,
+        Vxlan = 1,
+        Geneve = 2,
+    }
 }
 
 /// One parsed packet, laid out as numpy's `isolane.PARSED_DTYPE` (packed, native byte order).

@@ -5,6 +5,7 @@
 
 mod batch;
 mod bursts;
+mod codes;
 mod convert;
 mod engine;
 mod error;
@@ -35,8 +36,8 @@ fn without_gil<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyRe
 mod _core {
     #[pymodule_export]
     use super::{
-        burst_flow_layout, burst_layout, load_yaml, parse_records, processed_layout, read_pcap, record_layout, verdict_layout, Engine, PacketBatch,
-        PcapIterator, RuleTable,
+        burst_flow_layout, burst_layout, codes::codes, load_yaml, parse_records, processed_layout, read_pcap, record_layout, verdict_layout, Engine,
+        PacketBatch, PcapIterator, RuleTable,
     };
 
     #[pymodule_init]

@@ -4,25 +4,28 @@
 
 use bytemuck::{Pod, Zeroable};
 
-/// Why a packet got its verdict.
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    /// A rule of the tenant matched.
-    Rule = 0,
-    /// No rule matched: the tenant's default.
-    Default = 1,
-    /// No tenant claims the packet: the policy's unknown-tenant action.
-    UnknownTenant = 2,
-    /// The capture stopped before the headers needed: dropped.
-    Truncated = 3,
-    /// Impossible headers: dropped.
-    Malformed = 4,
-    /// The tenant's packet is not IP (ARP, ...): the tenant's default.
-    NotIp = 5,
+use crate::codes::{codes, Code};
+
+codes! {
+    /// Why a packet got its verdict (`isolane.Reason`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Reason: "reason" {
+        /// A rule of the tenant matched.
+        Rule = 0,
+        /// No rule matched: the tenant's default.
+        Default = 1,
+        /// No tenant claims the packet: the policy's unknown-tenant action.
+        UnknownTenant = 2,
+        /// The capture stopped before the headers needed: dropped.
+        Truncated = 3,
+        /// Impossible headers: dropped.
+        Malformed = 4,
+        /// The tenant's packet is not IP (ARP, ...): the tenant's default.
+        NotIp = 5,
+    }
 }
 
-pub const REASONS: usize = 6;
+pub const REASONS: usize = Reason::ALL.len();
 /// The class of a packet that is dropped (shown as -1 in verdicts).
 pub const NO_CLASS: u16 = u16::MAX;
 
@@ -34,8 +37,18 @@ pub fn class_id(class: u16) -> i32 {
         i32::from(class)
     }
 }
-pub const DROP: u8 = 0;
-pub const ALLOW: u8 = 1;
+
+codes! {
+    /// What the classifier does with a packet (`isolane.Action`; a verdict's `action`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Action: "action" {
+        Drop = 0,
+        Allow = 1,
+    }
+}
+
+pub const DROP: u8 = Action::Drop as u8;
+pub const ALLOW: u8 = Action::Allow as u8;
 
 /// One packet's verdict, laid out as numpy's `isolane.VERDICT_DTYPE`.
 #[repr(C, packed)]

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests' own helper modules
-
-from locations import REAL_PCAPS  # noqa: E402
+from support.locations import REAL_PCAPS
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import isolane
-from pcapfiles import pcap, pcapng
+from support.pcapfiles import pcap, pcapng
 
 ETH_IPV4_UDP = bytes.fromhex(
     "020000000001" "020000000002" "0800"
@@ -68,7 +68,9 @@ def test_from_arrays_rejects_what_is_not_a_batch(kwargs: dict[str, object], mess
 
 
 def test_batch_changed_after_construction_is_checked_again() -> None:
-    batch = isolane.PacketBatch.from_arrays(np.frombuffer(ETH_IPV4_UDP, np.uint8).copy(), np.zeros(1, np.uint64), np.array([42], np.uint32), np.zeros(1, np.int64))
+    batch = isolane.PacketBatch.from_arrays(
+        np.frombuffer(ETH_IPV4_UDP, np.uint8).copy(), np.zeros(1, np.uint64), np.array([42], np.uint32), np.zeros(1, np.int64)
+    )
     batch.offsets[0] = 10
     with pytest.raises(ValueError, match="runs past the end of data"):
         isolane.parse(batch)

@@ -1,5 +1,5 @@
-"""The microburst reference (burst_reference.py) on tiny traces worked out by hand from
-docs/bursts.md, and the burst traffic generator (burst_traffic.py)."""
+"""The microburst reference (support/burst_reference.py) on tiny traces worked out by hand from
+docs/bursts.md, and the burst traffic generator (support/burst_traffic.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import isolane
-from burst_reference import (
+from isolane.codes import Outcome
+from support.burst_reference import (
     CLASS,
     EVENT_FIELDS,
     PORT,
@@ -24,8 +25,7 @@ from burst_reference import (
     scopes_from_dict,
     to_array,
 )  # fmt: skip
-from burst_traffic import Burst, make_trace, policy_for, write_pcap
-from isolane.engine import Outcome
+from support.burst_traffic import Burst, make_trace, policy_for, write_pcap
 
 W = 1000  # ns
 T = 8_000_000_000  # bit/s: L = T x W / 8e9 = 1000 bytes

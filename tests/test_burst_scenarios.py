@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 import isolane
-from burst_traffic import Burst, make_trace, policy_for
 from isolane import Engine, Policy
+from support.burst_traffic import Burst, make_trace, policy_for
 
 LINE_BPS = 100_000_000_000
 SECOND, MS = 1_000_000_000, 1_000_000

@@ -1,5 +1,5 @@
 """Microburst detection in the engine (docs/bursts.md) against the plain reference
-(burst_reference.py) and the spec: random traces event by event, detection quality on generated
+(support/burst_reference.py) and the spec: random traces event by event, detection quality on generated
 multi-tenant traffic, batch boundaries and the on_burst callback, verdicts untouched, the queue
 view at a port, a real capture, and the errors bad settings get."""
 
@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import isolane
-import port_reference
-from burst_reference import (
+from isolane import Engine, Outcome, Policy, PolicyError
+from support import port_reference
+from support.burst_reference import (
     CLASS,
     DEFAULT_INTERVALS_NS,
     EVENT_FIELDS,
@@ -34,8 +35,7 @@ from burst_reference import (
     packet_bytes,
     scopes_from_dict,
 )  # fmt: skip
-from burst_traffic import Burst, make_trace, policy_for
-from isolane import Engine, Outcome, Policy, PolicyError
+from support.burst_traffic import Burst, make_trace, policy_for
 
 COUNT_MODES = ("inner", "outer", "wire", "wire_fcs")
 VNIS = {"a": 100, "b": 101, "c": 102}
@@ -233,7 +233,15 @@ def assert_same_flows(engine: Engine, ref: UpdatingReference, engine_id: list[in
         got = by_event.get(engine_id[event.id], [])
         assert [int(r["rank"]) for r in got] == list(range(len(got)))
         assert len(got) == event.flows
-        rows = [((bytes(r["src"]), bytes(r["dst"]), int(r["src_port"]), int(r["dst_port"]), int(r["proto"])), int(r["packets"]), int(r["bytes"]), int(r["error_bytes"])) for r in got]
+        rows = [
+            (
+                (bytes(r["src"]), bytes(r["dst"]), int(r["src_port"]), int(r["dst_port"]), int(r["proto"])),
+                int(r["packets"]),
+                int(r["bytes"]),
+                int(r["error_bytes"]),
+            )
+            for r in got
+        ]
         if len(event.flow_counts) <= 32:
             assert [(k, p, b) for k, p, b, _ in rows] == event.top_flows(), f"event {event.id}"
             assert all(e == 0 for *_, e in rows)
@@ -475,7 +483,12 @@ def test_update_keeps_an_event_whose_setting_did_not_change_and_ends_one_whose_s
     times = T0 + np.array([0, 100, 200, 300])
     engine.process(records([100, 101, 100, 101], times, 1000, 0x0A000001, 0x0A000002, 1, 2))  # both open: at 200, at 300
     # a keeps its setting (a rule added, the tenants swapped); b's threshold changes.
-    changed = {"tenants": [{"name": "b", "vnis": [101], "microburst": dict(mb, threshold="2Gbps")}, dict(policy["tenants"][0], rules=[{"dst_ports": 9, "action": "drop"}])]}
+    changed = {
+        "tenants": [
+            {"name": "b", "vnis": [101], "microburst": dict(mb, threshold="2Gbps")},
+            dict(policy["tenants"][0], rules=[{"dst_ports": 9, "action": "drop"}]),
+        ]
+    }
     engine.update(make_policy(changed))
     [b_event] = engine_rows(engine)  # ended by the update at the latest packet time, T0 + 300
     assert (b_event["tenant"], b_event["start_ns"], b_event["end_ns"], b_event["packets"], b_event["bytes"]) == ("b", T0 + 300, T0 + 300, 1, 1000)
@@ -484,7 +497,9 @@ def test_update_keeps_an_event_whose_setting_did_not_change_and_ends_one_whose_s
     a_event = [e for e in engine_rows(engine) if e["tenant"] == "a"]
     # a's event went on across the update: its window held 0, 200 and 5000 (S = 3000 at 5000) and
     # fell to L when the packet at 200 left, at 10_200.
-    assert [(e["start_ns"], e["end_ns"], e["packets"], e["bytes"], e["peak_bps"]) for e in a_event] == [(T0 + 200, T0 + 10_200, 2, 2000, 3000 * 8 * 10**9 // 10_000)]
+    assert [(e["start_ns"], e["end_ns"], e["packets"], e["bytes"], e["peak_bps"]) for e in a_event] == [
+        (T0 + 200, T0 + 10_200, 2, 2000, 3000 * 8 * 10**9 // 10_000)
+    ]
     # b started empty under its new setting (L = 2500 B): 1000 + 1000 at 5100, 5200 never exceed it.
     assert sum(e["tenant"] == "b" for e in engine_rows(engine)) == 1
 
@@ -659,7 +674,7 @@ def test_batches_change_nothing_and_on_burst_gets_each_call_s_events() -> None:
     calls: list[int] = []  # the call during which each handing came
     split = Engine(make_policy(policy), on_burst=lambda events: handed.append(events.copy()) or calls.append(call))
     ref = UpdatingReference(policy)
-    for call, part in enumerate(np.split(parsed, cuts)):
+    for call, part in enumerate(np.split(parsed, cuts)):  # noqa: B007 (the on_burst callback above reads `call`)
         before = len(handed)
         ended = ref.feed(part, split.process(part))
         # The callback came once, with the events that ended during this call, or not at all.
@@ -941,11 +956,18 @@ def test_the_ten_udp_microbursts_of_the_real_capture(real_pcaps: Any) -> None:
         ),
         ({"tenants": [{"name": "a", "microburst": {"window": "10us", "threshold": "1Gbps", "queue": "64KiB"}}]}, "tenants[0].microburst.queue", "no port"),
         (
-            {"port": {"rate": "10Gbps", "buffer": "1MiB"}, "tenants": [{"name": "a", "microburst": {"window": "10us", "threshold": "1Gbps", "queue": {"rise": "16KiB", "fall": "32KiB"}}}]},
+            {
+                "port": {"rate": "10Gbps", "buffer": "1MiB"},
+                "tenants": [{"name": "a", "microburst": {"window": "10us", "threshold": "1Gbps", "queue": {"rise": "16KiB", "fall": "32KiB"}}}],
+            },
             "tenants[0].microburst.queue.fall",
             "above the rise",
         ),
-        ({"port": {"rate": "10Gbps", "buffer": "1MiB", "microburst": {"window": "10us", "threshold": "50%", "quue": "1MiB"}}, "tenants": []}, "port.microburst.quue", "queue"),
+        (
+            {"port": {"rate": "10Gbps", "buffer": "1MiB", "microburst": {"window": "10us", "threshold": "50%", "quue": "1MiB"}}, "tenants": []},
+            "port.microburst.quue",
+            "queue",
+        ),
         ({"tenants": [{"name": "a", "microburst": {"window": "10us"}}]}, "tenants[0].microburst", "threshold"),
     ],
 )

@@ -1,7 +1,7 @@
 """ClassBench correctness: every labelled header of every rule set in ../shared/classbench.
 
-* the loader (tests/classbench.py) reads the files as the README describes them;
-* the brute-force reference (tests/reference_classifier.py) reproduces every trace label,
+* the loader (tests/support/classbench.py) reads the files as the README describes them;
+* the brute-force reference (tests/support/reference_classifier.py) reproduces every trace label,
   which proves it before the property tests lean on it;
 * ``isolane._core.RuleTable`` built from the loader's arrays (and from_classbench, when
   present) returns the label for every labelled header: 0 mismatches. In the 100k traces only
@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from classbench import RULE_FIELDS, RULE_SETS, Rules, ipv4_mapped, load_trace, parse_rules, rule_set, rule_set_paths, rule_to_dict, table_insert
-from reference_classifier import ReferenceTable, classify, first_match
+from support.classbench import RULE_FIELDS, RULE_SETS, Rules, ipv4_mapped, load_trace, parse_rules, rule_set, rule_set_paths, rule_to_dict, table_insert
+from support.reference_classifier import ReferenceTable, classify, first_match
 
 UNLABELLED_SAMPLE = 3000  # unlabelled 100k-trace lines checked against the reference
 

@@ -11,7 +11,7 @@ import numpy as np
 
 import isolane
 from isolane.cli import main
-from locations import SAMPLE
+from support.locations import SAMPLE
 
 
 def test_inspect_table_on_the_sample(capsys) -> None:  # type: ignore[no-untyped-def]

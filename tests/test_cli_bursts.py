@@ -14,7 +14,7 @@ import yaml
 
 import isolane
 from isolane.cli import main
-from locations import ROOT, SAMPLE
+from support.locations import ROOT, SAMPLE
 
 POLICY = ROOT / "pcaps" / "tenants.yaml"
 ALL_REDUCE = ("10.100.0.1", "10.100.0.2", 40000, 5001, 17)

@@ -2,7 +2,7 @@
 
 The report's numbers are checked against counts made here from the engine's rows and the
 parsed packets, and, under congestion, against the Python reference of meters, shapers and
-the port (tests/port_reference.py); every packet read must be accounted for."""
+the port (tests/support/port_reference.py); every packet read must be accounted for."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ import yaml
 
 import isolane
 from isolane.cli import main
+from isolane.commands.replay import DROP_STAGES, REASONS, ReplayReport, replay
 from isolane.policy import COUNT_MODES
-from isolane.report import DROP_STAGES, REASONS, ReplayReport, replay
-from locations import ROOT, SAMPLE
-from port_reference import process_with_port
-from qos_reference import frame_bytes
+from support.locations import ROOT, SAMPLE
+from support.port_reference import process_with_port
+from support.qos_reference import frame_bytes
 
 POLICY = ROOT / "pcaps" / "tenants.yaml"
 OUTCOME_STAGE = {f"drop_{stage}": stage for stage in DROP_STAGES}
@@ -182,7 +182,15 @@ def test_replay_table_shows_the_json_numbers(tmp_path: Path, capsys: pytest.Capt
     for label, entry in entries.items():
         cells = rows[label][len(label) :].split()
         numbers = [int(cell.replace(",", "")) for cell in cells[:9]]
-        assert numbers == [entry["packets"], entry["bytes"], *entry["colors"].values(), entry["passed"], entry["remarked"], entry["dropped"], entry["in_flight"]]
+        assert numbers == [
+            entry["packets"],
+            entry["bytes"],
+            *entry["colors"].values(),
+            entry["passed"],
+            entry["remarked"],
+            entry["dropped"],
+            entry["in_flight"],
+        ]
         for stage, count in entry["drops"].items():
             assert (f"{stage}:{count:,}" in rows[label]) == (count > 0)
     why = " ".join(f"{reason}:{n:,}" for reason, n in report["total"]["classifier_drops"].items() if n)

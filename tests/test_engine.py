@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import isolane
 from isolane import Engine, Policy, Reason
-from locations import ROOT, SAMPLE
+from support.locations import ROOT, SAMPLE
 
 TENANTS_YAML = ROOT / "pcaps" / "tenants.yaml"
 
@@ -203,7 +203,7 @@ def test_rule_edits_refuse_what_is_not_a_rule() -> None:
 def test_one_rule_insert_into_a_10k_rule_tenant_end_to_end() -> None:
     engine = Engine(_big_policy(None))
     times = []
-    for round_ in range(10):
+    for _ in range(10):
         start = time.perf_counter()
         engine.insert_rule("big", 5000, {"dst_ports": 53, "proto": "udp", "action": "drop"})
         times.append(time.perf_counter() - start)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from isolane import Engine, Outcome, Policy
-from port_reference import Port, port_queues, process_with_port
+from support.port_reference import Port, port_queues, process_with_port
 from test_engine_qos import QOS_FIELDS, VERDICT_FIELDS, policy, random_meter, random_shaper, records
 
 CLASS_PORTS = [443, 80, 8080]  # class i takes dst port CLASS_PORTS[i]; 22 is dropped
@@ -120,7 +120,13 @@ def engine_stats(engine: Engine) -> dict[tuple[Any, Any], dict[str, Any]]:
     out = {}
     for s in engine.stats():
         outcomes = {name: (o["packets"], o["bytes"]) for name, o in s["outcomes"].items() if o["packets"]}
-        out[(s["tenant"], s["cls"])] = {"packets": s["packets"], "bytes": s["bytes"], "outcomes": outcomes, "in_flight": s["in_flight"], "delay_ns": s["delay_ns"]}
+        out[(s["tenant"], s["cls"])] = {
+            "packets": s["packets"],
+            "bytes": s["bytes"],
+            "outcomes": outcomes,
+            "in_flight": s["in_flight"],
+            "delay_ns": s["delay_ns"],
+        }
     return out
 
 
@@ -162,7 +168,15 @@ def test_random_port_traffic_reaches_every_port_outcome() -> None:
         seen |= {Outcome(o) for o in processed["outcome"].tolist()}
         modes.add(pol.compile_qos().port_mode)
         delayed += sum(s["delay_ns"]["max"] > 1_000_000 for s in engine.stats() if s["delay_ns"]["count"])
-    assert {Outcome.PASS, Outcome.REMARKED, Outcome.PENDING, Outcome.DROP_PORT_BUFFER, Outcome.DROP_PORT_QUEUE, Outcome.DROP_METER, Outcome.DROP_SHAPER_BYTES} <= seen
+    assert {
+        Outcome.PASS,
+        Outcome.REMARKED,
+        Outcome.PENDING,
+        Outcome.DROP_PORT_BUFFER,
+        Outcome.DROP_PORT_QUEUE,
+        Outcome.DROP_METER,
+        Outcome.DROP_SHAPER_BYTES,
+    } <= seen
     assert modes == {0, 1}
     assert delayed >= 20, "queues should build up at the port"
 
@@ -256,7 +270,9 @@ def test_backlogged_tenants_share_in_proportion_to_their_weights(contract: str) 
     np.testing.assert_allclose(sent / sent.sum(), weights / weights.sum(), rtol=0.01)
 
 
-FIFO_SERVES_BY_ARRIVAL = pytest.mark.xfail(strict=True, reason="in a shared FIFO, an idle tenant's queued packets hold the line after it stops, and back, it waits behind everyone's")
+FIFO_SERVES_BY_ARRIVAL = pytest.mark.xfail(
+    strict=True, reason="in a shared FIFO, an idle tenant's queued packets hold the line after it stops, and back, it waits behind everyone's"
+)
 
 
 @pytest.mark.parametrize("mode", ["per_tenant", pytest.param("shared_fifo", marks=FIFO_SERVES_BY_ARRIVAL)])
@@ -327,7 +343,14 @@ def test_a_flood_holds_at_most_alpha_times_the_free_buffer(alpha: float, admitte
     """1000 B packets at one instant into 101,000 B: a queue is admitted while its bytes after
     the arrival are at most alpha x (the buffer free before it); here the last one admitted
     meets the threshold exactly (alpha x 102,000 / (1 + alpha) B). The engine and the reference."""
-    pol = policy({"count": "outer", "unknown_tenant": "allow", "port": {"rate": f"{LINE}B/s", "buffer": "101000B", "alpha": alpha}, "tenants": [{"name": "t0", "vnis": [100]}]})
+    pol = policy(
+        {
+            "count": "outer",
+            "unknown_tenant": "allow",
+            "port": {"rate": f"{LINE}B/s", "buffer": "101000B", "alpha": alpha},
+            "tenants": [{"name": "t0", "vnis": [100]}],
+        }
+    )
     engine = Engine(pol)
     engine.process(np.concatenate([records([100] * 200, 0, 1000), records([CLOCK_VNI], [SECOND], SIZE)]))
     outcomes = next(s for s in engine.stats() if s["tenant"] == "t0")["outcomes"]

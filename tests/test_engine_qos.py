@@ -12,8 +12,8 @@ import pytest
 
 import isolane
 from isolane import PROCESSED_DTYPE, VERDICT_DTYPE, Color, Engine, Outcome, Policy
-from locations import SAMPLE
-from qos_reference import Reference
+from support.locations import SAMPLE
+from support.qos_reference import Reference
 from test_engine import records as vxlan_records
 
 VERDICT_FIELDS = list(VERDICT_DTYPE.names or ())

@@ -11,7 +11,7 @@ import pytest
 
 import isolane
 from isolane import Engine, Outcome, Policy
-from locations import ROOT, SAMPLE
+from support.locations import ROOT, SAMPLE
 from test_engine_qos import policy, random_meter, random_policy, random_traffic
 
 # Below 8,192 packets a batch runs on the calling thread; the sizes below try both paths and,
@@ -93,7 +93,9 @@ def test_a_port_on_two_threads_gives_what_one_gives() -> None:
     tenants = random_tenants(rng, 6)
     with_port = {"count": "wire", "unknown_tenant": "allow", "port": {"rate": "10Mbps", "buffer": "16KiB"}, "tenants": tenants}
     engines = [Engine(policy(with_port), threads=threads) for threads in (1, 2)]
-    outcomes = np.concatenate([assert_same(engines, traffic(rng, n, [100 + i for i in range(6)], n * 10**6), f"a port, {n} packets")["outcome"] for n in BATCH_SIZES])
+    outcomes = np.concatenate(
+        [assert_same(engines, traffic(rng, n, [100 + i for i in range(6)], n * 10**6), f"a port, {n} packets")["outcome"] for n in BATCH_SIZES]
+    )
     for outcome in (Outcome.PASS, Outcome.DROP_PORT_QUEUE):
         assert (outcomes == outcome).sum() > 50, f"{outcome.name}: the port should see it"
 

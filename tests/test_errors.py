@@ -15,7 +15,7 @@ import pytest
 import isolane
 from isolane import BatchError, EngineError, IsolaneError, NoTenantError, PcapError, Policy, RuleIndexError
 from isolane.policy import qos_context, qos_settings, tenant_qos, tenant_tables
-from pcapfiles import pcap
+from support.pcapfiles import pcap
 
 ETH_IPV4_UDP = bytes.fromhex(
     "ffffffffffff" "020000000001" "0800"
@@ -88,7 +88,7 @@ def test_a_refused_meter_spec_is_an_engine_error_naming_tenant_and_field() -> No
 def test_refused_port_weights_and_bursts_are_engine_errors() -> None:
     settings = qos_settings(Policy.from_dict({"port": {"rate": "8Mbps", "buffer": "1MB"}, "tenants": []}), ())
     assert settings.port is not None
-    with pytest.raises(EngineError, match="^port: mode 5 is not 0"):
+    with pytest.raises(EngineError, match="^port mode 5 is not 0"):
         core_engine(settings._replace(port=settings.port._replace(mode=5)))
     with pytest.raises(EngineError, match="^port: queue 0: weight must be >= 1"):
         core_engine(settings, weights=(0, 1))

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 import isolane
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
-from locations import ROOT, SAMPLE, SHARED
-from policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
+from support.locations import ROOT, SAMPLE, SHARED
+from support.policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
 
 EXAMPLE = ROOT / "pcaps" / "tenants.yaml"
 CLASSBENCH = SHARED / "classbench"
@@ -76,7 +76,15 @@ POLICY_DICT: dict[str, Any] = {
             "default_class": "bulk",
             "default": "drop",
             "rules": [
-                {"name": "web", "src": "10.0.0.0/8", "dst": "10.1.2.3", "proto": "tcp", "dst_ports": [80, "443", "8000-8080"], "action": "allow", "class": "gold"},
+                {
+                    "name": "web",
+                    "src": "10.0.0.0/8",
+                    "dst": "10.1.2.3",
+                    "proto": "tcp",
+                    "dst_ports": [80, "443", "8000-8080"],
+                    "action": "allow",
+                    "class": "gold",
+                },
                 {"src": "fd00::/64", "dscp": ["ef", 10], "action": "allow"},
                 {"proto": [6, "udp"], "src_ports": [[1000, 2000]], "action": "drop"},
             ],
@@ -175,15 +183,15 @@ def test_the_model_holds_what_the_file_says() -> None:
     web, v6, drop = a.rules
     assert web == P.Rule(
         action="allow",
-        cls="gold",
+        class_name="gold",
         src=ipaddress.ip_network("10.0.0.0/8"),
         dst=ipaddress.ip_network("10.1.2.3/32"),
         dst_ports=((80, 80), (443, 443), (8000, 8080)),
         proto=(6,),
         name="web",
     )
-    assert v6.cls == "bulk" and v6.dscp == (10, 46) and v6.src == ipaddress.ip_network("fd00::/64")
-    assert drop.cls is None and drop.proto == (6, 17) and drop.src_ports == ((1000, 2000),)
+    assert v6.class_name == "bulk" and v6.dscp == (10, 46) and v6.src == ipaddress.ip_network("fd00::/64")
+    assert drop.class_name is None and drop.proto == (6, 17) and drop.src_ports == ((1000, 2000),)
     assert b.sources == (ipaddress.ip_network("192.0.2.0/24"), ipaddress.ip_network("2001:db8::/32"))
     assert b.contract.microburst == P.Microburst(window_ns=10_000, threshold_bps=35_000_000_000)
     assert b.classes == (P.TrafficClass("default"),) and b.default == "allow" and b.default_class == "default"
@@ -274,7 +282,7 @@ def test_defaults() -> None:
     policy = quiet({"tenants": [{"name": "a", "vnis": [5], "classes": [{"name": "x"}, {"name": "y"}], "rules": [{"action": "allow"}]}]})
     tenant = policy.tenants[0]
     assert policy.unknown_tenant == "drop"
-    assert tenant.default == "allow" and tenant.default_class == "x" and tenant.rules[0].cls == "x"
+    assert tenant.default == "allow" and tenant.default_class == "x" and tenant.rules[0].class_name == "x"
     tables = policy.compile()
     assert tables.unknown_action == P.ACTION_DROP
     assert tables.tenants[0].default_action == P.ACTION_ALLOW and tables.tenants[0].default_cls == 0
@@ -332,7 +340,11 @@ RULE_ERRORS = [
     ({"dscp": "af44"}, "dscp", "'af44' is not a DSCP name; did you mean 'af43'?"),
     ({"dscp": "EF"}, "dscp", "'EF' is not a DSCP name; did you mean 'ef'?"),
     ({"proto": "icmp", "dst_ports": 80}, "proto", "'icmp' has no ports, but the rule matches ports (ports exist for tcp, udp, sctp, dccp and udplite)"),
-    ({"proto": ["tcp", "gre", 1], "src_ports": 80}, "proto", "'icmp', 'gre' have no ports, but the rule matches ports (ports exist for tcp, udp, sctp, dccp and udplite)"),
+    (
+        {"proto": ["tcp", "gre", 1], "src_ports": 80},
+        "proto",
+        "'icmp', 'gre' have no ports, but the rule matches ports (ports exist for tcp, udp, sctp, dccp and udplite)",
+    ),
     ({"action": "drop", "class": "gold"}, "class", "a drop rule puts packets in no class: remove 'class' or make the action 'allow'"),
     ({"class": "gld"}, "class", "unknown class 'gld'; did you mean 'gold'?"),
     ({"class": "platinum"}, "class", "unknown class 'platinum' (the tenant's classes: 'gold', 'bulk')"),
@@ -723,7 +735,21 @@ def reference_shadowed(tenant: P.Tenant) -> list[tuple[int, list[int]]]:
     return out
 
 
-_PREFIXES = [None, "0.0.0.0/0", "10.0.0.0/8", "10.1.0.0/16", "10.1.2.0/24", "10.1.2.3", "10.2.0.0/16", "::/0", "::ffff:0:0/96", "fd00::/8", "fd00:1::/32", "fd00:1::5", "fe80::/10"]
+_PREFIXES = [
+    None,
+    "0.0.0.0/0",
+    "10.0.0.0/8",
+    "10.1.0.0/16",
+    "10.1.2.0/24",
+    "10.1.2.3",
+    "10.2.0.0/16",
+    "::/0",
+    "::ffff:0:0/96",
+    "fd00::/8",
+    "fd00:1::/32",
+    "fd00:1::5",
+    "fe80::/10",
+]
 _PORTS = [None, 0, 22, 80, "80-90", "85-95", "0-1023", [22, "80-90"], ["85", "1000-2000"]]
 
 
@@ -781,7 +807,15 @@ def test_shadowing_in_large_groups_agrees_with_the_reference(seed: int) -> None:
     rules = []
     for _ in range(300):
         lo, lo2 = rng.randrange(0, 60), rng.randrange(0, 60)
-        rules.append({"src": "10.0.0.0/8", "proto": "tcp", "src_ports": f"{lo}-{lo + rng.randrange(0, 40)}", "dst_ports": f"{lo2}-{lo2 + rng.randrange(0, 40)}", "action": "allow"})
+        rules.append(
+            {
+                "src": "10.0.0.0/8",
+                "proto": "tcp",
+                "src_ports": f"{lo}-{lo + rng.randrange(0, 40)}",
+                "dst_ports": f"{lo2}-{lo2 + rng.randrange(0, 40)}",
+                "action": "allow",
+            }
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PolicyWarning)
         policy = Policy.from_dict(one_tenant(*rules))
@@ -794,9 +828,19 @@ def test_ten_thousand_rules_validate_in_well_under_a_few_seconds() -> None:
     rules: list[dict[str, Any]] = []
     for i in range(10_000):
         if i % 2:
-            rules.append({"src": f"10.{i >> 8 & 255}.{i & 255}.0/24", "dst": f"10.200.{i & 255}.{i >> 8 & 255}", "proto": ["tcp", "udp"], "dst_ports": [i % 1000, "8000-8080"], "action": "allow"})
+            rules.append(
+                {
+                    "src": f"10.{i >> 8 & 255}.{i & 255}.0/24",
+                    "dst": f"10.200.{i & 255}.{i >> 8 & 255}",
+                    "proto": ["tcp", "udp"],
+                    "dst_ports": [i % 1000, "8000-8080"],
+                    "action": "allow",
+                }
+            )
         else:
-            rules.append({"src": f"fd00:{i:x}::/64", "dst": "fd01::/48", "proto": "udp", "src_ports": f"{i % 60000}-{i % 60000 + 10}", "dscp": i % 64, "action": "drop"})
+            rules.append(
+                {"src": f"fd00:{i:x}::/64", "dst": "fd01::/48", "proto": "udp", "src_ports": f"{i % 60000}-{i % 60000 + 10}", "dscp": i % 64, "action": "drop"}
+            )
     rules.append({"src": "10.3.5.0/24", "dst": "10.200.5.3", "proto": "tcp", "dst_ports": 8001, "action": "drop"})  # covered by rule 773
     data = one_tenant(*rules)
     start = time.perf_counter()
@@ -893,13 +937,25 @@ def test_parse_rate(text: str, bits_per_second: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "size_bytes"),
-    [("256KiB", 262_144), ("1500B", 1500), ("64kB", 64_000), ("64KB", 64_000), ("1MiB", 1_048_576), ("1.5KiB", 1536), ("8Mbit", 1_000_000), ("16bit", 2), ("1 GiB", 2**30)],
+    [
+        ("256KiB", 262_144),
+        ("1500B", 1500),
+        ("64kB", 64_000),
+        ("64KB", 64_000),
+        ("1MiB", 1_048_576),
+        ("1.5KiB", 1536),
+        ("8Mbit", 1_000_000),
+        ("16bit", 2),
+        ("1 GiB", 2**30),
+    ],
 )
 def test_parse_size(text: str, size_bytes: int) -> None:
     assert P.parse_size(text) == size_bytes
 
 
-@pytest.mark.parametrize(("text", "ns"), [("10us", 10_000), ("10µs", 10_000), ("10μs", 10_000), ("1.5ms", 1_500_000), ("2s", 2 * 10**9), ("250ns", 250), ("0.5us", 500)])
+@pytest.mark.parametrize(
+    ("text", "ns"), [("10us", 10_000), ("10µs", 10_000), ("10μs", 10_000), ("1.5ms", 1_500_000), ("2s", 2 * 10**9), ("250ns", 250), ("0.5us", 500)]
+)
 def test_parse_duration(text: str, ns: int) -> None:
     assert P.parse_duration(text) == ns
 
@@ -1079,7 +1135,11 @@ def test_every_policy_isolane_accepts_the_schema_accepts(validator: jsonschema.D
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(["src", "dst"]), st.one_of(st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address), st.integers(0, 2**128 - 1).map(ipaddress.IPv6Address)), st.data())
+@given(
+    st.sampled_from(["src", "dst"]),
+    st.one_of(st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address), st.integers(0, 2**128 - 1).map(ipaddress.IPv6Address)),
+    st.data(),
+)
 def test_every_address_spelling_agrees(validator: jsonschema.Draft202012Validator, key: str, address: Any, data: st.DataObject) -> None:
     spelling = data.draw(st.sampled_from([address.compressed, address.exploded]))
     if address.version == 6 and data.draw(st.booleans()):  # the last 32 bits as IPv4
@@ -1225,7 +1285,12 @@ def test_the_example_policy_on_the_sample_capture() -> None:
 def fingerprint_policy(**changes: Any) -> dict[str, Any]:
     data = {
         "tenants": [
-            {"name": "a", "vnis": [1], "classes": [{"name": "x"}, {"name": "y"}], "rules": [{"proto": "tcp", "action": "allow", "class": "y"}, {"dst_ports": 53, "action": "drop"}]},
+            {
+                "name": "a",
+                "vnis": [1],
+                "classes": [{"name": "x"}, {"name": "y"}],
+                "rules": [{"proto": "tcp", "action": "allow", "class": "y"}, {"dst_ports": 53, "action": "drop"}],
+            },
             {"name": "b", "vnis": [2], "rules": [{"src": "10.0.0.0/8", "action": "allow"}]},
             {"name": "c", "vnis": [3]},
         ]

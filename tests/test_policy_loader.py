@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 import isolane
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
-from locations import ROOT
-from policy_edits import errors_of
+from support.locations import ROOT
+from support.policy_edits import errors_of
 from test_policy import POLICY_DICT
 from test_policy_qos import QOS_DICT
 
@@ -257,7 +257,7 @@ def test_names_with_control_characters_are_refused(name: str, point: str) -> Non
 def test_names_are_read_in_nfc() -> None:
     data = {"tenants": [{"name": CAFE_NFD, "vnis": [1], "classes": [{"name": CAFE_NFD}], "rules": [{"name": CAFE_NFD, "class": CAFE_NFC, "action": "allow"}]}]}
     (tenant,) = Policy.from_dict(data).tenants
-    assert tenant.name == tenant.classes[0].name == tenant.rules[0].name == tenant.rules[0].cls == CAFE_NFC
+    assert tenant.name == tenant.classes[0].name == tenant.rules[0].name == tenant.rules[0].class_name == CAFE_NFC
     assert tenant.default_class == CAFE_NFC
     data["tenants"][0]["default_class"] = CAFE_NFD
     assert Policy.from_dict(data).tenants[0].default_class == CAFE_NFC

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
-from locations import ROOT
-from policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
+from support.locations import ROOT
+from support.policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
 
 DOCS = ROOT / "docs"
 EXAMPLE = ROOT / "pcaps" / "tenants.yaml"
@@ -324,7 +324,9 @@ def test_meter_defaults() -> None:
     assert (m.kind.tolist(), m.color_aware.tolist(), m.count.tolist()) == ([1], [0], [1])  # outer
     assert m.action.tolist() == [[0, 0, 2]] and m.remark_dscp.tolist() == [[0, 0, 0]]
     # the policy's count reaches meters that name none, and rows without a meter
-    qos = quiet({"count": "wire", "tenants": [{"name": "t", "vnis": [1], "meter": {"kind": "srtcm", "cir": "1Gbps"}}, {"name": "u", "vnis": [2]}]}).compile_qos()
+    qos = quiet(
+        {"count": "wire", "tenants": [{"name": "t", "vnis": [1], "meter": {"kind": "srtcm", "cir": "1Gbps"}}, {"name": "u", "vnis": [2]}]}
+    ).compile_qos()
     assert qos.count == 2 and qos.tenant_meter.count.tolist() == [2, 2] and qos.tenant_meter.kind.tolist() == [1, P.METER_NONE]
 
 
@@ -439,7 +441,9 @@ def test_guarantees_and_ceilings_inherit() -> None:
 
 @pytest.mark.parametrize(("alpha", "log2"), [(1, 0), (0.25, -2), (8, 3), (1 / 128, -7), (128, 7), (2.0, 1)])
 def test_the_port_buffer_sharing_compiles_and_reads_back(alpha: float, log2: int) -> None:
-    data = tenants_policy({"rate": "1Gbps", "burst": "100kB", "classes": [{"name": "x", "burst": "20kB"}, {"name": "y"}]}, port={**PORT, "alpha": alpha, "reserve": "4MiB"})
+    data = tenants_policy(
+        {"rate": "1Gbps", "burst": "100kB", "classes": [{"name": "x", "burst": "20kB"}, {"name": "y"}]}, port={**PORT, "alpha": alpha, "reserve": "4MiB"}
+    )
     policy = quiet(data)
     qos = policy.compile_qos()
     assert (qos.port_alpha_log2, qos.port_reserve) == (log2, 4 * 2**20)
@@ -538,6 +542,7 @@ def test_every_meter_problem_is_reported_at_once() -> None:
 PORT = {"rate": "100Gbps", "buffer": "16MiB"}
 ALPHA_ERROR = "is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these"
 SHAPER_NEEDS_RATE = "a shaper needs a rate: give it 'rate', or give its tenant or class a 'ceil' or 'rate' (it then shapes to the ceil, else the rate)"
+WEIGHT_HINT = "give every tenant a weight, or none (spare capacity is then shared in proportion to the guarantees)"
 
 POLICY_ERRORS: list[tuple[dict[str, Any], list[tuple[str, str]]]] = [
     # the port
@@ -576,14 +581,17 @@ POLICY_ERRORS: list[tuple[dict[str, Any], list[tuple[str, str]]]] = [
         tenants_policy({"rate": "60Gbps"}, {"classes": [{"name": "x", "rate": "60Gbps"}]}, port=PORT),
         [("port.rate", "the tenants' guarantees add up to 120Gbps, more than the port's line rate 100Gbps: they cannot all be met")],
     ),
-    (tenants_policy({"rate": "1001bps"}), [("tenants[0].rate", "'1001bps' is not a whole number of bytes per second (isolane meters, shapes and schedules bytes)")]),
+    (
+        tenants_policy({"rate": "1001bps"}),
+        [("tenants[0].rate", "'1001bps' is not a whole number of bytes per second (isolane meters, shapes and schedules bytes)")],
+    ),
     (tenants_policy({"burst": "9GiB"}), [("tenants[0].burst", "'9GiB' is over the largest burst, 8GiB (the limit of isolane's token buckets)")]),
     # weights
     (
         tenants_policy({"weight": 2}, {}, {"weight": 1}, {}),
         [
-            ("tenants[1]", "'b' has no weight, but tenants[0] ('a') has one: give every tenant a weight, or none (spare capacity is then shared in proportion to the guarantees)"),
-            ("tenants[3]", "'d' has no weight, but tenants[0] ('a') has one: give every tenant a weight, or none (spare capacity is then shared in proportion to the guarantees)"),
+            ("tenants[1]", f"'b' has no weight, but tenants[0] ('a') has one: {WEIGHT_HINT}"),
+            ("tenants[3]", f"'d' has no weight, but tenants[0] ('a') has one: {WEIGHT_HINT}"),
         ],
     ),
     (tenants_policy({"weight": 0}), [("tenants[0].weight", "weight must be at least 1, got 0")]),
@@ -594,11 +602,20 @@ POLICY_ERRORS: list[tuple[dict[str, Any], list[tuple[str, str]]]] = [
     # shapers
     (tenants_policy({"shaper": {"queue": "1MB"}}), [("tenants[0].shaper", SHAPER_NEEDS_RATE)]),
     (tenants_policy({"classes": [{"name": "x", "shaper": {}}]}), [("tenants[0].classes[0].shaper", SHAPER_NEEDS_RATE)]),
-    (tenants_policy({"shaper": {"rate": "1Gbps", "burst": "63B"}}), [("tenants[0].shaper.burst", "'63B' is smaller than the smallest frame (64B): no frame could leave at once")]),
-    (tenants_policy({"shaper": {"rate": "1Gbps", "max_delay": "2MiB"}}), [("tenants[0].shaper.max_delay", "'2MiB' is a size, not a duration: write e.g. '10us'")]),
+    (
+        tenants_policy({"shaper": {"rate": "1Gbps", "burst": "63B"}}),
+        [("tenants[0].shaper.burst", "'63B' is smaller than the smallest frame (64B): no frame could leave at once")],
+    ),
+    (
+        tenants_policy({"shaper": {"rate": "1Gbps", "max_delay": "2MiB"}}),
+        [("tenants[0].shaper.max_delay", "'2MiB' is a size, not a duration: write e.g. '10us'")],
+    ),
     (tenants_policy({"shaper": {"rate": "1Gbps", "max_delay": "0ms"}}), [("tenants[0].shaper.max_delay", "'0ms' must be more than zero")]),
     (tenants_policy({"shaper": {"rate": "1Gbps", "max_dealy": "2ms"}}), [("tenants[0].shaper.max_dealy", "unknown key; did you mean 'max_delay'?")]),
-    (tenants_policy({"shaper": {"rate": "12bps"}}), [("tenants[0].shaper.rate", "'12bps' is not a whole number of bytes per second (isolane meters, shapes and schedules bytes)")]),
+    (
+        tenants_policy({"shaper": {"rate": "12bps"}}),
+        [("tenants[0].shaper.rate", "'12bps' is not a whole number of bytes per second (isolane meters, shapes and schedules bytes)")],
+    ),
     # policy-wide settings
     (tenants_policy({}, count="wires"), [("count", "'wires' is not a byte count; did you mean 'wire'?")]),
     (tenants_policy({}, largest_frame="32B"), [("largest_frame", "'32B' is outside 64B-4294967295B (the smallest Ethernet frame to 32 bits)")]),
@@ -645,11 +662,31 @@ TCP_HINT = "a policer burst below about 1 ms at its rate makes TCP run far below
 FRAME_HINT = "would never fit in the bucket (set largest_frame if the network's frames are smaller)"
 
 BURST_WARNINGS: list[tuple[dict[str, Any], dict[str, Any], list[str]]] = [
-    ({"kind": "srtcm", "cir": "1Gbps", "cbs": "64KiB"}, {}, [f"tenants[0].meter.cbs: '64KiB' is only 524us of traffic at cir '1Gbps': {TCP_HINT} (leave cbs out for 125kB)"]),
-    ({"kind": "srtcm", "cir": "1Gbps", "ebs": "100kB"}, {}, [f"tenants[0].meter.ebs: '100kB' is only 800us of traffic at cir '1Gbps': {TCP_HINT} (leave ebs out for 125kB)"]),
-    ({"kind": "trtcm", "cir": "1Gbps", "pir": "20Gbps", "pbs": "1MB"}, {}, [f"tenants[0].meter.pbs: '1MB' is only 400us of traffic at pir '20Gbps': {TCP_HINT} (leave pbs out for 2500kB)"]),
-    ({"kind": "rfc4115", "cir": "1Gbps", "eir": "400Gbps", "ebs": "256KiB"}, {}, [f"tenants[0].meter.ebs: '256KiB' is only 5.24us of traffic at eir '400Gbps': {TCP_HINT} (leave ebs out for 50MB)"]),
-    ({"kind": "srtcm", "cir": "10Mbps", "cbs": "4KiB"}, {}, [f"tenants[0].meter.cbs: '4KiB' is smaller than the largest frame (9KiB): a frame that size {FRAME_HINT}"]),
+    (
+        {"kind": "srtcm", "cir": "1Gbps", "cbs": "64KiB"},
+        {},
+        [f"tenants[0].meter.cbs: '64KiB' is only 524us of traffic at cir '1Gbps': {TCP_HINT} (leave cbs out for 125kB)"],
+    ),
+    (
+        {"kind": "srtcm", "cir": "1Gbps", "ebs": "100kB"},
+        {},
+        [f"tenants[0].meter.ebs: '100kB' is only 800us of traffic at cir '1Gbps': {TCP_HINT} (leave ebs out for 125kB)"],
+    ),
+    (
+        {"kind": "trtcm", "cir": "1Gbps", "pir": "20Gbps", "pbs": "1MB"},
+        {},
+        [f"tenants[0].meter.pbs: '1MB' is only 400us of traffic at pir '20Gbps': {TCP_HINT} (leave pbs out for 2500kB)"],
+    ),
+    (
+        {"kind": "rfc4115", "cir": "1Gbps", "eir": "400Gbps", "ebs": "256KiB"},
+        {},
+        [f"tenants[0].meter.ebs: '256KiB' is only 5.24us of traffic at eir '400Gbps': {TCP_HINT} (leave ebs out for 50MB)"],
+    ),
+    (
+        {"kind": "srtcm", "cir": "10Mbps", "cbs": "4KiB"},
+        {},
+        [f"tenants[0].meter.cbs: '4KiB' is smaller than the largest frame (9KiB): a frame that size {FRAME_HINT}"],
+    ),
     # no warning: at least 1 ms, at least the largest frame, zero (a choice), or defaults
     ({"kind": "srtcm", "cir": "10Mbps", "cbs": "4KiB"}, {"largest_frame": "1514B"}, []),
     ({"kind": "srtcm", "cir": "1Gbps", "cbs": "125kB", "ebs": "0B"}, {}, []),
@@ -677,7 +714,8 @@ def test_queue_and_buffer_warnings() -> None:
         port={"rate": "100Gbps", "buffer": "64MiB"},
     )
     assert policy_warnings(data) == [
-        "tenants[0].shaper.queue: '4KiB' is smaller than the largest frame (9KiB): frames that size are always dropped (set largest_frame if the network's frames are smaller)",
+        "tenants[0].shaper.queue: '4KiB' is smaller than the largest frame (9KiB): "
+        "frames that size are always dropped (set largest_frame if the network's frames are smaller)",
         "tenants[1].shaper.queue: '128MiB' is larger than the port's buffer (64MiB): it can never fill",
     ]
     assert policy_warnings(tenants_policy({}, port={"rate": "100Gbps", "buffer": "4KiB"})) == [
@@ -691,7 +729,9 @@ def test_warnings_from_a_file_name_the_file(tmp_path: Path) -> None:
     path.write_text("tenants:\n  - {name: a, vnis: [1], meter: {kind: srtcm, cir: 1Gbps, cbs: 64KiB}}\n")
     with pytest.warns(PolicyWarning) as found:
         Policy.from_file(path)
-    assert [str(w.message) for w in found] == [f"{path}: tenants[0].meter.cbs: '64KiB' is only 524us of traffic at cir '1Gbps': {TCP_HINT} (leave cbs out for 125kB)"]
+    assert [str(w.message) for w in found] == [
+        f"{path}: tenants[0].meter.cbs: '64KiB' is only 524us of traffic at cir '1Gbps': {TCP_HINT} (leave cbs out for 125kB)"
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -702,9 +742,23 @@ ROUND_TRIP: list[dict[str, Any]] = [
     QOS_DICT,
     yaml.safe_load(EXAMPLE.read_text()),
     tenants_policy(
-        {"weight": 3, "meter": {"kind": "rfc4115", "cir": "0bps", "eir": "1Gbps", "count": "wire"}, "shaper": {"rate": "1Gbps", "burst": "64B", "queue": "1MB", "max_delay": "1s"}},
+        {
+            "weight": 3,
+            "meter": {"kind": "rfc4115", "cir": "0bps", "eir": "1Gbps", "count": "wire"},
+            "shaper": {"rate": "1Gbps", "burst": "64B", "queue": "1MB", "max_delay": "1s"},
+        },
         # The largest weight: the port weighs the class by 4294967295 x its own, so that is 1.
-        {"weight": 4294967295, "classes": [{"name": "x", "priority": 0, "weight": 1, "meter": {"kind": "srtcm", "cir": "1Gbps", "ebs": "0B", "actions": {"green": {"remark": 5}, "yellow": "drop"}}}]},
+        {
+            "weight": 4294967295,
+            "classes": [
+                {
+                    "name": "x",
+                    "priority": 0,
+                    "weight": 1,
+                    "meter": {"kind": "srtcm", "cir": "1Gbps", "ebs": "0B", "actions": {"green": {"remark": 5}, "yellow": "drop"}},
+                }
+            ],
+        },
         color_map={},
         count="inner",
         largest_frame="64B",
@@ -744,7 +798,11 @@ def test_to_dict_writes_meter_defaults_and_only_changed_policy_settings() -> Non
     out = quiet(tenants_policy({}, count="wire", largest_frame="1500B", color_map={"af11": "green", "cs1": "red"})).to_dict()
     assert (out["count"], out["largest_frame"], out["color_map"]) == ("wire", "1500B", {"cs1": "red"})
     # the default map, written out, is the default again
-    assert quiet(tenants_policy({}, color_map={"af12": "yellow", "af13": "red", "af22": "yellow", "af23": "red", "af32": "yellow", "af33": "red", "af42": "yellow", "af43": "red"})) == quiet(tenants_policy({}))
+    assert quiet(
+        tenants_policy(
+            {}, color_map={"af12": "yellow", "af13": "red", "af22": "yellow", "af23": "red", "af32": "yellow", "af33": "red", "af42": "yellow", "af43": "red"}
+        )
+    ) == quiet(tenants_policy({}))
 
 
 def test_qos_settings_leave_the_classification_fingerprints_alone() -> None:

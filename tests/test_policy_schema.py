@@ -22,8 +22,8 @@ from isolane import policy as P
 from isolane.cli import main
 from isolane.policy import Policy, PolicyError, PolicyWarning
 from isolane.policy.constants import METER_KINDS
-from locations import ROOT
-from policy_edits import DELETE, edited
+from support.locations import ROOT
+from support.policy_edits import DELETE, edited
 
 SCHEMA = P.schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

@@ -1,22 +1,19 @@
 """isolane.parse against tshark, packet by packet, on every real VXLAN/Geneve capture.
 
 Ground truth: ``../shared/pcaps/real/NAME.nodefrag_all.csv`` (tshark 4.0, reassembly off),
-turned into expected isolane fields by ``tests/truth.py`` (see its docstring for what it can and
+turned into expected isolane fields by ``tests/support/truth.py`` (see its docstring for what it can and
 cannot derive). Every field the truth knows is compared for every frame; all mismatches of a
 capture are collected and reported together.
 """
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
-import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REAL = Path(__file__).resolve().parents[1].parent / "shared" / "pcaps" / "real"
+from support.locations import REAL_PCAPS as REAL
 
 if not REAL.is_dir():
     pytest.skip(
@@ -26,22 +23,8 @@ if not REAL.is_dir():
     )
 
 
-def _import_truth():
-    # Load tests/truth.py by path, whatever pytest's import mode or rootdir.
-    if "isolane_tests_truth" in sys.modules:
-        return sys.modules["isolane_tests_truth"]
-    spec = importlib.util.spec_from_file_location(
-        "isolane_tests_truth", Path(__file__).resolve().parent / "truth.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-truth = _import_truth()
-
 import isolane  # noqa: E402  (after the skip: no captures, nothing to test)
+from support import truth  # noqa: E402
 
 # Captures whose tunnel port is not a default one.
 VXLAN_PORTS = {"tcpdump__vxlan_port_8472": (4789, 8472)}

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from classbench import Rules, dict_expressible, insert_form, table_insert
-from reference_classifier import ReferenceTable, classify
+from support.classbench import Rules, dict_expressible, insert_form, table_insert
+from support.reference_classifier import ReferenceTable, classify
 
 core = pytest.importorskip("isolane._core")
 if not hasattr(core, "RuleTable"):

@@ -23,24 +23,11 @@ from isolane._core import (
     RuleTable,
     read_pcap,
 )
-from isolane.engine import (
-    BURST_DTYPE,
-    BURST_FLOW_DTYPE,
-    DEFAULT_POLLS,
-    PROCESSED_DTYPE,
-    VERDICT_DTYPE,
-    Action,
-    BurstScope,
-    BurstView,
-    Color,
-    Engine,
-    Outcome,
-    Reason,
-    UpdateReport,
-)
-from isolane.parsing import PARSED_DTYPE, LinkType, Status, Tunnel, format_addresses, parse
+from isolane.codes import Action, BurstScope, BurstView, Color, Outcome, Reason, Status, Tunnel
+from isolane.commands.replay import ReplayReport, format_report, replay
+from isolane.engine import BURST_DTYPE, BURST_FLOW_DTYPE, DEFAULT_POLLS, PROCESSED_DTYPE, VERDICT_DTYPE, Engine, UpdateReport
+from isolane.parsing import PARSED_DTYPE, LinkType, format_addresses, parse
 from isolane.policy import Policy, PolicyError, PolicyWarning
-from isolane.report import ReplayReport, format_report, replay
 
 __all__ = [
     "BURST_DTYPE",

@@ -28,6 +28,7 @@ __all__ = [
     "burst_flow_layout",
     "burst_layout",
     "load_yaml",
+    "codes",
     "parse_records",
     "processed_layout",
     "read_pcap",
@@ -150,6 +151,9 @@ def load_yaml(text: str) -> Any:
 
 def parse_records(batch: PacketBatch, vxlan_ports: list[int], geneve_ports: list[int], threads: int) -> npt.NDArray[np.uint8]:
     """Parse a batch into packed records (raw bytes; view them with ``isolane.PARSED_DTYPE``)."""
+
+def codes() -> dict[str, list[tuple[str, int]]]:
+    """Every family of codes: {family: [(name, code), ...]}, names in snake case, in code order."""
 
 def record_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The parsed record's fields as (name, numpy type, byte offset), and its size."""

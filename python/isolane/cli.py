@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from isolane import _core
+from isolane.commands.inspect import CaptureSummary, summarize
+from isolane.commands.replay import align, format_report, replay
 from isolane.engine import DEFAULT_POLLS
 from isolane.policy import MAX_WINDOW_NS, MIN_WINDOW_NS, Policy, PolicyWarning, parse_duration, schema_text
-from isolane.report import align, format_report, replay
-from isolane.summary import CaptureSummary, summarize
 
 #: Files at least this big get a progress line on a terminal.
 PROGRESS_MIN_BYTES = 64 << 20
@@ -61,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_false",
         help="leave the packets still on their way to the port at the end of the capture in flight (by default they reach it and everything queued is sent)",
     )
-    replay.add_argument("--window", metavar="DURATION", help="watch every scope the policy watches for microbursts at this window (e.g. 10us; 1us to 10ms) instead of its own")
+    replay.add_argument(
+        "--window", metavar="DURATION", help="watch every scope the policy watches for microbursts at this window (e.g. 10us; 1us to 10ms) instead of its own"
+    )
     replay.add_argument(
         "--poll",
         metavar="INTERVALS",
@@ -69,7 +71,9 @@ def _parser() -> argparse.ArgumentParser:
         help=f"polling intervals to compare the bursts with, each a multiple of the shortest (default {','.join(DEFAULT_POLLS)})",
     )
     replay.set_defaults(run=_replay)
-    schema = commands.add_parser("schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML).")
+    schema = commands.add_parser(
+        "schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML)."
+    )
     schema.set_defaults(run=_schema)
     return parser
 

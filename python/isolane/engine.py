@@ -12,7 +12,6 @@ one of them enforces), with the same results as on one.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -21,34 +20,12 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
+from isolane.codes import BurstScope, Color, Outcome, Reason
 from isolane.parsing import PARSED_DTYPE, dtype_of, parse, tunnel_ports
 from isolane.policy import Policy, PolicyError, Rule, TenantTables, _Checker, _tenant_tables, format_duration, parse_duration, tenant_tables
 from isolane.policy.claims import TenantChange
 from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP
 from isolane.policy.qos import QosContext, TenantQos, qos_context, qos_settings, tenant_qos
-
-
-class Reason(enum.IntEnum):
-    """Why a packet got its verdict (``verdicts["reason"]``)."""
-
-    RULE = 0
-    """A rule of the tenant matched."""
-    DEFAULT = 1
-    """No rule matched: the tenant's default action."""
-    UNKNOWN_TENANT = 2
-    """No tenant claims the packet: the policy's ``unknown_tenant`` action."""
-    TRUNCATED = 3
-    """The capture stopped before the headers needed: dropped."""
-    MALFORMED = 4
-    """Impossible headers: dropped."""
-    NOT_IP = 5
-    """The tenant's packet is not IP (ARP, ...): the tenant's default action."""
-
-
-class Action(enum.IntEnum):
-    DROP = 0
-    ALLOW = 1
-
 
 VERDICT_DTYPE: np.dtype = dtype_of(_core.verdict_layout())
 """One row of :meth:`Engine.classify`: ``tenant`` (-1 unknown), ``rule`` (index of the policy
@@ -56,67 +33,11 @@ rule within the tenant, -1 default), ``cls`` (class id within the tenant, -1 non
 (:class:`Action`), ``reason`` (:class:`Reason`)."""
 
 
-class Color(enum.IntEnum):
-    """A packet's colour after the meters (``processed["color"]``): the worst any meter gave."""
-
-    GREEN = 0
-    YELLOW = 1
-    RED = 2
-    NONE = 3
-    """Not metered: the classifier dropped it."""
-
-
-class Outcome(enum.IntEnum):
-    """What happened to a packet in :meth:`Engine.process` (``processed["outcome"]``)."""
-
-    PASS = 0
-    """Passed every stage, and was admitted at the port if the policy has one."""
-    REMARKED = 1
-    """As PASS, with its DSCP rewritten by a colour action (``processed["dscp"]``)."""
-    PENDING = 2
-    """Passed meters and shapers but reaches the port at its ``release_ns``, after the batch's
-    last packet: the port's verdict lands in :meth:`Engine.stats` once a later batch passes
-    that time."""
-    DROP_CLASSIFIER = 3
-    """Dropped by the classifier (``processed["action"]``): not metered."""
-    DROP_METER = 4
-    """Dropped by a meter's colour action."""
-    DROP_SHAPER_BYTES = 5
-    """A shaper's queue would have held more than its ``queue`` bytes."""
-    DROP_SHAPER_TIME = 6
-    """A shaper would have held it longer than its ``max_delay``."""
-    DROP_PORT_BUFFER = 7
-    """The port's buffer was full."""
-    DROP_PORT_QUEUE = 8
-    """Its port queue was at its limit."""
-
-    @property
-    def dropped(self) -> bool:
-        return self >= Outcome.DROP_CLASSIFIER
-
-
 PROCESSED_DTYPE: np.dtype = dtype_of(_core.processed_layout())
 """One row of :meth:`Engine.process`: the fields of :data:`VERDICT_DTYPE` (what classify
 returns), then ``color`` (:class:`Color`), ``outcome`` (:class:`Outcome`), ``dscp`` (the DSCP the
 packet leaves with) and ``release_ns`` (when the shapers release it: its timestamp if unshaped,
 -1 if dropped before)."""
-
-
-class BurstScope(enum.IntEnum):
-    """Where a burst was seen (``bursts["scope"]``)."""
-
-    PORT = 0
-    TENANT = 1
-    CLASS = 2
-
-
-class BurstView(enum.IntEnum):
-    """How a burst was seen (``bursts["view"]``)."""
-
-    RATE = 0
-    """The window's rate above the threshold."""
-    QUEUE = 1
-    """The queue at the port above its rise threshold, until it fell to its fall threshold."""
 
 
 BURST_DTYPE: np.dtype = dtype_of(_core.burst_layout())

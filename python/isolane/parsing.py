@@ -13,27 +13,6 @@ import numpy.typing as npt
 from isolane import _core
 
 
-class Status(enum.IntEnum):
-    """Why a parsed record is as complete as it is (``rows["status"]``)."""
-
-    OK = 0
-    """Every field that applies was read."""
-    TRUNCATED = 1
-    """The capture stopped (captured length below wire length) before a header isolane needed."""
-    MALFORMED = 2
-    """A header is impossible or runs past a frame that was captured whole."""
-    UNSUPPORTED = 3
-    """Well formed, but the tenant packet is not IPv4/IPv6 (ARP, LLC, unknown Geneve payload)."""
-
-
-class Tunnel(enum.IntEnum):
-    """The outermost tunnel (``rows["tunnel"]``)."""
-
-    NONE = 0
-    VXLAN = 1
-    GENEVE = 2
-
-
 class LinkType(enum.IntEnum):
     """pcap link types isolane reads (``PacketBatch.link_type``)."""
 

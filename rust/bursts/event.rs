@@ -3,25 +3,28 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::flows::TopFlows;
+use crate::codes::codes;
 use crate::outcome::{Outcome, OUTCOMES};
 
-/// Where a burst was seen (`isolane.BurstScope`).
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Port = 0,
-    Tenant = 1,
-    Class = 2,
+codes! {
+    /// Where a burst was seen (`isolane.BurstScope`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Scope: "burst scope" {
+        Port = 0,
+        Tenant = 1,
+        Class = 2,
+    }
 }
 
-/// How a burst was seen (`isolane.BurstView`).
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    /// The window's rate above the threshold.
-    Rate = 0,
-    /// The queue above its rise threshold, until it falls to its fall threshold.
-    Queue = 1,
+codes! {
+    /// How a burst was seen (`isolane.BurstView`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum View: "burst view" {
+        /// The window's rate above the threshold.
+        Rate = 0,
+        /// The queue above its rise threshold, until it falls to its fall threshold.
+        Queue = 1,
+    }
 }
 
 /// An event that has not ended.

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use super::{ClassQos, ColorAction, Contract, Count, MeterSpec, QosSpec, TenantQos};
+use super::{ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
 use crate::error::CoreError;
-use crate::meter::{Color, MeterKind, MeterParams};
+use crate::meter::{Color, MeterKind, MeterKindCode, MeterParams};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
 
 #[cfg(feature = "python")]
@@ -136,11 +136,7 @@ impl QosSettings {
 
     fn port(&self) -> Result<Option<PortConfig>, CoreError> {
         let Some(port) = &self.port else { return Ok(None) };
-        let mode = match port.mode {
-            0 => PortMode::PerQueue,
-            1 => PortMode::SharedFifo,
-            other => return Err(CoreError::spec_at("port", format!("mode {other} is not 0 (per_tenant) or 1 (shared_fifo)"))),
-        };
+        let mode = PortMode::try_from(port.mode)?;
         Ok(Some(PortConfig { line_rate: port.rate, buffer_bytes: port.buffer, mode }))
     }
 }
@@ -148,20 +144,18 @@ impl QosSettings {
 impl MeterRow {
     fn spec(&self) -> Result<Option<MeterSpec>, CoreError> {
         let (cir, cbs, eir, ebs, pir, pbs) = (self.cir, self.cbs, self.eir, self.ebs, self.pir, self.pbs);
-        let kind = match self.kind {
-            0 => return Ok(None),
-            1 => MeterKind::SrTcm { cir, cbs, ebs },
-            2 => MeterKind::TrTcm { pir, pbs, cir, cbs },
-            3 => MeterKind::Rfc4115 { cir, cbs, eir, ebs },
-            other => return Err(CoreError::spec(format!("meter kind {other} is not 0 (none), 1 (srtcm), 2 (trtcm) or 3 (rfc4115)"))),
+        let kind = match MeterKindCode::try_from(self.kind)? {
+            MeterKindCode::None => return Ok(None),
+            MeterKindCode::Srtcm => MeterKind::SrTcm { cir, cbs, ebs },
+            MeterKindCode::Trtcm => MeterKind::TrTcm { pir, pbs, cir, cbs },
+            MeterKindCode::Rfc4115 => MeterKind::Rfc4115 { cir, cbs, eir, ebs },
         };
         let mut actions = [ColorAction::Pass; 3];
         for (color, action) in actions.iter_mut().enumerate() {
-            *action = match self.actions[color] {
-                0 => ColorAction::Pass,
-                1 => ColorAction::Remark(self.remark_dscp[color]),
-                2 => ColorAction::Drop,
-                other => return Err(CoreError::spec(format!("meter action {other} (colour {color}) is not 0 (pass), 1 (remark) or 2 (drop)"))),
+            *action = match ColorActionCode::try_from(self.actions[color]).map_err(|e| e.within(format!("colour {color}")))? {
+                ColorActionCode::Pass => ColorAction::Pass,
+                ColorActionCode::Remark => ColorAction::Remark(self.remark_dscp[color]),
+                ColorActionCode::Drop => ColorAction::Drop,
             };
         }
         let count = Count::try_from(self.byte_count).map_err(|e| e.within("meter count"))?;

@@ -6,23 +6,25 @@ use std::hint::select_unpredictable;
 use rustc_hash::FxHashMap;
 
 use crate::bursts::BurstSpec;
+use crate::codes::codes;
 use crate::error::CoreError;
 use crate::meter::{Color, MeterParams};
 use crate::parse::PacketInfo;
 use crate::shaping::{Port, PortConfig, QueueConfig, ShaperParams};
 
-/// Which bytes of a packet meters, shapers and the port count (`COUNT_MODES` in Python).
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Count {
-    /// The tenant's frame inside the tunnel.
-    Inner = 0,
-    /// The frame as captured, tunnel headers included.
-    Outer = 1,
-    /// Outer + 20 B of preamble, start delimiter and inter-frame gap.
-    Wire = 2,
-    /// Wire + the 4-byte FCS that captures do not hold.
-    WireFcs = 3,
+codes! {
+    /// Which bytes of a packet meters, shapers and the port count (`COUNT_MODES` in Python).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Count: "byte count" {
+        /// The tenant's frame inside the tunnel.
+        Inner = 0,
+        /// The frame as captured, tunnel headers included.
+        Outer = 1,
+        /// Outer + 20 B of preamble, start delimiter and inter-frame gap.
+        Wire = 2,
+        /// Wire + the 4-byte FCS that captures do not hold.
+        WireFcs = 3,
+    }
 }
 
 impl Count {
@@ -52,20 +54,6 @@ impl Arrival {
     }
 }
 
-impl TryFrom<u8> for Count {
-    type Error = CoreError;
-
-    fn try_from(value: u8) -> Result<Self, CoreError> {
-        match value {
-            0 => Ok(Count::Inner),
-            1 => Ok(Count::Outer),
-            2 => Ok(Count::Wire),
-            3 => Ok(Count::WireFcs),
-            _ => Err(CoreError::spec(format!("byte count {value} is not 0 (inner), 1 (outer), 2 (wire) or 3 (wire_fcs)"))),
-        }
-    }
-}
-
 /// What a meter does with a packet of one colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ColorAction {
@@ -73,6 +61,17 @@ pub enum ColorAction {
     /// Pass with the DSCP rewritten (0-63).
     Remark(u8),
     Drop,
+}
+
+codes! {
+    /// A [`ColorAction`] in the compiled arrays (`MeterArrays.action`, `COLOR_ACTIONS` in
+    /// Python); a remark's DSCP is a column of its own.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ColorActionCode: "meter action" {
+        Pass = 0,
+        Remark = 1,
+        Drop = 2,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -149,7 +149,7 @@ fn the_port_sees_packets_at_their_release_and_its_verdicts_reach_the_batch_or_th
         tenant("a", Contract::default(), vec![Contract { meter: None, shaper: Some(shaper) }]),
         tenant("b", Contract::default(), vec![Contract::default()]),
     ]);
-    s.port = Some(PortConfig { line_rate: 1000, buffer_bytes: 350, mode: PortMode::PerQueue });
+    s.port = Some(PortConfig { line_rate: 1000, buffer_bytes: 350, mode: PortMode::PerTenant });
     let mut e = enforcer(s);
     let a = (packet(0, 100), verdict(0, 0, ALLOW));
     let b = |ms: u64| (packet((ms * MS) as i64, 100), verdict(1, 0, ALLOW));

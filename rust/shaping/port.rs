@@ -1,7 +1,7 @@
 //! An egress port in packet time: which packet leaves when, and which are dropped, when many
 //! queues share one line and one buffer.
 //!
-//! [`PortMode::PerQueue`] is HTB-like and work conserving. Whenever the line is free and packets
+//! [`PortMode::PerTenant`] is HTB-like and work conserving. Whenever the line is free and packets
 //! wait, the next packet comes from the queues still within their guarantee (strict priority,
 //! then weighted deficit round robin within a priority); if there are none, from the queues
 //! below their ceiling (again priority, then WDRR: spare capacity is shared by weight); a queue
@@ -17,7 +17,7 @@
 //! Exact semantics (the test suite's reference model follows them independently):
 //! - Time runs in ticks of 1/line_rate ns; a packet of `b` bytes holds the line for exactly
 //!   `b` x 1e9 ticks. Reported times are rounded up to whole ns.
-//! - A packet occupies the buffer from its arrival until its transmission starts. In PerQueue
+//! - A packet occupies the buffer from its arrival until its transmission starts. In PerTenant
 //!   mode a queue's first `reserved_bytes` are its own; what it holds beyond them comes from the
 //!   shared pool (the buffer less every reserve). An arrival is dropped if it would take its
 //!   queue over `limit_bytes` (`QueueLimit`); else, if it fits in the queue's reserve, admitted;
@@ -43,6 +43,7 @@ use super::edt::saturate;
 use super::histogram::LogHistogram;
 use super::wdrr::{Phase, Scheduler};
 use super::{MAX_RATE, NS_PER_S};
+use crate::codes::codes;
 use crate::error::CoreError;
 
 /// A queue's round-robin quantum per unit of weight: one jumbo frame, so that every turn sends
@@ -55,12 +56,16 @@ pub const MAX_BURST_BYTES: u64 = 8 << 30;
 /// The dynamic threshold's alpha is 2^alpha_log2 with alpha_log2 in this range (1/65536 to 65536).
 pub const ALPHA_LOG2_RANGE: std::ops::RangeInclusive<i8> = -16..=16;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PortMode {
-    /// Per-queue scheduling: priorities, weights, guarantees, ceilings, per-queue limits.
-    PerQueue,
-    /// One FIFO for every queue's packets: only the line rate and the buffer apply.
-    SharedFifo,
+codes! {
+    /// How the port isolates its queues (`PORT_MODES` in Python, a policy's `port.mode`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum PortMode: "port mode" {
+        /// Each queue (in the engine, each tenant's class) apart: priorities, weights,
+        /// guarantees, ceilings, per-queue limits.
+        PerTenant = 0,
+        /// One FIFO for every queue's packets: only the line rate and the buffer apply.
+        SharedFifo = 1,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,10 +94,10 @@ pub struct QueueConfig {
     pub ceil: u64,
     /// Most bytes this queue may hold; 0 = no fixed limit.
     pub limit_bytes: u64,
-    /// Bytes of the buffer only this queue may fill (PerQueue mode). The port's reserves may not
+    /// Bytes of the buffer only this queue may fill (PerTenant mode). The port's reserves may not
     /// add up to more than its buffer.
     pub reserved_bytes: u64,
-    /// Dynamic threshold (PerQueue mode): beyond its reserve the queue may hold at most
+    /// Dynamic threshold (PerTenant mode): beyond its reserve the queue may hold at most
     /// 2^alpha_log2 x the shared buffer still free; `None` = as much as is free.
     pub alpha_log2: Option<i8>,
 }
@@ -199,7 +204,7 @@ pub struct Port {
     /// SharedFifo mode's one queue.
     fifo: VecDeque<Waiting>,
     queued_bytes: u64,
-    /// PerQueue mode: the buffer less every queue's reserve, and the bytes queues hold in it.
+    /// PerTenant mode: the buffer less every queue's reserve, and the bytes queues hold in it.
     shared_capacity: u64,
     shared_used: u64,
     /// Every event before this tick has been processed.
@@ -273,7 +278,7 @@ impl Port {
         self.queued_bytes += u64::from(bytes);
         match self.mode {
             PortMode::SharedFifo => self.fifo.push_back(waiting),
-            PortMode::PerQueue => {
+            PortMode::PerTenant => {
                 let state = &mut self.queues[queue as usize];
                 self.shared_used += shared_part(state, state.bytes + u64::from(bytes)) - shared_part(state, state.bytes);
                 state.packets.push_back(waiting);
@@ -335,7 +340,7 @@ impl Port {
     /// Bytes waiting in one queue (in SharedFifo mode, found by scanning the FIFO).
     pub fn queued_bytes_of(&self, queue: u32) -> u64 {
         match self.mode {
-            PortMode::PerQueue => self.queues[queue as usize].bytes,
+            PortMode::PerTenant => self.queues[queue as usize].bytes,
             PortMode::SharedFifo => self.fifo.iter().filter(|w| w.queue == queue).map(|w| u64::from(w.bytes)).sum(),
         }
     }
@@ -401,7 +406,7 @@ impl Port {
     #[inline]
     fn may_send(&self) -> bool {
         match self.mode {
-            PortMode::PerQueue => self.scheduler.any(Phase::Borrowed),
+            PortMode::PerTenant => self.scheduler.any(Phase::Borrowed),
             PortMode::SharedFifo => !self.fifo.is_empty(),
         }
     }
@@ -412,7 +417,7 @@ impl Port {
                 let waiting = self.fifo.pop_front().expect("a packet waits");
                 self.transmit(now, waiting);
             }
-            PortMode::PerQueue => {
+            PortMode::PerTenant => {
                 let queues = &self.queues;
                 let (phase, queue) =
                     self.scheduler.pick(|q| queues[q as usize].packets.front().expect("a queue in a ring has packets").bytes).expect("a queue may send");

@@ -165,7 +165,7 @@ impl RefPort {
                     Ok(())
                 }
             }
-            PortMode::PerQueue => self.per_queue_verdict(a),
+            PortMode::PerTenant => self.per_queue_verdict(a),
         };
         let queue = &mut self.queues[a.queue as usize];
         self.verdicts.push(verdict);
@@ -174,7 +174,7 @@ impl RefPort {
         }
         match self.config.mode {
             PortMode::SharedFifo => self.fifo.push_back((a, tick)),
-            PortMode::PerQueue => {
+            PortMode::PerTenant => {
                 if queue.waiting.is_empty() {
                     queue.since = (tick, 0, index);
                 }
@@ -238,7 +238,7 @@ impl RefPort {
     fn next_decision(&self) -> Option<u128> {
         match self.config.mode {
             PortMode::SharedFifo => self.fifo.front().map(|(_, tick)| std::cmp::max(*tick, self.line_free)),
-            PortMode::PerQueue => {
+            PortMode::PerTenant => {
                 let joins = (0..self.queues.len()).filter(|&q| !self.queues[q].waiting.is_empty()).map(|q| {
                     let prio = self.queues[q].config.priority as usize;
                     if self.rings[1][prio].contains(&q) {

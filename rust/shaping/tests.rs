@@ -340,7 +340,7 @@ proptest! {
 const GBIT: u64 = 125_000_000;
 
 fn per_queue(line_rate: u64, buffer_bytes: u64) -> PortConfig {
-    PortConfig { line_rate, buffer_bytes, mode: PortMode::PerQueue }
+    PortConfig { line_rate, buffer_bytes, mode: PortMode::PerTenant }
 }
 
 fn queue(priority: u8, weight: u32, guarantee: u64, ceil: u64) -> QueueConfig {
@@ -811,7 +811,7 @@ fn a_shared_fifo_serves_in_arrival_order_without_idling() {
 /// limit, reserve and dynamic threshold.
 fn port_setup() -> impl Strategy<Value = (PortConfig, Vec<QueueConfig>)> {
     let line = prop_oneof![Just(GBIT), Just(999_999_937u64), 1_000_000u64..20_000_000_000];
-    let mode = prop_oneof![3 => Just(PortMode::PerQueue), 1 => Just(PortMode::SharedFifo)];
+    let mode = prop_oneof![3 => Just(PortMode::PerTenant), 1 => Just(PortMode::SharedFifo)];
     (line, 9_000u64..120_000, mode, 1usize..7).prop_flat_map(|(line_rate, buffer_bytes, mode, n)| {
         let queue = (0u8..3, 1u32..5, 0u64..=100, 0u64..=100, prop_oneof![Just(0u64), 9_000u64..60_000], any::<bool>(), any::<bool>());
         let burst = prop_oneof![Just(0u64), 1u64..200_000];

@@ -236,13 +236,13 @@ from isolane.policy.constants import (
     SCHEMA_VERSION as SCHEMA_VERSION,
 )
 from isolane.policy.constants import (
-    Action as Action,
+    ActionName as ActionName,
 )
 from isolane.policy.constants import (
-    Color as Color,
+    ColorName as ColorName,
 )
 from isolane.policy.constants import (
-    Count as Count,
+    CountMode as CountMode,
 )
 from isolane.policy.constants import (
     MeterKind as MeterKind,

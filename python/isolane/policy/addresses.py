@@ -7,9 +7,8 @@ import functools
 import ipaddress
 import re
 from collections.abc import Iterable
-from typing import Union
 
-Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 PortRange = tuple[int, int]
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"

@@ -113,7 +113,7 @@ def _readonly(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
 
 
 def _tenant_tables(tenant: Tenant) -> TenantTables:
-    class_id = {c.name: i for i, c in enumerate(tenant.classes)}
+    class_ids = {c.name: i for i, c in enumerate(tenant.classes)}
     src: list[bytes] = []
     dst: list[bytes] = []
     columns: dict[str, list[int]] = {
@@ -124,7 +124,7 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
         src_addr, src_len = _mapped(rule.src)
         dst_addr, dst_len = _mapped(rule.dst)
         action = ACTION_ALLOW if rule.action == "allow" else ACTION_DROP
-        cls = class_id[rule.cls] if rule.cls is not None else NO_CLASS
+        cls = class_ids[rule.class_name] if rule.class_name is not None else NO_CLASS
         protos: Sequence[int | None] = rule.proto or (None,)
         dscps: Sequence[int | None] = rule.dscp or (None,)
         for proto, dscp, (sp_lo, sp_hi), (dp_lo, dp_hi) in itertools.product(
@@ -157,7 +157,7 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
     for name, values in columns.items():
         arrays[name] = _readonly(np.array(values, dtype=dtypes.get(name, np.uint8)))
     default_action = ACTION_ALLOW if tenant.default == "allow" else ACTION_DROP
-    default_cls = class_id[tenant.default_class] if default_action == ACTION_ALLOW else NO_CLASS
+    default_cls = class_ids[tenant.default_class] if default_action == ACTION_ALLOW else NO_CLASS
     return TenantTables(
         name=tenant.name,
         default_action=default_action,

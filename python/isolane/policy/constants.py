@@ -1,10 +1,15 @@
 """Constants of the policy format: its limits, the codes of the compiled arrays, the names of
-protocols and DSCPs, and the keys of each mapping in a file."""
+protocols and DSCPs, and the keys of each mapping in a file.
+
+The codes come from the Rust core (``isolane.codes.CODES``); the ``Literal`` types beside them
+spell the same names for type checkers (``tests/test_codes.py`` checks that they agree)."""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from isolane.codes import CODES
 
 SCHEMA_VERSION = 1
 """The only ``version`` a policy file may declare today."""
@@ -12,9 +17,9 @@ MAX_VNI = (1 << 24) - 1
 MAX_VLAN = 4095
 MAX_PORT = 65535
 MAX_PRIORITY = 7
-ACTION_DROP = 0
+ACTION_DROP = CODES["action"]["drop"]
 """``TenantTables.action`` / ``default_action`` / ``CompiledPolicy.unknown_action`` value: drop."""
-ACTION_ALLOW = 1
+ACTION_ALLOW = CODES["action"]["allow"]
 """... and allow."""
 NO_CLASS = 0xFFFF
 """``TenantTables.cls`` / ``default_cls`` of a drop: dropped packets go into no class."""
@@ -23,8 +28,8 @@ MAX_RULE_EXPANSION = 65536
 MAX_CLASSES = NO_CLASS
 """Class ids are uint16 and ``NO_CLASS`` is reserved."""
 
-Action = Literal["allow", "drop"]
-ACTIONS: tuple[Action, ...] = ("allow", "drop")
+ActionName = Literal["allow", "drop"]
+ACTIONS: tuple[ActionName, ...] = ("allow", "drop")
 
 # -- quality of service (docs/qos.md) -----------------------------------------------------------
 
@@ -55,26 +60,27 @@ MAX_LARGEST_FRAME = (1 << 32) - 1
 DEFAULT_MAX_DELAY_NS = 1_000_000
 """A shaper's queue bound when it names neither ``queue`` nor ``max_delay``: 1 ms at its rate."""
 
-METER_NONE = 0
+METER_NONE = CODES["meter_kind"]["none"]
 """``MeterArrays.kind`` of a tenant or class without a meter."""
 MeterKind = Literal["srtcm", "trtcm", "rfc4115"]
 #: Meter kinds and their codes in ``MeterArrays.kind``: RFC 2697, RFC 2698, RFC 4115.
-METER_KINDS: dict[str, int] = {"srtcm": 1, "trtcm": 2, "rfc4115": 3}
-Count = Literal["inner", "outer", "wire", "wire_fcs"]
+METER_KINDS: dict[str, int] = {name: code for name, code in CODES["meter_kind"].items() if code != METER_NONE}
+CountMode = Literal["inner", "outer", "wire", "wire_fcs"]
 #: Which bytes of a packet count, and their codes: the tenant's inner frame (the outer frame for
 #: untunnelled traffic), the outer frame as captured, the outer frame plus 20 B of preamble and
 #: inter-frame gap, or plus 24 B (preamble, gap and an FCS the capture does not hold).
-COUNT_MODES: dict[str, int] = {"inner": 0, "outer": 1, "wire": 2, "wire_fcs": 3}
+COUNT_MODES: dict[str, int] = dict(CODES["count"])
 #: Bytes added to each frame per count mode.
 COUNT_OVERHEAD: dict[str, int] = {"inner": 0, "outer": 0, "wire": 20, "wire_fcs": 24}
-Color = Literal["green", "yellow", "red"]
-#: Colours and their codes (the Rust meter's ``Color``).
-COLORS: dict[str, int] = {"green": 0, "yellow": 1, "red": 2}
+ColorName = Literal["green", "yellow", "red"]
+#: Colours and their codes (the Rust meter's ``Color``; ``none``, a packet no meter saw, is no
+#: colour a policy names).
+COLORS: dict[str, int] = {name: code for name, code in CODES["color"].items() if name != "none"}
 #: What a meter does with a packet of a colour, and the codes in ``MeterArrays.action``.
-COLOR_ACTIONS: dict[str, int] = {"pass": 0, "remark": 1, "drop": 2}
+COLOR_ACTIONS: dict[str, int] = dict(CODES["color_action"])
 PortMode = Literal["per_tenant", "shared_fifo"]
 #: Egress port modes and their codes in ``CompiledQos.port_mode``.
-PORT_MODES: dict[str, int] = {"per_tenant": 0, "shared_fifo": 1}
+PORT_MODES: dict[str, int] = dict(CODES["port_mode"])
 
 #: Protocol names accepted by ``proto`` (IANA protocol numbers). The first name of a number is the
 #: one ``to_dict`` writes.
@@ -129,7 +135,7 @@ _DSCP_NAME: dict[int, str] = {number: name for name, number in DSCP_NAMES.items(
 #: The colour map when the policy gives none: the AF drop precedences of RFC 2597, ``afX1``
 #: green, ``afX2`` yellow, ``afX3`` red; every other DSCP is green. Only non-green entries are
 #: listed, as ``(dscp, colour)`` sorted by DSCP.
-DEFAULT_COLOR_MAP: tuple[tuple[int, Color], ...] = tuple(
+DEFAULT_COLOR_MAP: tuple[tuple[int, ColorName], ...] = tuple(
     sorted((8 * x + 2 * y, "yellow" if y == 2 else "red") for x in range(1, 5) for y in (2, 3))
 )
 
@@ -182,6 +188,23 @@ _FROM_SCHEMA = frozenset(
         "_METER_REQUIRED",
     }
 )
+
+
+if TYPE_CHECKING:  # read from the models on first use (below); their types, for mypy
+    _TOP_KEYS: tuple[str, ...]
+    _TENANT_KEYS: tuple[str, ...]
+    _CLASS_KEYS: tuple[str, ...]
+    _RULE_KEYS: tuple[str, ...]
+    _SHAPER_KEYS: tuple[str, ...]
+    _MICROBURST_KEYS: tuple[str, ...]
+    _QUEUE_VIEW_KEYS: tuple[str, ...]
+    _PORT_KEYS: tuple[str, ...]
+    _METER_KEYS: tuple[str, ...]
+    _METER_ACTION_KEYS: tuple[str, ...]
+    _REMARK_KEYS: tuple[str, ...]
+    _METER_BUCKET_KEYS: tuple[str, ...]
+    _METER_FIELDS: dict[str, tuple[str, ...]]
+    _METER_REQUIRED: dict[str, tuple[str, ...]]
 
 
 def __getattr__(name: str) -> Any:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal, TypeVar, Union
+from typing import Any, Literal, TypeVar
 
 from isolane.policy.addresses import Network, PortRange
-from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, Action, Count, MeterKind, PortMode
+from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, ActionName, CountMode, MeterKind, PortMode
 from isolane.policy.units import format_duration, format_rate, format_size
 
 _T = TypeVar("_T")
@@ -56,7 +56,7 @@ class Remark:
         return {"remark": _DSCP_NAME.get(self.dscp, self.dscp)}
 
 
-ColorAction = Union[Literal["pass", "drop"], Remark]
+ColorAction = Literal["pass", "drop"] | Remark
 
 
 def _action_to_data(action: ColorAction) -> str | dict[str, Any]:
@@ -81,7 +81,7 @@ class Meter:
     pbs_bytes: int | None = None
     eir_bps: int | None = None
     color_aware: bool = False
-    count: Count | None = None
+    count: CountMode | None = None
     green: ColorAction = "pass"
     yellow: ColorAction = "pass"
     red: ColorAction = "drop"
@@ -209,11 +209,12 @@ class TrafficClass:
 @dataclass(frozen=True)
 class Rule:
     """One policy rule. ``None`` matches anything; ``src_ports``/``dst_ports`` are sorted,
-    merged inclusive ranges; ``proto``/``dscp`` sorted numbers. ``cls`` is the class name of an
-    ``allow`` rule (the tenant's default class when the file names none), ``None`` for ``drop``."""
+    merged inclusive ranges; ``proto``/``dscp`` sorted numbers. ``class_name`` is the file's
+    ``class``: the class of an ``allow`` rule (the tenant's default class when the file names
+    none), ``None`` for ``drop``; its id in the compiled tables is ``cls``."""
 
-    action: Action
-    cls: str | None = None
+    action: ActionName
+    class_name: str | None = None
     src: Network | None = None
     dst: Network | None = None
     src_ports: tuple[PortRange, ...] | None = None
@@ -251,8 +252,8 @@ class Rule:
             dscps = [_DSCP_NAME.get(d, d) for d in self.dscp]
             out["dscp"] = dscps[0] if len(dscps) == 1 else dscps
         out["action"] = self.action
-        if self.cls is not None:
-            out["class"] = self.cls
+        if self.class_name is not None:
+            out["class"] = self.class_name
         return out
 
 
@@ -277,7 +278,7 @@ class Tenant:
     sources: tuple[Network, ...] = ()
     classes: tuple[TrafficClass, ...] = (TrafficClass("default"),)
     default_class: str = "default"
-    default: Action = "allow"
+    default: ActionName = "allow"
     rules: tuple[Rule, ...] = ()
     contract: Contract = field(default_factory=Contract)
     description: str | None = None

@@ -22,9 +22,9 @@ from isolane.policy.constants import (
     DEFAULT_COLOR_MAP,
     DEFAULT_LARGEST_FRAME,
     SCHEMA_VERSION,
-    Action,
-    Color,
-    Count,
+    ActionName,
+    ColorName,
+    CountMode,
 )
 from isolane.policy.errors import PolicyError, PolicyWarning, _int_text
 from isolane.policy.model import Port, Tenant
@@ -41,13 +41,13 @@ class Policy:
     everything); ``to_dict`` gives the canonical data back (``from_dict(p.to_dict()) == p``)."""
 
     tenants: tuple[Tenant, ...] = ()
-    unknown_tenant: Action = "drop"
+    unknown_tenant: ActionName = "drop"
     description: str | None = None
-    count: Count = "outer"
+    count: CountMode = "outer"
     """Which bytes meters (unless they say otherwise), shapers and the port count."""
     largest_frame: int = DEFAULT_LARGEST_FRAME
     """The largest frame in bytes: no default burst is smaller."""
-    color_map: tuple[tuple[int, Color], ...] = DEFAULT_COLOR_MAP
+    color_map: tuple[tuple[int, ColorName], ...] = DEFAULT_COLOR_MAP
     """The incoming colour of each DSCP for colour-aware meters: ``(dscp, colour)`` for the
     DSCPs that are not green, sorted."""
     port: Port | None = None

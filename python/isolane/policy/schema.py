@@ -41,9 +41,9 @@ from isolane.policy.constants import (
     PORT_ALPHA_LOG2,
     PROTOCOLS,
     SCHEMA_VERSION,
-    Action,
-    Color,
-    Count,
+    ActionName,
+    ColorName,
+    CountMode,
     MeterKind,
     PortMode,
 )
@@ -62,7 +62,7 @@ Source = Annotated[
     str, Field(pattern=PREFIX_PATTERN, description="an IPv4 or IPv6 prefix (a bare address is a host prefix)", json_schema_extra={"not": {"const": "any"}})
 ]
 Weight = Annotated[int, Field(ge=1, le=MAX_WEIGHT)]
-CountMode = Annotated[Count, Field(description="inner frame, outer frame, outer frame + 20 B (wire) or + 24 B (wire_fcs)")]
+CountSetting = Annotated[CountMode, Field(description="inner frame, outer frame, outer frame + 20 B (wire) or + 24 B (wire_fcs)")]
 
 PortNumber = Annotated[int, Field(ge=0, le=MAX_PORT)]
 PortText = Annotated[str, Field(pattern=PORT_PATTERN, description="a port ('80') or an inclusive range ('8000-8080')")]
@@ -149,7 +149,7 @@ class Meter(_Mapping):
     pir: Annotated[Rate | None, _Bucket(("trtcm",), required=("trtcm",))] = Field(None, description="peak rate, trTCM: P fills at it (at least CIR)")
     pbs: Annotated[Size | None, _Bucket(("trtcm",))] = Field(None, description="the size of P (default: 1 ms at PIR, at least largest_frame)")
     color_aware: bool = Field(False, description="true: a packet's colour on arrival (its DSCP through color_map) counts, and the meter never improves it")
-    count: CountMode | None = Field(None, description="which bytes it counts (default: the policy's count)")
+    count: CountSetting | None = Field(None, description="which bytes it counts (default: the policy's count)")
     actions: MeterActions | None = Field(None, description="what it does with each colour (default: green and yellow pass, red is dropped)")
 
 
@@ -215,7 +215,7 @@ class Rule(_Mapping):
     )
     proto: Protocol | Annotated[list[Protocol], Field(min_length=1)] | None = Field(None, description="protocol names or numbers; omitted = any")
     dscp: Dscp | Annotated[list[Dscp], Field(min_length=1)] | None = Field(None, description="DSCP names or numbers 0-63; omitted = any")
-    action: Action = Field(description="allow or drop")
+    action: ActionName = Field(description="allow or drop")
     class_: Name | None = Field(None, alias="class", description="for allow: a class of the tenant (default: its default_class); not on drop")
 
 
@@ -250,7 +250,7 @@ class _TenantRules(_Mapping):
         None, description="traffic classes, at least one (default: one class, 'default')"
     )
     default_class: Name | None = Field(None, description="class of allow rules without 'class' and of default: allow (default: the first class)")
-    default: Action = Field("allow", description="action when no rule matches")
+    default: ActionName = Field("allow", description="action when no rule matches")
     rules: list[Rule] = Field([], description="in order; the first rule that matches decides")
 
 
@@ -280,10 +280,10 @@ class PolicyDocument(_Mapping):
 
     version: Literal[SCHEMA_VERSION] = Field(SCHEMA_VERSION, description="the version of the format")  # type: ignore[valid-type]
     description: Text | None = None
-    unknown_tenant: Action = Field("drop", description="what happens to traffic of no tenant")
-    count: CountMode = Field("outer", description="which bytes meters, shapers and the port count")
+    unknown_tenant: ActionName = Field("drop", description="what happens to traffic of no tenant")
+    count: CountSetting = Field("outer", description="which bytes meters, shapers and the port count")
     largest_frame: Size = Field(f"{DEFAULT_LARGEST_FRAME}B", description="the largest frame, 64B to 2^32 - 1 B; no default burst is smaller")
-    color_map: dict[DscpKey, Color] | None = Field(
+    color_map: dict[DscpKey, ColorName] | None = Field(
         None, description="DSCP -> incoming colour for colour-aware meters; unmapped DSCPs are green (default: afX1 green, afX2 yellow, afX3 red)"
     )
     port: Port | None = None

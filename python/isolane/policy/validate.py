@@ -52,7 +52,7 @@ from isolane.policy.constants import (
     PORT_PROTOCOLS,
     PROTOCOLS,
     SCHEMA_VERSION,
-    Color,
+    ColorName,
 )
 from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text, _or_list, _shown
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Rule, Shaper, Tenant, TrafficClass
@@ -315,7 +315,9 @@ class _Checker:
             return None
         shaping_bps = rate if rate is not None else owner_bps
         if shaping_bps is None:
-            self.error(path, "a shaper needs a rate: give it 'rate', or give its tenant or class a 'ceil' or 'rate' (it then shapes to the ceil, else the rate)")
+            self.error(
+                path, "a shaper needs a rate: give it 'rate', or give its tenant or class a 'ceil' or 'rate' (it then shapes to the ceil, else the rate)"
+            )
             return None
         if not self.implied_bound_fits(queue, max_delay, shaping_bps // 8, data, path):
             return None
@@ -504,7 +506,10 @@ class _Checker:
         if rate is None or buffer is None or isinstance(mode, _Bad) or alpha_log2 is None or reserve is None or ("microburst" in data and microburst is None):
             return None
         if buffer < self.largest_frame:
-            self.warnings.append(f"{_at(path, 'buffer')}: {data['buffer']!r} is smaller than the largest frame ({format_size(self.largest_frame)}): frames that size are always dropped")
+            self.warnings.append(
+                f"{_at(path, 'buffer')}: {data['buffer']!r} is smaller than the largest frame ({format_size(self.largest_frame)}): "
+                "frames that size are always dropped"
+            )
         if reserve > buffer:
             self.error(_at(path, "reserve"), f"{data['reserve']!r} is more than the buffer {data['buffer']!r}: a reserve is part of the buffer")
             return None
@@ -514,16 +519,20 @@ class _Checker:
         """The dynamic threshold's alpha, a power of two from 1/128 to 128: its log2."""
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value in _ALPHA_LOG2:
             return _ALPHA_LOG2[value]
-        self.error(path, f"alpha {_shown(value)} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): a queue may hold alpha x the free buffer, and switches offer these")
+        self.error(
+            path,
+            f"alpha {_shown(value)} is not a power of two from 1/128 to 128 (e.g. 0.25, 1, 8): "
+            "a queue may hold alpha x the free buffer, and switches offer these",
+        )
         return None
 
-    def color_map(self, value: Any, path: str) -> tuple[tuple[int, Color], ...] | None:
+    def color_map(self, value: Any, path: str) -> tuple[tuple[int, ColorName], ...] | None:
         if not isinstance(value, Mapping):
             self.error(path, f"expected a mapping from DSCP to colour (e.g. {{af12: yellow}}), got {_describe(value)}")
             return None
         before = len(self.errors)
         seen: dict[int, str] = {}
-        out: dict[int, Color] = {}
+        out: dict[int, ColorName] = {}
         for key, colour in value.items():
             where = _at(path, key if isinstance(key, str) else _shown(key))
             dscp: int | None = None

@@ -227,7 +227,7 @@ fn a_port_on_several_threads_gives_what_one_gives() {
     let mut rng = Rng(0x5eed_0003);
     let tenants: Vec<Tenant> = (0..6).map(|id| random_tenant(&mut rng, id)).collect();
     let engines: Vec<Engine> = [1, 2, 3].iter().map(|&threads| engine(&tenants, threads)).collect();
-    let port = QosSpec { port: Some(PortConfig { line_rate: 100_000_000, buffer_bytes: 64 << 10, mode: PortMode::PerQueue }), ..qos(&tenants) };
+    let port = QosSpec { port: Some(PortConfig { line_rate: 100_000_000, buffer_bytes: 64 << 10, mode: PortMode::PerTenant }), ..qos(&tenants) };
     for engine in &engines {
         engine.update_with_qos(tables(&tenants), port.clone()).unwrap();
     }

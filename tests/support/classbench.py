@@ -8,7 +8,7 @@ The files live in ``../shared/classbench`` (format in its README):
 * traces: ``SRC_U32 DST_U32 SPORT DPORT PROTO LABEL``; LABEL is the first matching rule, or
   ``-N`` (not a true label: in the ``_100k`` traces only the first 5,120 lines are labelled).
 
-    from classbench import load_rules, load_trace, rule_set
+    from support.classbench import load_rules, load_trace, rule_set
     rules = load_rules(CLASSBENCH / "acl1_1k")      # Rules (arrays in RuleTable's order)
     trace = load_trace(CLASSBENCH / "acl1_1k_trace")
     RuleTable(*rules.args()); table.lookup(trace.src, trace.dst, trace.src_port, ...)
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 CLASSBENCH = SHARED / "classbench"
 
 SEEDS = ("acl1", "fw1", "ipc1")

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
 REAL_PCAPS = SHARED / "pcaps" / "real"
 SAMPLE = ROOT / "pcaps" / "kernel_vxlan.pcap"

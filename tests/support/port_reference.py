@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from isolane.engine import Outcome
+from isolane.codes import Outcome
 from isolane.policy import PORT_MODES, CompiledQos
-from qos_reference import Reference, frame_bytes
+from support.qos_reference import Reference, frame_bytes
 
 NANO = 10**9
 QUANTUM_BYTES = 9216  # a queue's round-robin quantum per unit of weight: one jumbo frame

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from classbench import RULE_FIELDS, Rules, ipv4_mapped
+from support.classbench import RULE_FIELDS, Rules, ipv4_mapped
 
 ALL_ONES_128 = (1 << 128) - 1
 

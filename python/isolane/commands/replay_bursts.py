@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from isolane.engine import BurstScope, BurstView, Engine
+from isolane.codes import BurstScope, BurstView
+from isolane.engine import Engine
 from isolane.policy import Microburst, Policy, format_duration, format_rate
 
 PROTOCOL_NAMES = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
@@ -139,7 +140,9 @@ def scope_summaries(engine: Engine, events: Sequence[dict[str, Any]], drops: dic
     class), as ``stats()`` counts them."""
     out = []
     order = {name: index for index, name in enumerate(engine.policy.tenant_names)}
-    in_policy_order = sorted(engine.burst_stats(), key=lambda s: (s["scope"] != "port", order.get(s["tenant"], len(order)), s["cls"] if s["cls"] is not None else -1))
+    in_policy_order = sorted(
+        engine.burst_stats(), key=lambda s: (s["scope"] != "port", order.get(s["tenant"], len(order)), s["cls"] if s["cls"] is not None else -1)
+    )
     for stats in in_policy_order:
         key = (stats["tenant"], stats["cls"])
         mine = [e for e in events if (e["tenant"], e["cls"], e["scope"]) == (*key, stats["scope"]) and e["view"] == "rate"]
@@ -188,7 +191,9 @@ def format_bursts(scopes: Sequence[ScopeBursts], events: Sequence[dict[str, Any]
     shown = intervals[:1] + intervals[-1:] if len(intervals) > 1 else intervals
     if shown:
         header = ["what polls showed", *(f"{format_duration(p)}: peak rate, max queue" for p in shown)]
-        rows = [header] + [[label, *(f"{_rate(s.polls[p]['peak_bps'])}, {_size(s.polls[p]['queue_max_at_polls'])}" for p in shown)] for s, label in zip(scopes, labels)]
+        rows = [header] + [
+            [label, *(f"{_rate(s.polls[p]['peak_bps'])}, {_size(s.polls[p]['queue_max_at_polls'])}" for p in shown)] for s, label in zip(scopes, labels)
+        ]
         lines += ["", *align(rows, right=range(1, len(header)))]
     biggest = sorted(events, key=lambda e: (-e["bytes"], e["id"]))[:LISTED_BURSTS]
     if biggest:

@@ -2,7 +2,7 @@
 
 Plain Python (stdlib only, no isolane import) so it can be run and checked on its own::
 
-    python3 tests/truth.py [NAME ...]      # prints the expectations, frame by frame
+    python3 tests/support/truth.py [NAME ...]      # prints the expectations, frame by frame
 
 Input: ``NAME.nodefrag_all.csv`` in ``../shared/pcaps/real`` (tshark 4.0, IP reassembly off,
 every occurrence of a field, outermost first, ``|``-separated). Columns::
@@ -52,7 +52,7 @@ TUNNEL_NAMES = {NONE: "NONE", VXLAN: "VXLAN", GENEVE: "GENEVE"}
 DEFAULT_VXLAN_PORTS = (4789,)
 DEFAULT_GENEVE_PORTS = (6081,)
 
-SHARED_REAL = Path(__file__).resolve().parents[1].parent / "shared" / "pcaps" / "real"
+SHARED_REAL = Path(__file__).resolve().parents[2].parent / "shared" / "pcaps" / "real"
 SUFFIX = ".nodefrag_all.csv"
 
 # Link-layer tokens that may precede the outer IP header (Ethernet, 802.1Q/802.1ad, SLL,

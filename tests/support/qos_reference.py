@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from isolane.engine import Color, Outcome
+from isolane.codes import Color, Outcome
 from isolane.policy import COUNT_MODES, COUNT_OVERHEAD, CompiledQos, MeterArrays, ShaperArrays
 
 NANO = 10**9

@@ -21,9 +21,10 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
-from isolane.engine import DEFAULT_POLLS, Color, Engine, Outcome, Reason
+from isolane.codes import Color, Outcome, Reason
+from isolane.commands.replay_bursts import ScopeBursts, burst_events, format_bursts, scope_summaries, with_window
+from isolane.engine import DEFAULT_POLLS, Engine
 from isolane.policy import Policy
-from isolane.report_bursts import ScopeBursts, burst_events, format_bursts, scope_summaries, with_window
 
 COLORS = [color.name.lower() for color in Color if color != Color.NONE]
 DROP_STAGES = [outcome.name.lower().removeprefix("drop_") for outcome in Outcome if outcome.dropped]

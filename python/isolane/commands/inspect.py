@@ -15,7 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
-from isolane.parsing import Status, Tunnel, parse
+from isolane.codes import Status, Tunnel
+from isolane.parsing import parse
 
 PROTOCOL_NAMES = {1: "icmp", 2: "igmp", 6: "tcp", 17: "udp", 41: "ipv6", 47: "gre", 50: "esp", 51: "ah", 58: "icmpv6", 132: "sctp"}
 

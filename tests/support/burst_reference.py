@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from isolane.engine import Action, Outcome
+from isolane.codes import Action, Outcome
 from isolane.policy import COUNT_MODES, COUNT_OVERHEAD, parse_duration, parse_rate
 
 PORT, TENANT, CLASS = 0, 1, 2  # isolane.BurstScope
