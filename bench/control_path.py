@@ -1,0 +1,65 @@
+"""The control path at N tenants: full load (file to a running engine), an identical update, and
+one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee).
+
+    python bench/control_path.py 1000 10000
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import isolane
+
+
+def tenant(i: int, rate: int = 10) -> dict[str, Any]:
+    return {
+        "name": f"t{i}",
+        "vnis": [1000 + i],
+        "rate": f"{rate}Mbps",
+        "ceil": "1Gbps",
+        "meter": {"kind": "srtcm", "cir": f"{rate}Mbps"},
+        "rules": [{"dst": f"10.{i // 250 % 256}.{i % 250}.0/24", "dst_ports": 443, "proto": "tcp", "action": "allow"}],
+    }
+
+
+def changes(engine: isolane.Engine, policy: isolane.Policy, make: Any, n: int = 200) -> tuple[float, float]:
+    times = []
+    for k in range(n):
+        start = time.perf_counter()
+        policy = policy.with_tenant(make(k))
+        engine.update(policy)
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return statistics.median(times) * 1e3, times[int(n * 0.99) - 1] * 1e3
+
+
+def run(count: int) -> None:
+    doc = {"port": {"rate": "400Gbps", "buffer": "64MB"}, "tenants": [tenant(i) for i in range(count)]}
+    path = Path(tempfile.mkdtemp()) / "tenants.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    start = time.perf_counter()
+    policy = isolane.Policy.from_file(path)
+    engine = isolane.Engine(policy)
+    print(f"{count} tenants: file to running engine {time.perf_counter() - start:.2f} s")
+    start = time.perf_counter()
+    engine.update(policy)
+    print(f"  identical update {1e3 * (time.perf_counter() - start):.3f} ms")
+    for label, make in (
+        ("rules", lambda k: dict(tenant(k % count), rules=[{"dst": f"10.9.{k % 250}.0/24", "dst_ports": 80, "action": "allow"}])),
+        ("meter", lambda k: dict(tenant(k % count), meter={"kind": "srtcm", "cir": f"{5 + k % 3}Mbps"})),
+        ("guarantee", lambda k: tenant(k % count, 20)),
+    ):
+        median, p99 = changes(engine, engine.policy, make)
+        print(f"  one-tenant change ({label}): median {median:.3f} ms, p99 {p99:.3f} ms")
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:] or ["1000", "10000"]:
+        run(int(arg))
