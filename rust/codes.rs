@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn a_code_converts_back_and_an_unknown_one_is_named() {
-        assert_eq!(Sample::try_from(3), Ok(Sample::Rfc4115));
+        assert_eq!(Sample::try_from(3).unwrap(), Sample::Rfc4115);
         assert_eq!(Sample::try_from(2).unwrap_err().to_string(), "sample 2 is not 0 (first), 1 (wire_fcs) or 3 (rfc4115)");
     }
 }
