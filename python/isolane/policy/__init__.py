@@ -25,6 +25,21 @@ integer arrays the Rust meters and schedulers take (:class:`CompiledQos`).
 from __future__ import annotations
 
 from isolane._core import IsolaneError as IsolaneError
+from isolane.policy.across import (
+    _guarantee as _guarantee,
+)
+from isolane.policy.across import (
+    _policy_warnings as _policy_warnings,
+)
+from isolane.policy.across import (
+    _port_checks as _port_checks,
+)
+from isolane.policy.across import (
+    _rule_label as _rule_label,
+)
+from isolane.policy.across import (
+    _tenant_weights as _tenant_weights,
+)
 from isolane.policy.addresses import (
     _ADDR_SHAPE_RE as _ADDR_SHAPE_RE,
 )
@@ -442,31 +457,16 @@ from isolane.policy.units import (
     parse_size,
 )
 from isolane.policy.validate import (
-    BAD as BAD,
-)
-from isolane.policy.validate import (
-    _Bad as _Bad,
-)
-from isolane.policy.validate import (
     _Checker as _Checker,
-)
-from isolane.policy.validate import (
-    _guarantee as _guarantee,
 )
 from isolane.policy.validate import (
     _is_int_pair as _is_int_pair,
 )
-from isolane.policy.validate import (
-    _policy_warnings as _policy_warnings,
+from isolane.policy.validate_shapes import (
+    BAD as BAD,
 )
-from isolane.policy.validate import (
-    _port_checks as _port_checks,
-)
-from isolane.policy.validate import (
-    _rule_label as _rule_label,
-)
-from isolane.policy.validate import (
-    _tenant_weights as _tenant_weights,
+from isolane.policy.validate_shapes import (
+    _Bad as _Bad,
 )
 
 __all__ = [

@@ -13,7 +13,7 @@ from isolane.policy.model import Microburst
 from isolane.policy.units import format_rate, parse_duration, parse_rate, read_number
 
 if TYPE_CHECKING:
-    from isolane.policy.validate import _Checker
+    from isolane.policy.validate_shapes import _Shapes
 
 MIN_WINDOW_NS = 1_000
 """The shortest microburst window (1 us) ..."""
@@ -23,7 +23,7 @@ MAX_WINDOW_NS = 10_000_000
 _PERCENT_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?) ?%$")
 
 
-def read_microburst(ck: _Checker, value: Any, path: str, base_bps: int | None, base: str) -> Microburst | None:
+def read_microburst(ck: _Shapes, value: Any, path: str, base_bps: int | None, base: str) -> Microburst | None:
     """The setting at ``path``; a threshold written as a percentage is a share of ``base_bps``
     (``base`` names it in errors: ``tenants[0].rate``), which may be unset."""
     data = ck.mapping(value, path, _MICROBURST_KEYS, required=("window", "threshold"))
@@ -40,7 +40,7 @@ def read_microburst(ck: _Checker, value: Any, path: str, base_bps: int | None, b
     return Microburst(window, threshold[0], queue[0], queue[1], threshold[1])
 
 
-def _window(ck: _Checker, value: Any, path: str) -> int | None:
+def _window(ck: _Shapes, value: Any, path: str) -> int | None:
     window = ck.quantity(value, path, parse_duration)
     if window is not None and not MIN_WINDOW_NS <= window <= MAX_WINDOW_NS:
         ck.error(path, f"{value!r} is not within 1us to 10ms")
@@ -48,7 +48,7 @@ def _window(ck: _Checker, value: Any, path: str) -> int | None:
     return window
 
 
-def _threshold(ck: _Checker, value: Any, path: str, base_bps: int | None, base: str) -> tuple[int, Fraction | None] | None:
+def _threshold(ck: _Shapes, value: Any, path: str, base_bps: int | None, base: str) -> tuple[int, Fraction | None] | None:
     """Bits per second, and the percentage it was written as (if it was)."""
     match = _PERCENT_RE.fullmatch(value) if isinstance(value, str) else None
     if match is None:
@@ -71,7 +71,7 @@ def _threshold(ck: _Checker, value: Any, path: str, base_bps: int | None, base: 
     return bits, percent
 
 
-def _queue(ck: _Checker, value: Any, path: str) -> tuple[int | None, int | None]:
+def _queue(ck: _Shapes, value: Any, path: str) -> tuple[int | None, int | None]:
     """The rise and fall thresholds: a size is the rise, the fall half of it."""
     if not isinstance(value, dict):
         rise = ck.queue_size(value, path)

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from isolane.policy.across import _guarantee, port_weights
 from isolane.policy.model import Tenant
 from isolane.policy.units import format_rate
-from isolane.policy.validate import _Checker, _guarantee, port_weights
+from isolane.policy.validate import _Checker
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy

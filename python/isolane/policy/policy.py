@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from isolane.policy.across import _policy_warnings, _port_checks, _tenant_warnings
 from isolane.policy.claims import Claims, TenantChange, WeightInputs
 from isolane.policy.compile import CompiledPolicy, TenantTables, _compile, tenant_tables
 from isolane.policy.constants import (
@@ -32,7 +33,8 @@ from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file
 from isolane.policy.reuse import read_tenant
 from isolane.policy.units import format_size
-from isolane.policy.validate import _Bad, _Checker, _comparable_name, _policy_warnings, _port_checks, _spelt_apart, _tenant_warnings
+from isolane.policy.validate import _Checker, _comparable_name, _spelt_apart
+from isolane.policy.validate_shapes import _Bad
 
 
 @dataclass(frozen=True)

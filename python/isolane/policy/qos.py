@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from isolane.policy.across import _guarantee
 from isolane.policy.compile import I64, U8, U32, U64, _readonly
 from isolane.policy.constants import (
     _METER_BUCKETS,
@@ -23,7 +24,6 @@ from isolane.policy.constants import (
 )
 from isolane.policy.model import Contract, Meter, Microburst, Remark, Tenant
 from isolane.policy.units import bytes_in, default_burst, time_of
-from isolane.policy.validate import _guarantee
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
