@@ -63,12 +63,7 @@ def _port_checks(ck: _Shapes, tenants: Sequence[Tenant]) -> None:
     """What takes every tenant at once: guarantees against the line rate, and weights."""
     if ck.egress is not None:
         guaranteed = sum(_guarantee(t) for t in tenants)
-        if guaranteed > ck.egress.rate_bps:
-            ck.error(
-                "port.rate",
-                f"the tenants' guarantees add up to {format_rate(guaranteed)}, more than the port's line rate "
-                f"{format_rate(ck.egress.rate_bps)}: they cannot all be met",
-            )
+        check_guarantees(ck, guaranteed, ck.egress.rate_bps)
     weighted = [(i, t) for i, t in enumerate(tenants) if t.weight is not None]
     if weighted:
         first, tenant = weighted[0]
@@ -80,6 +75,16 @@ def _port_checks(ck: _Shapes, tenants: Sequence[Tenant]) -> None:
                     "weight, or none (spare capacity is then shared in proportion to the guarantees)",
                 )
     _port_weight_checks(ck, tenants)
+
+
+def check_guarantees(ck: _Shapes, guaranteed_bps: int, line_bps: int) -> None:
+    """The tenants' guarantees must fit the port's line rate."""
+    if guaranteed_bps > line_bps:
+        ck.error(
+            "port.rate",
+            f"the tenants' guarantees add up to {format_rate(guaranteed_bps)}, more than the port's line rate "
+            f"{format_rate(line_bps)}: they cannot all be met",
+        )
 
 
 def _port_weight_checks(ck: _Shapes, tenants: Sequence[Tenant]) -> None:

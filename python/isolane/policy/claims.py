@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from isolane.policy.across import _guarantee, port_weights
+from isolane.policy.across import _guarantee, check_guarantees, port_weights
 from isolane.policy.model import Tenant
-from isolane.policy.units import format_rate
 from isolane.policy.validate import _Checker
 
 if TYPE_CHECKING:
@@ -102,12 +101,8 @@ class Claims:
         if weighted not in (0, len(policy.tenants) + (old is None)):
             ck.error(path, "give every tenant a weight, or none (spare capacity is then shared in proportion to the guarantees)")
         guaranteed = self.guaranteed_bps - (_guarantee(old) if old else 0) + _guarantee(new)
-        if policy.port is not None and guaranteed > policy.port.rate_bps:
-            ck.error(
-                "port.rate",
-                f"the tenants' guarantees add up to {format_rate(guaranteed)}, more than the port's line rate "
-                f"{format_rate(policy.port.rate_bps)}: they cannot all be met",
-            )
+        if policy.port is not None:
+            check_guarantees(ck, guaranteed, policy.port.rate_bps)
 
 
 @dataclass(frozen=True, eq=False)
