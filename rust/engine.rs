@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use rustc_hash::FxHashMap;
 
+use crate::chunked_vec::ChunkedVec;
 use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosInputs, QosSpec, QosStats, StatsKey};
 use crate::error::CoreError;
@@ -310,12 +311,13 @@ impl VniMap {
 /// Everything the data path reads, swapped as one.
 #[derive(Debug, Clone, Default)]
 pub struct EngineTables {
-    tenants: Vec<Arc<TenantTables>>,
+    /// In shared chunks, so that an update copies a pointer per 64 tenants, not each tenant.
+    tenants: ChunkedVec<Arc<TenantTables>>,
     /// `heads[t]` and `hot[t]` are `tenants[t]`'s data-path parts.
     heads: Vec<TenantHead>,
-    hot: Vec<HotTenant>,
+    hot: ChunkedVec<HotTenant>,
     /// What selects each tenant's traffic, as [`Engine::apply`] was given it.
-    routes: Vec<Arc<Route>>,
+    routes: ChunkedVec<Arc<Route>>,
     vnis: VniMap,
     vlans: FxHashMap<u16, i32>,
     /// Outer source prefixes of untunnelled traffic, checked in order.
@@ -567,7 +569,8 @@ impl Engine {
             let table = old.table.rebuilt();
             let _serial = updating.lock().unwrap_or_else(|p| p.into_inner());
             let current = tables.load_full();
-            if let Some(index) = current.tenants.iter().position(|t| Arc::ptr_eq(t, old)) {
+            let found = current.tenants.iter().position(|t| Arc::ptr_eq(t, old));
+            if let Some(index) = found {
                 install(&tables, &current, index, old.with_table(table));
                 return;
             }
@@ -620,8 +623,15 @@ impl Engine {
         let hot = tenants.iter().map(|t| HotTenant::of(t)).collect();
         let counter_slots = names.names.len();
         drop(names);
-        let mut tables =
-            EngineTables { tenants, heads, hot, vnis: VniMap::new(spec.vnis), unknown_action: spec.unknown_action, counter_slots, ..Default::default() };
+        let mut tables = EngineTables {
+            tenants: tenants.into(),
+            heads,
+            hot,
+            vnis: VniMap::new(spec.vnis),
+            unknown_action: spec.unknown_action,
+            counter_slots,
+            ..Default::default()
+        };
         tables.vlans = spec.vlans.into_iter().collect();
         tables.sources = spec.sources;
         let worn: Vec<String> = tables.tenants.iter().filter(|t| t.table.is_worn()).map(|t| t.name.clone()).collect();
@@ -691,8 +701,8 @@ impl Engine {
 fn install(tables: &ArcSwap<EngineTables>, current: &EngineTables, index: usize, tenant: TenantTables) {
     let mut next = current.clone();
     next.heads[index] = TenantHead::of(&tenant, current.heads[index].counter_slot);
-    next.hot[index] = HotTenant::of(&tenant);
-    next.tenants[index] = Arc::new(tenant);
+    next.hot.set(index, HotTenant::of(&tenant));
+    next.tenants.set(index, Arc::new(tenant));
     tables.store(Arc::new(next));
 }
 

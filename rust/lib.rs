@@ -10,13 +10,14 @@
 //! threads that classify and enforce batches); apart from the data path, [`yaml`] reads policy
 //! files (YAML 1.2 documents).
 //!
-//! Beside them: [`codes`] (the integer codes of the records' columns, one enum a family, which
+//! Beside them: [`chunked_vec`] (vectors whose copies share their elements in chunks), [`codes`] (the integer codes of the records' columns, one enum a family, which
 //! Python reads too), [`error`] (the core's one error type), [`memory`] (huge-page buffers) and
 //! `pool` (the worker thread pools). The PyO3 bindings live apart in `python`, compiled only with
 //! the `python` feature.
 
 pub mod batch;
 pub mod bursts;
+pub mod chunked_vec;
 pub mod classify;
 pub mod codes;
 pub mod enforce;

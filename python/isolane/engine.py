@@ -377,9 +377,8 @@ class Engine:
 
     def _edit(self, tenant_name: str, op: str, index: int, data: Mapping[str, Any] | None) -> None:
         with self._editing:
-            names = self._policy.tenant_names
-            position = names.index(tenant_name) if tenant_name in names else -1
-            if position < 0:
+            position = self._policy._position(tenant_name)
+            if position is None:
                 raise _core.NoTenantError(f"no tenant {tenant_name!r}")
             tenant = self._policy.tenants[position]  # its classes as now: edits change rules only
             count = self._rule_counts.get(position, len(tenant.rules))

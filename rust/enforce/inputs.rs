@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::{ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
+use crate::chunked_vec::ChunkedVec;
 use crate::error::CoreError;
 use crate::meter::{Color, MeterKind, MeterKindCode, MeterParams};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
@@ -278,7 +279,7 @@ fn scale(value: u64, part: u64, whole: u64) -> u64 {
 #[derive(Debug, Clone, Default)]
 pub struct QosInputs {
     pub settings: QosSettings,
-    pub tenants: Vec<Arc<TenantInput>>,
+    pub tenants: ChunkedVec<Arc<TenantInput>>,
     /// Each tenant's share of the port's spare capacity.
     pub weights: Vec<u32>,
 }
@@ -346,8 +347,11 @@ mod tests {
         let heavy = tenant(0, vec![class(0, u32::MAX)]).resolve(2, None).unwrap_err().to_string();
         assert!(heavy.contains("port weight"), "{heavy}");
         let srtcm = MeterRow { kind: 1, byte_count: 1, actions: [0, 0, 2], ..MeterRow::default() };
-        let inputs =
-            QosInputs { tenants: vec![Arc::new(TenantInput { meter: srtcm, ..tenant(0, vec![class(0, 1)]) })], weights: vec![1], ..QosInputs::default() };
+        let inputs = QosInputs {
+            tenants: vec![Arc::new(TenantInput { meter: srtcm, ..tenant(0, vec![class(0, 1)]) })].into(),
+            weights: vec![1],
+            ..QosInputs::default()
+        };
         assert!(inputs.spec().unwrap_err().to_string().contains("srTCM CIR is 0"));
         assert!(QosInputs { weights: vec![], ..inputs }.spec().unwrap_err().to_string().contains("0 weights for 1 tenants"));
     }

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::{build, check_tenant, incremental, Engine, EngineTables, HotTenant, TenantHead, TenantSpec, TenantTables, UpdateReport, VniMap};
+use crate::chunked_vec::ChunkedVec;
 use crate::enforce::{QosInputs, QosSpec, TenantInput, TenantQos};
 use crate::error::CoreError;
 
@@ -204,13 +205,13 @@ impl Edit<'_> {
     fn place(&mut self, at: usize, tables: Arc<TenantTables>, route: Route) {
         let slot = self.engine.counter_names.lock().unwrap_or_else(|p| p.into_inner()).slot(&tables.name);
         self.next.heads[at] = TenantHead::of(&tables, slot);
-        self.next.hot[at] = HotTenant::of(&tables);
-        self.next.tenants[at] = tables;
+        self.next.hot.set(at, HotTenant::of(&tables));
+        self.next.tenants.set(at, tables);
         self.route(&route, at);
-        self.next.routes[at] = Arc::new(route);
+        self.next.routes.set(at, Arc::new(route));
     }
 
-    fn apply(&mut self, op: TenantOp, qos: &mut Vec<Arc<TenantInput>>, weights: &mut Vec<u32>) -> Result<(), CoreError> {
+    fn apply(&mut self, op: TenantOp, qos: &mut ChunkedVec<Arc<TenantInput>>, weights: &mut Vec<u32>) -> Result<(), CoreError> {
         let count = self.next.tenants.len();
         match op {
             TenantOp::Replace { at, tenant } if at < count => {
@@ -220,7 +221,7 @@ impl Edit<'_> {
                 self.unroute(at);
                 self.place(at, tables, route);
                 if *qos[at] != input {
-                    qos[at] = Arc::new(input);
+                    qos.set(at, Arc::new(input));
                 }
             }
             TenantOp::Insert { at, tenant } if at <= count => {

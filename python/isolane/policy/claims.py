@@ -20,50 +20,52 @@ if TYPE_CHECKING:
     from isolane.policy.policy import Policy
 
 K = TypeVar("K", str, int)
+V = TypeVar("V")
 
 TenantChange = tuple[Literal["replace", "insert", "remove"], int, Tenant | None, Tenant | None]
 """(op, position, the tenant before, the tenant after) of one tenant edit."""
 
 
-_GONE = object()
+_ABSENT = object()  # not among the changes: look in the base
+_GONE = object()  # removed by a change
 
 
-class Layered(Generic[K]):
-    """A mapping to tenants made from another by a few changes without copying it: a lookup
-    tries the changes, then the base. Every 256 changes they are folded into a new base, so a
-    change costs O(1) amortised and lookups stay two probes."""
+class Layered(Generic[K, V]):
+    """A mapping made from another by a few changes without copying it: a lookup tries the
+    changes, then the base. Every 256 changes they are folded into a new base, so a change
+    costs O(1) amortised and lookups stay two probes."""
 
     __slots__ = ("base", "changes")
-    base: dict[K, Tenant]
+    base: dict[K, V]
     changes: dict[K, object]
 
-    def __init__(self, base: dict[K, Tenant], changes: dict[K, object] | None = None) -> None:
+    def __init__(self, base: dict[K, V], changes: dict[K, object] | None = None) -> None:
         self.base, self.changes = base, changes or {}
 
-    def get(self, key: K) -> Tenant | None:
-        found = self.changes.get(key, _GONE) if self.changes else _GONE
-        if found is _GONE:
+    def get(self, key: K) -> V | None:
+        found = self.changes.get(key, _ABSENT) if self.changes else _ABSENT
+        if found is _ABSENT:
             return self.base.get(key)
-        return found if isinstance(found, Tenant) else None
+        return None if found is _GONE else found  # type: ignore[return-value]
 
-    def changed(self, removed: Iterable[K], added: dict[K, Tenant]) -> Layered[K]:
-        changes: dict[K, object] = {**self.changes, **dict.fromkeys(removed, None), **added}
+    def changed(self, removed: Iterable[K], added: dict[K, V]) -> Layered[K, V]:
+        changes: dict[K, object] = {**self.changes, **dict.fromkeys(removed, _GONE), **added}
         if len(changes) < 256:
             return Layered(self.base, changes)
         base = dict(self.base)
         for key, value in changes.items():
-            if isinstance(value, Tenant):
-                base[key] = value
-            else:
+            if value is _GONE:
                 base.pop(key, None)
+            else:
+                base[key] = value  # type: ignore[assignment]
         return Layered(base)
 
 
 @dataclass(frozen=True)
 class Claims:
-    names: Layered[str]
-    vnis: Layered[int]
-    vlans: Layered[int]
+    names: Layered[str, Tenant]
+    vnis: Layered[int, Tenant]
+    vlans: Layered[int, Tenant]
     guaranteed_bps: int
     weighted: int
     """How many tenants have a ``weight``."""
@@ -95,7 +97,7 @@ class Claims:
             for k, value in enumerate(values):
                 owner = owners.get(value)
                 if owner is not None and owner is not old:
-                    where = f"tenants[{policy.tenants.index(owner)}]"
+                    where = f"tenants[{policy._position(owner.name)}]"
                     ck.error(f"{path}.{key}[{k}]", f"{what} {value} is claimed by both {owner.name!r} ({where}) and {new.name!r}")
         weighted = self.weighted - (old is not None and old.weight is not None) + (new.weight is not None)
         if weighted not in (0, len(policy.tenants) + (old is None)):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from isolane.policy.across import _policy_warnings, _port_checks, _tenant_warnings
-from isolane.policy.claims import Claims, TenantChange, WeightInputs
+from isolane.policy.claims import Claims, Layered, TenantChange, WeightInputs
 from isolane.policy.compile import CompiledPolicy, TenantTables, _compile, tenant_tables
 from isolane.policy.constants import (
     _DSCP_NAME,
@@ -99,10 +99,19 @@ class Policy:
 
     def tenant(self, name: str) -> Tenant:
         """The tenant called ``name`` (``KeyError`` if none)."""
-        for tenant in self.tenants:
-            if tenant.name == name:
-                return tenant
-        raise KeyError(name)
+        found = self._claims.names.get(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def _position(self, name: str) -> int | None:
+        """Where the tenant called ``name`` is in :attr:`tenants` (None if nowhere)."""
+        return self._positions.get(name)
+
+    def _slot(self, old: Tenant | None) -> int:
+        """Where ``old`` is in :attr:`tenants`; the end for no tenant (a new one goes there)."""
+        at = self._position(old.name) if old is not None else None
+        return len(self.tenants) if at is None else at
 
     def compile(self) -> CompiledPolicy:
         """The classification tables of this policy (``docs/classify-contract.md``)."""
@@ -124,13 +133,13 @@ class Policy:
         claims = self._claims
         name = data.get("name") if isinstance(data, Mapping) else None
         old = claims.names.get(name) if isinstance(name, str) else None
-        at = self.tenants.index(old) if old is not None else len(self.tenants)
+        at = self._slot(old)
         ck = _Checker()
         ck.largest_frame, ck.egress = self.largest_frame, self.port
         new = read_tenant(ck, data, f"tenants[{at}]")
         if new is not None and not ck.errors:
             old = claims.names.get(new.name)  # the name as read (normalised)
-            at = self.tenants.index(old) if old is not None else len(self.tenants)
+            at = self._slot(old)
             claims.check(ck, new, old, at, self)
         if new is None or ck.errors:
             raise PolicyError(ck.errors)
@@ -143,7 +152,7 @@ class Policy:
         old = self._claims.names.get(name)
         if old is None:
             raise KeyError(name)
-        at = self.tenants.index(old)
+        at = self._slot(old)
         return self._edited(self.tenants[:at] + self.tenants[at + 1 :], ("remove", at, old, None), [])
 
     def _edited(self, tenants: tuple[Tenant, ...], change: TenantChange, warnings: list[str]) -> Policy:
@@ -151,12 +160,22 @@ class Policy:
         policy.__dict__["_claims"] = self._claims.changed(change[2], change[3])
         policy.__dict__["_weight_inputs"] = self._weight_inputs.changed(change)
         policy.__dict__["_lineage"] = (weakref.ref(self), change)
+        positions = self.__dict__.get("_positions")
+        op, at, _, new = change
+        if positions is not None and op == "replace":
+            policy.__dict__["_positions"] = positions
+        elif positions is not None and op == "insert" and new is not None and at == len(self.tenants):
+            policy.__dict__["_positions"] = positions.changed((), {new.name: at})
         _emit(policy.warnings)
         return policy
 
     @functools.cached_property
     def _claims(self) -> Claims:
         return Claims.of(self.tenants)
+
+    @functools.cached_property
+    def _positions(self) -> Layered[str, int]:
+        return Layered({t.name: i for i, t in enumerate(self.tenants)})
 
     @functools.cached_property
     def _weight_inputs(self) -> WeightInputs:
