@@ -142,6 +142,8 @@ def _diff(before: Policy, after: Policy, everything: bool = False) -> list[Tenan
 def _changed_weights(before: npt.NDArray[np.uint32], after: npt.NDArray[np.uint32], changes: list[TenantChange]) -> list[tuple[int, int]]:
     """(position, weight) of each tenant whose weight is new after ``changes``; a replaced or
     inserted tenant is always given its weight."""
+    if not changes and before is after:
+        return []
     if len(changes) > 8:  # many: as a list, whose inserts at the end cost nothing
         listed = before.tolist()
         for op, at, _, _ in changes:
