@@ -6,6 +6,8 @@ one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, g
 
 from __future__ import annotations
 
+import gc
+import os
 import statistics
 import sys
 import tempfile
@@ -40,14 +42,23 @@ def changes(engine: isolane.Engine, policy: isolane.Policy, make: Any, n: int = 
     return statistics.median(times) * 1e3, times[int(n * 0.99) - 1] * 1e3
 
 
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def run(count: int) -> None:
-    doc = {"port": {"rate": "400Gbps", "buffer": "64MB"}, "tenants": [tenant(i) for i in range(count)]}
     path = Path(tempfile.mkdtemp()) / "tenants.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(yaml.safe_dump({"port": {"rate": "400Gbps", "buffer": "64MB"}, "tenants": [tenant(i) for i in range(count)]}, width=1 << 16))
+    gc.collect()
+    before = resident_bytes()
     start = time.perf_counter()
     policy = isolane.Policy.from_file(path)
     engine = isolane.Engine(policy)
-    print(f"{count} tenants: file to running engine {time.perf_counter() - start:.2f} s")
+    elapsed = time.perf_counter() - start
+    gc.collect()
+    per_tenant = (resident_bytes() - before) / count
+    print(f"{count} tenants: file to running engine {elapsed:.2f} s, {per_tenant / 1024:.1f} KiB resident per tenant (policy and engine)")
     start = time.perf_counter()
     engine.update(policy)
     print(f"  identical update {1e3 * (time.perf_counter() - start):.3f} ms")

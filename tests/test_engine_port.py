@@ -270,6 +270,29 @@ def test_backlogged_tenants_share_in_proportion_to_their_weights(contract: str) 
     np.testing.assert_allclose(sent / sent.sum(), weights / weights.sum(), rtol=0.01)
 
 
+def test_a_guarantee_changed_mid_traffic_takes_effect_in_place_without_losing_the_queues() -> None:
+    """One tenant's guarantee (so its weight) rises while every tenant is backlogged: the port
+    keeps its queued packets and its clock (the line is never sent more than its rate across
+    the update), and the shares follow the new weights from then on."""
+    rng = np.random.default_rng(24)
+    rows = traffic(*(offered(rng, 100 + i, LINE * 0.6, 0, SECOND) for i in range(4)))
+    tenants = [{"rate": f"{w * LINE // 100}B/s"} for w in (1, 2, 3, 4)]
+    pol = port_policy(tenants)
+    engine = Engine(pol)
+    update_ns = SECOND // 2
+    before = sent_packets(engine, rows, update_ns)
+    report = engine.update(pol.with_tenant({"name": "t0", "vnis": [100], "rate": f"{4 * LINE // 100}B/s"}))
+    assert (report.kept, report.rebuilt) == (4, 0)
+    later = rows[rows["timestamp_ns"] >= update_ns]
+    settled = sent_packets(engine, later, update_ns + SECOND // 10)
+    end = sent_packets(engine, later, SECOND)
+    assert (end - before).sum() * SIZE <= LINE * (SECOND - update_ns) // SECOND + SIZE, "the line is not sent twice over"
+    np.testing.assert_allclose((end - settled) / (end - settled).sum(), np.array([4, 2, 3, 4]) / 13, rtol=0.01)
+    for entry in engine.stats():
+        outcomes = sum(o["packets"] for o in entry["outcomes"].values())
+        assert entry["packets"] == outcomes + entry["in_flight"], entry
+
+
 FIFO_SERVES_BY_ARRIVAL = pytest.mark.xfail(
     strict=True, reason="in a shared FIFO, an idle tenant's queued packets hold the line after it stops, and back, it waits behind everyone's"
 )

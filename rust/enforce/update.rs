@@ -1,11 +1,12 @@
 //! How the enforcer follows policy updates: by tenant name, a tenant whose contract did not
 //! change keeps its meters and shapers ([`Enforcer::retarget`]), and a one-tenant change of
-//! contract with the same classes and port queues touches that tenant alone
+//! contract with the same classes touches that tenant and its port queues alone
 //! ([`Enforcer::replace_contracts`]).
 
 use rustc_hash::FxHashMap;
 
 use super::{Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState};
+use crate::shaping::port::check_queues;
 use crate::shaping::{Port, PortConfig, QueueConfig};
 
 impl Enforcer {
@@ -63,18 +64,21 @@ impl Enforcer {
     }
 
     /// Puts each `(index, contract)` in place of tenant `index`'s contract, touching nothing
-    /// else, when that is all that changed: the tenant keeps its name, classes and port queues
-    /// (so its statistics rows, the port and burst scopes stand), and no staged spec waits.
-    /// A tenant whose contract changed starts with full buckets, as [`Enforcer::retarget`] does.
-    /// Changes nothing and returns false when any of them is more than that.
+    /// else, when that is all that changed: the tenant keeps its name and classes (so its
+    /// statistics rows, the port and burst scopes stand), and no staged spec waits. A tenant
+    /// whose contract changed starts with full buckets, as [`Enforcer::retarget`] does; a port
+    /// queue whose configuration changed takes it in place ([`Port::set_queue`]). Changes
+    /// nothing and returns false when any of them is more than that.
     pub fn replace_contracts(&mut self, changes: Vec<(usize, TenantQos)>) -> bool {
         let same_shape = |index: usize, qos: &TenantQos| match self.contracts.get(index) {
-            Some(Some(old)) => {
-                old.name == qos.name && old.classes.len() == qos.classes.len() && old.classes.iter().zip(&qos.classes).all(|(a, b)| a.queue == b.queue)
-            }
+            Some(Some(old)) => old.name == qos.name && old.classes.len() == qos.classes.len(),
             _ => false,
         };
         if self.staged.is_some() || !changes.iter().all(|(index, qos)| same_shape(*index, qos)) {
+            return false;
+        }
+        let queues = self.queue_changes(&changes);
+        if !queues.is_empty() && !self.port_takes(&queues) {
             return false;
         }
         for (index, qos) in changes {
@@ -101,7 +105,40 @@ impl Enforcer {
             }
             self.contracts[index] = Some(qos);
         }
+        if let Some(state) = &mut self.port {
+            for (queue, config) in queues {
+                state.port.set_queue(queue, &config);
+                state.queues[queue as usize].2 = config;
+            }
+        }
         true
+    }
+
+    /// The port queues to which `changes` give a new configuration: (queue, configuration).
+    fn queue_changes(&self, changes: &[(usize, TenantQos)]) -> Vec<(u32, QueueConfig)> {
+        if self.port.is_none() {
+            return Vec::new();
+        }
+        let mut queues = Vec::new();
+        for (index, qos) in changes {
+            let (first, old) = (self.tenants[*index].first_row, self.contracts[*index].as_ref().map_or(&[][..], |old| &old.classes[..]));
+            let changed = qos.classes.iter().zip(old).enumerate().filter(|(_, (new, old))| new.queue != old.queue);
+            queues.extend(changed.map(|(c, (new, _))| (first + c as u32, new.queue)));
+        }
+        queues
+    }
+
+    /// Whether the port's queues as a whole stay valid with `queues` in place.
+    fn port_takes(&self, queues: &[(u32, QueueConfig)]) -> bool {
+        let Some(state) = &self.port else { return false };
+        let mut all: Vec<QueueConfig> = state.queues.iter().map(|(_, _, queue)| *queue).collect();
+        for &(queue, config) in queues {
+            match all.get_mut(queue as usize) {
+                Some(slot) => *slot = config,
+                None => return false,
+            }
+        }
+        check_queues(&state.config, &all).is_ok()
     }
 
     /// The contract tenant `index` is enforced by.

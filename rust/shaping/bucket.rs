@@ -33,6 +33,13 @@ impl Bucket {
         Bucket { rate: i128::from(rate), depth, tokens: depth, at: 0 }
     }
 
+    /// This bucket at a new `rate` and `depth_bytes` from `now` on, with the tokens it holds
+    /// then (at most the new depth): a change of contract neither refills nor empties it.
+    pub(super) fn retuned(&self, rate: u64, depth_bytes: u64, unit: i128, now: Tick) -> Self {
+        let depth = i128::from(depth_bytes) * unit;
+        Bucket { rate: i128::from(rate), depth, tokens: self.tokens_at(now.max(self.at)).min(depth), at: now.max(self.at) }
+    }
+
     /// Tokens at `now` (not before the last charge).
     fn tokens_at(&self, now: Tick) -> i128 {
         let missing = self.depth - self.tokens;

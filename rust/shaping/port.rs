@@ -218,7 +218,7 @@ pub struct Port {
 impl Port {
     /// A port with its queues, numbered by their index; every queue starts with full buckets.
     pub fn new(config: PortConfig, queues: Vec<QueueConfig>) -> Result<Port, CoreError> {
-        check(&config, &queues)?;
+        check_queues(&config, &queues)?;
         let unit = i128::from(config.line_rate) * NS_PER_S as i128;
         let uncapped = |ceil: u64| ceil == 0 || ceil >= config.line_rate;
         let scheduler = Scheduler::new(queues.iter().map(|q| (q.priority, u64::from(q.weight) * QUANTUM_BYTES)));
@@ -255,6 +255,30 @@ impl Port {
             departures: Vec::new(),
             unknown_queue_drops: 0,
         })
+    }
+
+    /// Gives `queue` a new configuration from the port's clock on, keeping its packets and what
+    /// its buckets hold (at most their new depth): a queue whose priority did not change keeps
+    /// its place in the scheduler's rings. The caller checks the port's queues as a whole
+    /// ([`check_queues`]) first.
+    pub fn set_queue(&mut self, queue: u32, config: &QueueConfig) {
+        let (now, unit, line_rate) = (self.clock, self.unit, self.line_rate);
+        let state = &mut self.queues[queue as usize];
+        self.shared_used -= shared_part(state, state.bytes);
+        self.shared_capacity = self.shared_capacity + state.reserved_bytes - config.reserved_bytes;
+        (state.reserved_bytes, state.limit_bytes, state.alpha_log2) = (config.reserved_bytes, config.limit_bytes, config.alpha_log2);
+        self.shared_used += shared_part(state, state.bytes);
+        let retune = |bucket: &Option<Bucket>, rate: u64, depth: u64| match bucket {
+            Some(bucket) => bucket.retuned(rate, depth, unit, now),
+            None => Bucket::new(rate, depth, unit),
+        };
+        let capped = config.ceil > 0 && config.ceil < line_rate;
+        state.guarantee = (config.guarantee > 0).then(|| retune(&state.guarantee, config.guarantee, config.guarantee_depth()));
+        state.ceil = capped.then(|| retune(&state.ceil, config.ceil, config.ceil_depth()));
+        self.scheduler.set_share(queue, config.priority, u64::from(config.weight) * QUANTUM_BYTES);
+        if self.mode == PortMode::PerTenant {
+            self.refresh(queue, now);
+        }
     }
 
     /// A packet of `bytes` for `queue` at `now_ns`: first settles everything before `now_ns`,
@@ -369,7 +393,8 @@ impl Port {
         if taken == 0 {
             return Ok(());
         }
-        let free = self.shared_capacity - self.shared_used;
+        // A reserve that shrank in place may leave a queue holding more than the pool has.
+        let free = self.shared_capacity.saturating_sub(self.shared_used);
         if queue.alpha_log2.is_some_and(|alpha_log2| !within_threshold(shared_part(queue, after), free, alpha_log2)) {
             return Err(PortDrop::QueueLimit);
         }
@@ -527,7 +552,9 @@ fn within_threshold(held: u64, free: u64, alpha_log2: i8) -> bool {
     }
 }
 
-fn check(config: &PortConfig, queues: &[QueueConfig]) -> Result<(), CoreError> {
+/// Whether a port of `config` may have `queues`: what [`Port::new`] and a caller of
+/// [`Port::set_queue`] check.
+pub fn check_queues(config: &PortConfig, queues: &[QueueConfig]) -> Result<(), CoreError> {
     if config.line_rate == 0 || config.line_rate > MAX_RATE {
         return Err(CoreError::spec(format!("line rate {} B/s is not in 1..={MAX_RATE}", config.line_rate)));
     }

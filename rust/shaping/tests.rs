@@ -672,6 +672,69 @@ fn unequal_weights_share_in_proportion() {
     }
 }
 
+/// Runs `arrivals` (sorted) on `port` up to `until` ns, without finishing it.
+fn feed(port: &mut Port, arrivals: &[Arrival], until: u64) {
+    for a in arrivals {
+        let _ = port.arrive(a.ns, a.bytes, a.queue, a.packet);
+    }
+    port.advance_to(until);
+}
+
+#[test]
+fn a_queue_set_in_place_on_an_idle_port_sends_as_a_port_built_with_it() {
+    let mut rng = Rng(21);
+    let before = [queue(0, 1, GBIT / 4, 0), queue(0, 1, 0, GBIT / 2), QueueConfig { reserved_bytes: 1 << 20, ..queue(0, 3, 0, 0) }];
+    let after = [queue(0, 5, GBIT / 2, 0), queue(1, 1, GBIT / 8, GBIT / 4), QueueConfig { reserved_bytes: 1 << 10, ..queue(0, 1, 0, 0) }];
+    let offer = |rng: &mut Rng, from: u64| merged((0..3).map(|q| offered(rng, q, GBIT / 2, from, from + SECOND / 10)).collect());
+    let first = offer(&mut rng, 0);
+    let second: Vec<Arrival> = offer(&mut rng, SECOND).into_iter().map(|a| Arrival { packet: a.packet + 1_000_000, ..a }).collect();
+    let mut port = Port::new(per_queue(GBIT, 4 << 20), before.to_vec()).unwrap();
+    feed(&mut port, &first, SECOND); // idle long enough for every bucket to fill
+    port.take_departures();
+    for (q, config) in after.iter().enumerate() {
+        port.set_queue(q as u32, config);
+    }
+    feed(&mut port, &second, 2 * SECOND);
+    let (_, fresh, _) = run(per_queue(GBIT, 4 << 20), &after, &second);
+    assert_eq!(port.take_departures(), fresh);
+}
+
+#[test]
+fn a_queue_set_in_place_keeps_its_packets_and_takes_its_new_priority_and_share_at_once() {
+    // Two backlogged queues of one priority and weight: queue 1 then goes first, then shares 3:1.
+    let arrivals = merged((0..2).map(|q| (0..2000).map(|_| Arrival { ns: 0, bytes: 1000, queue: q, packet: 0 }).collect()).collect());
+    let mut port = Port::new(per_queue(GBIT, u64::MAX / 2), vec![queue(1, 1, 0, 0); 2]).unwrap();
+    let change = 1_000_000; // 1 ms: 125 packets sent, alternating
+    feed(&mut port, &arrivals, change);
+    let before = port.take_departures();
+    let turn = (QUANTUM_BYTES / 1000) as usize; // packets a turn of weight 1 sends
+    assert!(before.iter().filter(|d| d.queue == 0).count().abs_diff(before.len() / 2) <= turn);
+    port.set_queue(1, &queue(0, 1, 0, 0));
+    port.advance_to(change + 2_000_000);
+    let promoted = port.take_departures();
+    assert!(promoted.iter().skip(1).all(|d| d.queue == 1), "queue 1 alone once its priority is better");
+    port.set_queue(1, &queue(1, 3, 0, 0));
+    port.finish();
+    let shared = port.take_departures();
+    let ones = shared.iter().take(80 * turn).filter(|d| d.queue == 1).count();
+    assert!(ones.abs_diff(60 * turn) <= turn, "weights 1:3 share 1:3 (within a turn), got {ones} of {}", 80 * turn);
+    assert_eq!(before.len() + promoted.len() + shared.len(), 4000, "every packet queued before the changes is sent");
+    assert_eq!(port.queued_bytes(), 0);
+}
+
+#[test]
+fn a_reserve_shrunk_below_what_a_queue_holds_borrows_from_the_pool_without_overflow() {
+    let mut port = Port::new(per_queue(GBIT, 100_000), vec![QueueConfig { reserved_bytes: 60_000, ..queue(0, 1, 0, 0) }, queue(0, 1, 0, 0)]).unwrap();
+    for packet in 0..50 {
+        port.arrive(0, 1000, 0, packet).unwrap(); // 50 KB, all of it in queue 0's reserve
+    }
+    port.set_queue(0, &queue(0, 1, 0, 0)); // no reserve: 50 KB now in the 100 KB pool
+    let admitted = (50..120).filter(|&packet| port.arrive(0, 1000, 1, packet).is_ok()).count();
+    assert_eq!(admitted, 50, "the pool had 50 KB left");
+    port.finish();
+    assert_eq!((port.take_departures().len(), port.queued_bytes()), (100, 0));
+}
+
 #[test]
 fn strict_priority_and_guarantees_come_first() {
     let line = GBIT;

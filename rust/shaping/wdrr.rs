@@ -116,6 +116,23 @@ impl Scheduler {
         *slot = Slot { deficit: slot.deficit, ..UNLINKED };
     }
 
+    /// Gives `queue` a new priority and quantum. A queue whose priority changed moves to the
+    /// tail of its new priority's rings (its turn ends there); its deficit stays.
+    pub(super) fn set_share(&mut self, queue: u32, priority: u8, quantum: u64) {
+        self.entries[queue as usize].quantum = quantum;
+        if self.entries[queue as usize].priority == priority {
+            return;
+        }
+        let linked = PHASES.map(|phase| self.is_linked(phase, queue));
+        for (phase, _) in PHASES.into_iter().zip(linked).filter(|(_, linked)| *linked) {
+            self.leave(phase, queue);
+        }
+        self.entries[queue as usize].priority = priority;
+        for (phase, _) in PHASES.into_iter().zip(linked).filter(|(_, linked)| *linked) {
+            self.join(phase, queue);
+        }
+    }
+
     /// Out of every ring with no credit left: for a queue that has emptied.
     pub(super) fn retire(&mut self, queue: u32) {
         for phase in PHASES {
