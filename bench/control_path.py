@@ -49,7 +49,8 @@ def resident_bytes() -> int:
 
 def run(count: int) -> None:
     path = Path(tempfile.mkdtemp()) / "tenants.yaml"
-    path.write_text(yaml.safe_dump({"port": {"rate": "400Gbps", "buffer": "64MB"}, "tenants": [tenant(i) for i in range(count)]}, width=1 << 16))
+    line = f"{max(400, count // 50)}Gbps"  # room for every guarantee (10 Mbps, 20 after a change)
+    path.write_text(yaml.safe_dump({"port": {"rate": line, "buffer": "64MB"}, "tenants": [tenant(i) for i in range(count)]}, width=1 << 16))
     gc.collect()
     before = resident_bytes()
     start = time.perf_counter()

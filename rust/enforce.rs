@@ -34,8 +34,8 @@ use crate::verdict::{Verdict, DROP};
 pub use crate::outcome::{processed_fields, Outcome, Processed, NO_COLOR, OUTCOMES};
 use chunks::Given;
 pub use chunks::{Chunks, Classified};
-pub use inputs::{BurstRow, ClassInput, MeterRow, PortInput, QosInputs, QosSettings, ShaperRow, TenantInput};
-pub use spec::{Arrival, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, QosSpec, TenantQos};
+pub use inputs::{BurstRow, ClassInput, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
+pub use spec::{Arrival, BurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos};
 use stats::RowCounters;
 pub use stats::{QosCounters, QosStats, StatsKey};
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, QosSpec, TenantQos};
+use super::{BurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
 use crate::chunked_vec::ChunkedVec;
 use crate::error::CoreError;
@@ -73,6 +73,24 @@ pub struct ClassInput {
     pub microburst: Option<BurstRow>,
 }
 
+/// An adaptive profile as the policy gives it: what it changes of the tenant's contract and
+/// port queues (`None`: as the tenant has it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "python", derive(FromPyObject))]
+pub struct ProfileInput {
+    pub meter: Option<MeterRow>,
+    pub shaper: Option<ShaperRow>,
+    /// Every class queue's priority.
+    pub priority: Option<u8>,
+    /// The tenant's port weight.
+    pub weight: Option<u32>,
+    /// Every class queue capped at its guarantee: no borrowing.
+    pub no_borrowing: bool,
+    /// A burst profile's hold and switch limit (0: none).
+    pub hold_ns: u64,
+    pub max_switches_per_s: u32,
+}
+
 /// A tenant's QoS as compiled from its part of the policy alone (so it is compiled once and
 /// kept while the tenant does not change); its weight is the policy's business.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -88,6 +106,8 @@ pub struct TenantInput {
     pub shaper: ShaperRow,
     pub microburst: Option<BurstRow>,
     pub classes: Vec<ClassInput>,
+    pub on_burst: Option<ProfileInput>,
+    pub on_overload: Option<ProfileInput>,
 }
 
 /// The egress port as the policy sets it.
@@ -103,6 +123,16 @@ pub struct PortInput {
     /// Bytes of the buffer set aside for the guarantees, in proportion to them.
     pub reserve: u64,
     pub microburst: BurstRow,
+    pub overload: Option<OverloadRow>,
+}
+
+/// The port's overload setting: thresholds in bytes of its buffer, and the stagger of returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "python", derive(FromPyObject))]
+pub struct OverloadRow {
+    pub above: u64,
+    pub below: u64,
+    pub stagger_ns: u64,
 }
 
 /// The policy-wide QoS settings.
@@ -189,7 +219,7 @@ impl TenantInput {
             None => format!("tenant '{}'", self.name),
         };
         let queues = self.port_queues(weight, port).map_err(|e| e.within(place(None)))?;
-        let classes = self
+        let classes: Vec<ClassQos> = self
             .classes
             .iter()
             .zip(queues)
@@ -197,7 +227,34 @@ impl TenantInput {
             .map(|(c, (class, queue))| Ok(ClassQos { contract: contract(&class.meter, &class.shaper).map_err(|e| e.within(place(Some(c))))?, queue }))
             .collect::<Result<_, CoreError>>()?;
         let contract = contract(&self.meter, &self.shaper).map_err(|e| e.within(place(None)))?;
-        Ok(TenantQos { name: self.name.clone(), contract, classes })
+        let normal = ProfileQos { contract, queues: classes.iter().map(|c| c.queue).collect() };
+        let profile = |p: &ProfileInput, name: &str| self.profile(p, &normal, port).map_err(|e| e.within(format!("{}, {name}", place(None))));
+        let on_burst = self.on_burst.as_ref().map(|p| Ok::<_, CoreError>(BurstProfile { profile: profile(p, "on_burst")?, hold_ns: p.hold_ns, max_switches_per_s: p.max_switches_per_s }));
+        let on_overload = self.on_overload.as_ref().map(|p| profile(p, "on_overload"));
+        Ok(TenantQos { name: self.name.clone(), contract, classes, on_burst: on_burst.transpose()?, on_overload: on_overload.transpose()? })
+    }
+
+    /// `given` applied to the tenant's `normal` contract and queues.
+    fn profile(&self, given: &ProfileInput, normal: &ProfileQos, port: Option<&PortInput>) -> Result<ProfileQos, CoreError> {
+        let meter = match &given.meter {
+            Some(meter) => meter.spec()?,
+            None => normal.contract.meter,
+        };
+        let shaper = given.shaper.as_ref().map_or(normal.contract.shaper, ShaperRow::spec);
+        let mut queues = match given.weight {
+            Some(weight) => self.port_queues(weight, port)?,
+            None => normal.queues.clone(),
+        };
+        for queue in &mut queues {
+            queue.priority = given.priority.unwrap_or(queue.priority);
+            if given.no_borrowing {
+                if queue.guarantee == 0 {
+                    return Err(CoreError::spec("no borrowing needs a guarantee for every class: a class without one would get nothing"));
+                }
+                queue.ceil = queue.guarantee;
+            }
+        }
+        Ok(ProfileQos { contract: Contract { meter, shaper }, queues })
     }
 
     /// One port queue per class: the class's priority; weight = tenant weight x class weight;
@@ -298,7 +355,8 @@ impl QosInputs {
             poll_ns: self.settings.poll_ns.clone(),
         };
         let count = Count::try_from(self.settings.byte_count).map_err(|e| e.within("count"))?;
-        let spec = QosSpec { count, color_map: self.settings.color_map()?, port: self.settings.port()?, tenants, bursts };
+        let overload = port.and_then(|p| p.overload).map(|o| Overload { above_bytes: o.above, below_bytes: o.below, stagger_ns: o.stagger_ns });
+        let spec = QosSpec { count, color_map: self.settings.color_map()?, port: self.settings.port()?, tenants, bursts, overload };
         spec.check()?;
         Ok(spec)
     }

@@ -10,6 +10,7 @@ use crate::codes::codes;
 use crate::error::CoreError;
 use crate::meter::{Color, MeterParams};
 use crate::parse::PacketInfo;
+use crate::shaping::port::check_queues;
 use crate::shaping::{Port, PortConfig, QueueConfig, ShaperParams};
 
 codes! {
@@ -102,6 +103,37 @@ pub struct TenantQos {
     pub contract: Contract,
     /// By class id (the verdicts' `cls`).
     pub classes: Vec<ClassQos>,
+    /// What it switches to while its microburst lasts, and while the port is overloaded.
+    pub on_burst: Option<BurstProfile>,
+    pub on_overload: Option<ProfileQos>,
+}
+
+/// A tenant's contract and its classes' port queues under one of its adaptive profiles
+/// (docs/qos.md, "Adaptive profiles").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileQos {
+    pub contract: Contract,
+    /// By class id, as the classes' queues (used only when the policy has a port).
+    pub queues: Vec<QueueConfig>,
+}
+
+/// The profile a tenant takes when a rate event of its microburst scope starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BurstProfile {
+    pub profile: ProfileQos,
+    /// How long it keeps the profile after the event ends.
+    pub hold_ns: u64,
+    /// At most this many switches into it in any second of packet time; 0: no limit.
+    pub max_switches_per_s: u32,
+}
+
+/// When the port is overloaded: from the arrival after which more than `above_bytes` wait in
+/// its buffer until they fall to `below_bytes`; then tenants return one every `stagger_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overload {
+    pub above_bytes: u64,
+    pub below_bytes: u64,
+    pub stagger_ns: u64,
 }
 
 /// A policy's QoS: matched to the engine's tenants by name.
@@ -115,12 +147,13 @@ pub struct QosSpec {
     pub tenants: Vec<TenantQos>,
     /// Microburst detection (docs/bursts.md): which scopes, and the polled views.
     pub bursts: BurstSpec,
+    pub overload: Option<Overload>,
 }
 
 impl Default for QosSpec {
     /// No contracts: every classified packet passes, green.
     fn default() -> Self {
-        QosSpec { count: Count::Outer, color_map: [Color::Green; 64], port: None, tenants: Vec::new(), bursts: BurstSpec::default() }
+        QosSpec { count: Count::Outer, color_map: [Color::Green; 64], port: None, tenants: Vec::new(), bursts: BurstSpec::default(), overload: None }
     }
 }
 
@@ -136,6 +169,13 @@ impl QosSpec {
             for (index, class) in tenant.classes.iter().enumerate() {
                 check_contract(&class.contract).map_err(|err| err.within(format!("tenant '{}', class {index}", tenant.name)))?;
             }
+            self.check_profiles(tenant).map_err(|err| err.within(format!("tenant '{}'", tenant.name)))?;
+        }
+        if let Some(overload) = self.overload {
+            let Some(port) = self.port else { return Err(CoreError::spec("an overload setting needs a port")) };
+            if overload.below_bytes > overload.above_bytes || overload.above_bytes >= port.buffer_bytes {
+                return Err(CoreError::spec_at("port overload", "needs below <= above < the buffer"));
+            }
         }
         if let Some(config) = self.port {
             Port::new(config, self.queues().map(|(_, _, queue)| queue).collect()).map_err(|err| err.within("port"))?;
@@ -144,6 +184,37 @@ impl QosSpec {
         let settings = self.bursts.tenants.iter().flat_map(|t| t.tenant.iter().chain(t.classes.iter().map(|(_, c)| c)));
         if self.port.is_none() && self.bursts.port.iter().chain(settings).any(|c| c.queue.is_some()) {
             return Err(CoreError::spec("a microburst queue view needs a port"));
+        }
+        Ok(())
+    }
+
+    /// A tenant's profiles: their contracts, a burst profile's microburst scope, an overload
+    /// profile's overload setting, and their port queues.
+    fn check_profiles(&self, tenant: &TenantQos) -> Result<(), CoreError> {
+        if let Some(burst) = &tenant.on_burst {
+            check_contract(&burst.profile.contract).map_err(|err| err.within("on_burst"))?;
+            if !self.bursts.tenants.iter().any(|t| t.name == tenant.name && t.tenant.is_some()) {
+                return Err(CoreError::spec_at("on_burst", "needs the tenant's microburst setting (its rate view starts the profile)"));
+            }
+        }
+        if let Some(profile) = &tenant.on_overload {
+            check_contract(&profile.contract).map_err(|err| err.within("on_overload"))?;
+            if self.overload.is_none() {
+                return Err(CoreError::spec_at("on_overload", "needs the port's overload setting"));
+            }
+        }
+        let Some(config) = self.port else { return Ok(()) };
+        for (name, profile) in [("on_burst", tenant.on_burst.as_ref().map(|b| &b.profile)), ("on_overload", tenant.on_overload.as_ref())] {
+            let Some(profile) = profile else { continue };
+            if profile.queues.len() != tenant.classes.len() {
+                return Err(CoreError::spec_at(name, format!("{} queues for {} classes", profile.queues.len(), tenant.classes.len())));
+            }
+            // A profile keeps each queue's guarantee and reserve, so the port's sums stand.
+            let same_sums = profile.queues.iter().zip(&tenant.classes).all(|(p, c)| p.guarantee == c.queue.guarantee && p.reserved_bytes == c.queue.reserved_bytes);
+            if !same_sums {
+                return Err(CoreError::spec_at(name, "a profile may not change a queue's guarantee or reserve"));
+            }
+            check_queues(&config, &profile.queues).map_err(|err| err.within(format!("{name}, port")))?;
         }
         Ok(())
     }

@@ -26,7 +26,7 @@ const POLICE: [ColorAction; 3] = [ColorAction::Pass, ColorAction::Pass, ColorAct
 
 fn tenant(name: &str, contract: Contract, classes: Vec<Contract>) -> TenantQos {
     let classes = classes.into_iter().map(|contract| ClassQos { contract, queue: QueueConfig::BEST_EFFORT }).collect();
-    TenantQos { name: name.to_string(), contract, classes }
+    TenantQos { name: name.to_string(), contract, classes, on_burst: None, on_overload: None }
 }
 
 fn spec(tenants: Vec<TenantQos>) -> QosSpec {

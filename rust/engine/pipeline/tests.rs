@@ -62,6 +62,8 @@ fn random_tenant(rng: &mut Rng, id: u32) -> Tenant {
         classes: (0..classes)
             .map(|_| ClassQos { contract: if rng.below(2) == 0 { random_contract(rng) } else { Contract::default() }, queue: QueueConfig::BEST_EFFORT })
             .collect(),
+        on_burst: None,
+        on_overload: None,
     });
     Tenant { name, vni: 1000 + id, classes, qos }
 }
