@@ -19,6 +19,7 @@ use crate::parse::PacketInfo;
 use crate::verdict::{Verdict, DROP};
 use event::Seen;
 use flows::TopFlows;
+pub use monitor::RateState;
 use monitor::{Hot, Monitor};
 use polls::PollClock;
 
@@ -316,6 +317,12 @@ impl Detector {
                 self.arrive(slot, now, bytes, info, outcome);
             }
         }
+    }
+
+    /// Tenant `tenant`'s rate view at `now`, if its scope is watched (see [`RateState`]).
+    pub fn tenant_rate(&mut self, tenant: usize, now: u64) -> Option<RateState> {
+        let slot = self.tenants.get(tenant).map(|slots| slots.tenant).filter(|&slot| slot != NONE)? as usize;
+        Some(self.monitors[slot].rate_at(&mut self.hot[slot], now, &mut self.sink))
     }
 
     /// Asks the cache for the state of the scopes a later packet will need (its tenant's and

@@ -11,6 +11,7 @@
 //! both shapers (release = the later of the two; a drop by either leaves both untouched) ->
 //! the port, which sees the packet at its release time.
 
+mod adaptive;
 mod chunks;
 mod inputs;
 mod spec;
@@ -32,6 +33,8 @@ use crate::shaping::{Port, PortConfig, QueueConfig, ShapeDrop, ShaperConsts, Sha
 use crate::verdict::{Verdict, DROP};
 
 pub use crate::outcome::{processed_fields, Outcome, Processed, NO_COLOR, OUTCOMES};
+use adaptive::Adaptive;
+pub use adaptive::{profile_event_fields, ProfileCounts, ProfileEvent, ProfileId, SwitchCause};
 use chunks::Given;
 pub use chunks::{Chunks, Classified};
 pub use inputs::{BurstRow, ClassInput, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
@@ -245,6 +248,7 @@ pub struct Enforcer {
     port: Option<PortState>,
     in_flight: BinaryHeap<Reverse<InFlight>>,
     bursts: Detector,
+    adaptive: Adaptive,
     /// A chunk's records and verdicts (kept, so that a batch allocates nothing).
     records: Vec<PacketInfo>,
     verdicts: Vec<Verdict>,
@@ -272,6 +276,7 @@ impl Enforcer {
     pub fn drain(&mut self) {
         self.drain_port();
         self.bursts.drain();
+        self.finish_profiles();
     }
 
     /// Hands the port's transmission starts to the burst detector and forgets them (the port's
@@ -345,9 +350,12 @@ impl Enforcer {
     /// after packet: their rows are `out[first..]`.
     #[inline(never)] // one call a chunk; a symbol of its own for profilers
     fn enforce_chunk(&mut self, port: &mut Option<PortState>, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
-        let (prefetch, bursts) = (self.prefetches(), self.bursts.active());
+        let (prefetch, bursts, adaptive) = (self.prefetches(), self.bursts.active(), self.adaptive.active());
         let Some(state) = port else {
             let out = &mut out[first..];
+            if adaptive {
+                return self.enforce_adaptive_without_port(records, verdicts, out, first);
+            }
             let clock_ns = self.clock_ns;
             if prefetch {
                 self.enforce_without_port::<true>(records, verdicts, out, first);
@@ -375,6 +383,25 @@ impl Enforcer {
             if bursts {
                 self.observe_burst(&arrival, verdict, info, out[first + i].outcome);
             }
+            if adaptive {
+                self.watch_overload(self.clock_ns, state);
+                self.adapt(verdict.tenant, self.clock_ns, Some(state));
+            }
+        }
+    }
+
+    /// Enforces `records` (classified as `verdicts`), which start at `first` in the batch, into
+    /// `out`, with no port but profiles: each packet goes to the burst detector as it is
+    /// enforced, so that a burst it starts switches its tenant for the very next packet.
+    #[inline(never)]
+    fn enforce_adaptive_without_port(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
+        for (i, ((info, verdict), slot)) in records.iter().zip(verdicts).zip(out).enumerate() {
+            let mut arrival = Arrival::of(info, packet_time(info));
+            arrival.clock_ns = arrival.clock_ns.max(self.clock_ns);
+            self.clock_ns = arrival.clock_ns;
+            self.enforce_one(arrival, *verdict, first + i, false, slot);
+            self.observe_burst(&arrival, verdict, info, slot.outcome);
+            self.adapt(verdict.tenant, arrival.clock_ns, None);
         }
     }
 

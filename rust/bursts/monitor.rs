@@ -130,6 +130,18 @@ impl Hot {
     }
 }
 
+/// A scope's rate view as adaptive profiles read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateState {
+    /// A rate event is open.
+    pub open: bool,
+    /// When the latest one ended (0: none yet).
+    pub ended_ns: u64,
+    /// When the window's oldest packet leaves it (`u64::MAX`: it is empty): the first instant
+    /// an open event may end.
+    pub next_leave_ns: u64,
+}
+
 /// One scope's state besides [`Hot`].
 #[derive(Debug)]
 pub(super) struct Monitor {
@@ -140,13 +152,15 @@ pub(super) struct Monitor {
     depth: u64,
     rate: Option<OpenEvent>,
     queue: Option<OpenEvent>,
+    /// When the latest rate event ended (0: none yet).
+    rate_ended_ns: u64,
     totals: Totals,
     pub polls: Polls,
 }
 
 impl Monitor {
     pub(super) fn new(key: ScopeKey, seen: Seen, config: BurstConfig, depth: u64, poll_ns: &[u64]) -> Monitor {
-        Monitor { key, config, seen, depth, rate: None, queue: None, totals: Totals::default(), polls: Polls::new(poll_ns) }
+        Monitor { key, config, seen, depth, rate: None, queue: None, rate_ended_ns: 0, totals: Totals::default(), polls: Polls::new(poll_ns) }
     }
 
     /// A packet of the scope at `now` (docs/bursts.md, "The rate view", steps 1-4). `outcome`:
@@ -266,6 +280,7 @@ impl Monitor {
         sink.events.push(BurstEvent::of(id, self.seen, view, &open, end_ns, flows as u8));
         match view {
             View::Rate => {
+                self.rate_ended_ns = end_ns;
                 self.totals.rate_events += 1;
                 self.totals.time_in_burst_ns += end_ns.saturating_sub(open.start_ns);
             }
@@ -273,6 +288,15 @@ impl Monitor {
         }
         sink.pool.push(open.flows);
         hot.open = self.rate.is_some() || self.queue.is_some();
+    }
+
+    /// The rate view at `now`, once the packets whose window passed by then left it (as the
+    /// next packet would make them leave: the same events, at the same times).
+    pub(super) fn rate_at(&mut self, hot: &mut Hot, now: u64, sink: &mut Sink) -> RateState {
+        if self.rate.is_some() {
+            self.leave_until(hot, now, sink);
+        }
+        RateState { open: self.rate.is_some(), ended_ns: self.rate_ended_ns, next_leave_ns: hot.window.front().map_or(u64::MAX, |(leaves, _)| leaves) }
     }
 
     /// Ends the open events at `now`, as a scope that goes away: a rate event whose window

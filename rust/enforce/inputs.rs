@@ -229,7 +229,10 @@ impl TenantInput {
         let contract = contract(&self.meter, &self.shaper).map_err(|e| e.within(place(None)))?;
         let normal = ProfileQos { contract, queues: classes.iter().map(|c| c.queue).collect() };
         let profile = |p: &ProfileInput, name: &str| self.profile(p, &normal, port).map_err(|e| e.within(format!("{}, {name}", place(None))));
-        let on_burst = self.on_burst.as_ref().map(|p| Ok::<_, CoreError>(BurstProfile { profile: profile(p, "on_burst")?, hold_ns: p.hold_ns, max_switches_per_s: p.max_switches_per_s }));
+        let on_burst = self
+            .on_burst
+            .as_ref()
+            .map(|p| Ok::<_, CoreError>(BurstProfile { profile: profile(p, "on_burst")?, hold_ns: p.hold_ns, max_switches_per_s: p.max_switches_per_s }));
         let on_overload = self.on_overload.as_ref().map(|p| profile(p, "on_overload"));
         Ok(TenantQos { name: self.name.clone(), contract, classes, on_burst: on_burst.transpose()?, on_overload: on_overload.transpose()? })
     }

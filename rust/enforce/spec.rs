@@ -210,7 +210,8 @@ impl QosSpec {
                 return Err(CoreError::spec_at(name, format!("{} queues for {} classes", profile.queues.len(), tenant.classes.len())));
             }
             // A profile keeps each queue's guarantee and reserve, so the port's sums stand.
-            let same_sums = profile.queues.iter().zip(&tenant.classes).all(|(p, c)| p.guarantee == c.queue.guarantee && p.reserved_bytes == c.queue.reserved_bytes);
+            let same_sums =
+                profile.queues.iter().zip(&tenant.classes).all(|(p, c)| p.guarantee == c.queue.guarantee && p.reserved_bytes == c.queue.reserved_bytes);
             if !same_sums {
                 return Err(CoreError::spec_at(name, "a profile may not change a queue's guarantee or reserve"));
             }

@@ -20,6 +20,7 @@ impl Enforcer {
     /// (and the policy-wide count and colour map) did not change keeps its meters and shapers;
     /// the port and its queues are kept if no queue and no port setting changed.
     pub fn retarget(&mut self, names: &[String]) {
+        self.restore_profiles();
         let spec = self.staged.take().unwrap_or_else(|| self.spec.clone());
         let same_globals = spec.count == self.spec.count && spec.color_map == self.spec.color_map;
         let mut old = self.take_states();
@@ -59,6 +60,7 @@ impl Enforcer {
         self.row_keys = row_keys(&contracts, names);
         self.class_rows = class_stages.len();
         self.rows = crate::memory::zeroed_vec(self.row_keys.len());
+        self.adaptive.retarget(&spec, names, &tenants, &mut profiles);
         (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles);
         self.spec = spec;
     }
@@ -74,7 +76,7 @@ impl Enforcer {
             Some(Some(old)) => old.name == qos.name && old.classes.len() == qos.classes.len(),
             _ => false,
         };
-        if self.staged.is_some() || !changes.iter().all(|(index, qos)| same_shape(*index, qos)) {
+        if self.staged.is_some() || !changes.iter().all(|(index, qos)| same_shape(*index, qos) && !self.adaptive.involves(*index, qos)) {
             return false;
         }
         let queues = self.queue_changes(&changes);
@@ -201,7 +203,7 @@ pub(super) fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> Vec
 
 /// How a tenant stage's packets are enforced: the fast lane takes a meter and a shaper of the
 /// tenant's own that count the policy's bytes, nothing of its classes, and no port.
-fn lane(profiles: &Profiles, stage: &Stage, spec: &QosSpec) -> Lane {
+pub(super) fn lane(profiles: &Profiles, stage: &Stage, spec: &QosSpec) -> Lane {
     let meter_and_shaper = &profiles[stage.profile as usize].fast;
     let fast = spec.port.is_none() && !stage.classes_enforced && meter_and_shaper.as_ref().is_some_and(|m| m.meter_count == spec.count);
     if fast {

@@ -1,0 +1,483 @@
+//! Adaptive profiles in the data path (docs/qos.md, "Adaptive profiles"). A tenant with a
+//! burst profile takes it from the packet after the one that starts a rate event of its
+//! microburst scope, and leaves it once the event has ended and its hold has passed. Every
+//! tenant with an overload profile takes it at the packet after which the port's buffer holds
+//! more than its threshold; once the buffer has drained they return one by one, staggered, so
+//! that they do not all come back at once. Each profile's contract and queues are worked out
+//! when the policy is installed: a switch swaps a tenant's stage and sets its port queues, and
+//! nothing is asked of the control path.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use bytemuck::{Pod, Zeroable};
+use rustc_hash::FxHashMap;
+
+use super::update::lane;
+use super::{Enforcer, Overload, PortState, ProfileQos, Profiles, QosSpec, Stage, TenantQos, TenantState};
+use crate::bursts::RateState;
+use crate::codes::codes;
+use crate::shaping::QueueConfig;
+
+codes! {
+    /// A tenant's profile (`isolane.ProfileId`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub enum ProfileId: "profile" {
+        Normal = 0,
+        Burst = 1,
+        Overload = 2,
+    }
+}
+
+codes! {
+    /// Why a tenant switched profiles (`isolane.SwitchCause`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SwitchCause: "switch cause" {
+        /// A rate event of its microburst scope started.
+        BurstStarted = 0,
+        /// The event ended and the hold passed.
+        BurstEnded = 1,
+        /// The port's buffer passed the overload threshold.
+        Overload = 2,
+        /// The buffer drained and its turn to return came.
+        Recovered = 3,
+        /// A policy update: every tenant starts the new policy in its normal profile.
+        Update = 4,
+    }
+}
+
+/// One switch, as `Engine.profile_events()` gives it (`isolane.PROFILE_EVENT_DTYPE`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct ProfileEvent {
+    /// Packet time: the packet after which the tenant switched, or the instant a hold ended.
+    pub time_ns: u64,
+    /// Index into the names of `Enforcer::profile_tenants` (never removed).
+    pub tenant: i32,
+    pub from: u8,
+    pub to: u8,
+    pub cause: u8,
+    pub _pad: u8,
+}
+
+/// The layout of [`ProfileEvent`] as numpy fields: (name, type, offset).
+pub fn profile_event_fields() -> Vec<(&'static str, &'static str, usize)> {
+    use std::mem::offset_of;
+    vec![
+        ("time_ns", "=u8", offset_of!(ProfileEvent, time_ns)),
+        ("tenant", "=i4", offset_of!(ProfileEvent, tenant)),
+        ("from", "u1", offset_of!(ProfileEvent, from)),
+        ("to", "u1", offset_of!(ProfileEvent, to)),
+        ("cause", "u1", offset_of!(ProfileEvent, cause)),
+    ]
+}
+
+/// Packets enforced under each profile, and switches, of one tenant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProfileCounts {
+    pub packets: [u64; 3],
+    pub switches: u64,
+}
+
+impl ProfileCounts {
+    fn add(&mut self, other: &ProfileCounts) {
+        for (mine, theirs) in self.packets.iter_mut().zip(other.packets) {
+            *mine += theirs;
+        }
+        self.switches += other.switches;
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
+/// A tenant with profiles, and where it stands.
+#[derive(Debug, Clone)]
+struct Switchable {
+    tenant: u32,
+    name: i32,
+    active: ProfileId,
+    /// Each profile's slot in `stages`: profiles with the tenant's own contract share its state.
+    stage_of: [usize; 3],
+    /// Meter and shaper state by slot; the active profile's lives in the tenant's line instead.
+    stages: [Stage; 3],
+    /// Each profile's class queues at the port (empty: it has no such profile).
+    queues: [Vec<QueueConfig>; 3],
+    has: [bool; 3],
+    hold_ns: u64,
+    /// Packet time between switches into the burst profile (0: no limit), and when the next
+    /// may come (GCRA: a second's worth may come at once).
+    switch_interval_ns: u64,
+    switch_tat_ns: u64,
+    /// A rate event of its scope is open.
+    in_burst: bool,
+    /// The latest burst was let switch the tenant; until when it keeps the profile.
+    granted: bool,
+    hold_until: u64,
+    overloaded: bool,
+    counts: ProfileCounts,
+}
+
+impl Switchable {
+    fn wanted(&self, now: u64) -> ProfileId {
+        if self.overloaded && self.has[ProfileId::Overload as usize] {
+            ProfileId::Overload
+        } else if self.granted && (self.in_burst || now < self.hold_until) {
+            ProfileId::Burst
+        } else {
+            ProfileId::Normal
+        }
+    }
+
+    /// Whether the switch limit lets a burst switch the tenant at `now`.
+    fn may_switch(&mut self, now: u64) -> bool {
+        if self.switch_interval_ns == 0 {
+            return true;
+        }
+        let tat = self.switch_tat_ns.max(now) + self.switch_interval_ns;
+        if tat - now > 1_000_000_000 {
+            return false;
+        }
+        self.switch_tat_ns = tat;
+        true
+    }
+}
+
+/// The port's overload state.
+#[derive(Debug, Clone)]
+struct OverloadState {
+    config: Overload,
+    active: bool,
+    /// Tenants with an overload profile (their `switchable` slots), in policy order.
+    order: Vec<u32>,
+    /// How many have returned, and when the next returns (once the buffer drained).
+    returned: usize,
+    next_return: Option<u64>,
+}
+
+/// Every tenant's profiles; see the module documentation.
+#[derive(Debug, Default)]
+pub(super) struct Adaptive {
+    /// By the engine's tenant index: its slot in `switchable`, or [`NONE`].
+    slot_of: Vec<u32>,
+    switchable: Vec<Switchable>,
+    /// (when, slot): a bursting tenant's window to settle, or its hold to end.
+    due: BinaryHeap<Reverse<(u64, u32)>>,
+    overload: Option<OverloadState>,
+    events: Vec<ProfileEvent>,
+    names: Vec<String>,
+    name_ids: FxHashMap<String, i32>,
+    /// Counts of tenants since the engine was made, by name, up to the latest update.
+    archive: FxHashMap<String, ProfileCounts>,
+}
+
+impl Adaptive {
+    /// Whether a change of tenant `index` to `qos` concerns profiles (its own, or new ones):
+    /// then the enforcer retargets rather than replacing its contract alone.
+    pub(super) fn involves(&self, index: usize, qos: &TenantQos) -> bool {
+        self.slot_of.get(index).is_some_and(|&slot| slot != NONE) || qos.on_burst.is_some() || qos.on_overload.is_some()
+    }
+
+    /// Whether any tenant has a profile: without one the enforcer calls nothing here.
+    #[inline]
+    pub(super) fn active(&self) -> bool {
+        !self.switchable.is_empty()
+    }
+
+    #[inline]
+    fn next_due(&self) -> u64 {
+        self.due.peek().map_or(u64::MAX, |Reverse((at, _))| *at)
+    }
+
+    fn name_id(&mut self, name: &str) -> i32 {
+        if let Some(&id) = self.name_ids.get(name) {
+            return id;
+        }
+        self.names.push(name.to_string());
+        let id = (self.names.len() - 1) as i32;
+        self.name_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// The profiles of the policy `spec` for the engine's tenants `names` (whose states are in
+    /// `tenants`, all in their normal profile); the counts so far go to the archive.
+    pub(super) fn retarget(&mut self, spec: &QosSpec, names: &[String], tenants: &[TenantState], profiles: &mut Profiles) {
+        for sw in std::mem::take(&mut self.switchable) {
+            self.archive.entry(self.names[sw.name as usize].clone()).or_default().add(&sw.counts);
+        }
+        self.due.clear();
+        self.slot_of = vec![NONE; names.len()];
+        let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
+        for (index, name) in names.iter().enumerate() {
+            let Some(qos) = by_name.get(name.as_str()).filter(|q| q.on_burst.is_some() || q.on_overload.is_some()) else { continue };
+            let name = self.name_id(name);
+            self.slot_of[index] = self.switchable.len() as u32;
+            self.switchable.push(switchable(qos, index as u32, name, &tenants[index].stage, spec, profiles));
+        }
+        self.overload = spec.overload.map(|config| OverloadState {
+            config,
+            active: false,
+            order: (0..self.switchable.len() as u32).filter(|&s| self.switchable[s as usize].has[ProfileId::Overload as usize]).collect(),
+            returned: 0,
+            next_return: None,
+        });
+    }
+
+    /// Tenant names, by the `tenant` of events.
+    pub(super) fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub(super) fn events(&self) -> &[ProfileEvent] {
+        &self.events
+    }
+
+    /// Every tenant that had profiles: its counts since the engine was made, by name order.
+    pub(super) fn counts(&self) -> Vec<(String, ProfileCounts)> {
+        let mut all = self.archive.clone();
+        for sw in &self.switchable {
+            all.entry(self.names[sw.name as usize].clone()).or_default().add(&sw.counts);
+        }
+        let mut all: Vec<(String, ProfileCounts)> = all.into_iter().collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
+
+/// A tenant's switching state from its spec; `normal`: its stage as installed.
+fn switchable(qos: &TenantQos, tenant: u32, name: i32, normal: &Stage, spec: &QosSpec, profiles: &mut Profiles) -> Switchable {
+    let mut sw = Switchable {
+        tenant,
+        name,
+        active: ProfileId::Normal,
+        stage_of: [0; 3],
+        stages: [*normal; 3],
+        queues: [qos.classes.iter().map(|c| c.queue).collect(), Vec::new(), Vec::new()],
+        has: [true, false, false],
+        hold_ns: qos.on_burst.as_ref().map_or(0, |b| b.hold_ns),
+        switch_interval_ns: qos.on_burst.as_ref().filter(|b| b.max_switches_per_s > 0).map_or(0, |b| 1_000_000_000 / u64::from(b.max_switches_per_s)),
+        switch_tat_ns: 0,
+        in_burst: false,
+        granted: false,
+        hold_until: 0,
+        overloaded: false,
+        counts: ProfileCounts::default(),
+    };
+    for (id, profile) in [(ProfileId::Burst, qos.on_burst.as_ref().map(|b| &b.profile)), (ProfileId::Overload, qos.on_overload.as_ref())] {
+        let Some(ProfileQos { contract, queues }) = profile else { continue };
+        let at = id as usize;
+        sw.has[at] = true;
+        sw.queues[at] = queues.clone();
+        if *contract != qos.contract {
+            let mut stage = Stage::new(contract);
+            stage.profile = profiles.of(contract);
+            stage.classes_enforced = normal.classes_enforced;
+            stage.lane = lane(profiles, &stage, spec);
+            (sw.stages[at], sw.stage_of[at]) = (stage, at);
+        }
+    }
+    sw
+}
+
+impl Enforcer {
+    /// After the packet of `tenant` at `now` was enforced and its burst scopes saw it: counts
+    /// it under the tenant's profile, and switches profiles where a burst started or ended.
+    #[inline]
+    pub(super) fn adapt(&mut self, tenant: i32, now: u64, mut port: Option<&mut PortState>) {
+        if self.adaptive.next_due() <= now {
+            self.settle_due(now, port.as_deref_mut());
+        }
+        let Some(&slot) = self.adaptive.slot_of.get(tenant as usize).filter(|&&slot| slot != NONE) else { return };
+        let sw = &mut self.adaptive.switchable[slot as usize];
+        sw.counts.packets[sw.active as usize] += 1;
+        if !sw.has[ProfileId::Burst as usize] {
+            return;
+        }
+        let in_burst = sw.in_burst;
+        if let Some(rate) = self.bursts.tenant_rate(tenant as usize, now) {
+            if rate.open != in_burst {
+                self.burst_changed(slot, rate, now, port);
+            }
+        }
+    }
+
+    /// The port's buffer after the packets that reached it by `now`: tenants switch to their
+    /// overload profile when it passes the threshold, and return one by one once it drained.
+    #[inline]
+    pub(super) fn watch_overload(&mut self, now: u64, state: &mut PortState) {
+        let Some(overload) = &self.adaptive.overload else { return };
+        let depth = state.port.queued_bytes();
+        let config = overload.config;
+        if !overload.active && depth <= config.above_bytes {
+            return;
+        }
+        self.overload_changed(now, depth, config, state);
+    }
+
+    #[cold]
+    fn overload_changed(&mut self, now: u64, depth: u64, config: Overload, state: &mut PortState) {
+        let Some(overload) = &mut self.adaptive.overload else { return };
+        let above = depth > config.above_bytes;
+        // Who takes the overload profile now: everyone as it starts, those that returned if it
+        // starts again while they return.
+        let switching = match (above, overload.active) {
+            (true, false) => overload.order.len(),
+            (true, true) => std::mem::take(&mut overload.returned),
+            (false, _) => 0,
+        };
+        if above {
+            (overload.active, overload.next_return) = (true, None);
+        } else if overload.next_return.is_none() && depth <= config.below_bytes {
+            overload.next_return = Some(now);
+        }
+        if switching > 0 {
+            for slot in overload.order[..switching].to_vec() {
+                self.adaptive.switchable[slot as usize].overloaded = true;
+                self.switch(slot, now, SwitchCause::Overload, Some(&mut *state));
+            }
+        }
+        self.return_staggered(now, config, state);
+    }
+
+    /// Tenants whose turn to return came by `now`, each at its own instant.
+    fn return_staggered(&mut self, now: u64, config: Overload, state: &mut PortState) {
+        loop {
+            let Some(overload) = &mut self.adaptive.overload else { return };
+            let Some(at) = overload.next_return.filter(|&at| at <= now) else { return };
+            let Some(&slot) = overload.order.get(overload.returned) else {
+                (overload.active, overload.next_return) = (false, None);
+                return;
+            };
+            overload.returned += 1;
+            let done = overload.returned == overload.order.len();
+            overload.next_return = if done { None } else { Some(at + config.stagger_ns) };
+            overload.active = !done;
+            self.adaptive.switchable[slot as usize].overloaded = false;
+            self.switch(slot, at, SwitchCause::Recovered, Some(&mut *state));
+        }
+    }
+
+    /// A tenant's rate event started (`rate.open`) or ended.
+    fn burst_changed(&mut self, slot: u32, rate: RateState, now: u64, port: Option<&mut PortState>) {
+        let sw = &mut self.adaptive.switchable[slot as usize];
+        sw.in_burst = rate.open;
+        if rate.open {
+            if !sw.granted || now >= sw.hold_until {
+                sw.granted = sw.may_switch(now);
+            }
+            if sw.granted {
+                self.adaptive.due.push(Reverse((rate.next_leave_ns, slot)));
+                self.switch(slot, now, SwitchCause::BurstStarted, port);
+            }
+            return;
+        }
+        sw.hold_until = rate.ended_ns.saturating_add(sw.hold_ns);
+        let hold_until = sw.hold_until;
+        if hold_until <= now {
+            self.switch(slot, hold_until, SwitchCause::BurstEnded, port);
+        } else {
+            self.adaptive.due.push(Reverse((hold_until, slot)));
+        }
+    }
+
+    /// Bursting tenants whose window may have fallen, and holds that ended, by `now`.
+    #[cold]
+    fn settle_due(&mut self, now: u64, mut port: Option<&mut PortState>) {
+        while let Some(&Reverse((at, slot))) = self.adaptive.due.peek() {
+            if at > now {
+                return;
+            }
+            self.adaptive.due.pop();
+            let sw = &self.adaptive.switchable[slot as usize];
+            if sw.in_burst {
+                let Some(rate) = self.bursts.tenant_rate(sw.tenant as usize, now) else { continue };
+                if rate.open {
+                    self.adaptive.due.push(Reverse((rate.next_leave_ns, slot)));
+                } else {
+                    self.burst_changed(slot, rate, now, port.as_deref_mut());
+                }
+            } else if sw.active == ProfileId::Burst && sw.hold_until <= now {
+                let hold_until = sw.hold_until;
+                self.switch(slot, hold_until, SwitchCause::BurstEnded, port.as_deref_mut());
+            }
+        }
+    }
+
+    /// Puts tenant `slot` in the profile it wants at `time`, if it is not in it: its stage in its
+    /// line, its queues at the port; the switch is an event.
+    fn switch(&mut self, slot: u32, time: u64, cause: SwitchCause, port: Option<&mut PortState>) {
+        let sw = &mut self.adaptive.switchable[slot as usize];
+        let (from, to) = (sw.active, sw.wanted(time));
+        if from == to {
+            return;
+        }
+        if to != ProfileId::Burst {
+            sw.granted = sw.granted && sw.in_burst; // a burst that ended needs a new grant
+        }
+        let line = &mut self.tenants[sw.tenant as usize];
+        let (was, will) = (sw.stage_of[from as usize], sw.stage_of[to as usize]);
+        if was != will {
+            sw.stages[was] = line.stage;
+            line.stage = sw.stages[will];
+        }
+        if let Some(state) = port.filter(|_| sw.queues[from as usize] != sw.queues[to as usize]) {
+            for (class, queue) in sw.queues[to as usize].iter().enumerate() {
+                state.port.set_queue(line.first_row + class as u32, queue);
+            }
+        }
+        sw.active = to;
+        sw.counts.switches += 1;
+        self.adaptive.events.push(ProfileEvent { time_ns: time, tenant: sw.name, from: from as u8, to: to as u8, cause: cause as u8, _pad: 0 });
+    }
+
+    /// Every tenant back in its normal profile (before an update, which starts from there).
+    pub(super) fn restore_profiles(&mut self) {
+        let mut port = self.port.take();
+        for slot in 0..self.adaptive.switchable.len() as u32 {
+            let sw = &mut self.adaptive.switchable[slot as usize];
+            (sw.in_burst, sw.granted, sw.overloaded, sw.hold_until) = (false, false, false, 0);
+            self.switch(slot, self.clock_ns, SwitchCause::Update, port.as_mut());
+        }
+        self.port = port;
+    }
+
+    /// At the end of the stream (after the bursts drained): holds end and overloaded tenants
+    /// return, each at its own instant after the last packet time.
+    pub(super) fn finish_profiles(&mut self) {
+        let mut port = self.port.take();
+        for slot in 0..self.adaptive.switchable.len() as u32 {
+            let sw = &self.adaptive.switchable[slot as usize];
+            if sw.in_burst {
+                if let Some(rate) = self.bursts.tenant_rate(sw.tenant as usize, u64::MAX) {
+                    self.burst_changed(slot, rate, self.clock_ns, port.as_mut());
+                }
+            }
+        }
+        while let Some(Reverse((at, _))) = self.adaptive.due.peek().copied() {
+            self.settle_due(at.max(self.clock_ns), port.as_mut());
+        }
+        if let (Some(state), Some(overload)) = (port.as_mut(), self.adaptive.overload.as_mut()) {
+            if overload.active {
+                let config = overload.config;
+                let start = *overload.next_return.get_or_insert(self.clock_ns);
+                let last = start + config.stagger_ns * overload.order.len() as u64;
+                self.return_staggered(last, config, state);
+            }
+        }
+        self.port = port;
+    }
+
+    /// The tenants' profile switches so far, in order.
+    pub fn profile_events(&self) -> &[ProfileEvent] {
+        self.adaptive.events()
+    }
+
+    /// Tenant names, by the `tenant` of profile events.
+    pub fn profile_tenants(&self) -> Vec<String> {
+        self.adaptive.names().to_vec()
+    }
+
+    /// Per tenant that had profiles: packets under each, and switches.
+    pub fn profile_counts(&self) -> Vec<(String, ProfileCounts)> {
+        self.adaptive.counts()
+    }
+}
