@@ -39,8 +39,8 @@ use chunks::Given;
 pub use chunks::{Chunks, Classified};
 pub use inputs::{BurstRow, ClassInput, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
 pub use spec::{Arrival, BurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos};
-use stats::RowCounters;
-pub use stats::{QosCounters, QosStats, StatsKey};
+pub use stats::{stats_fields, QosCounters, QosStats, StatsKey, StatsRow};
+use stats::{RowCounters, StatsNames};
 
 /// A packet's time as the enforcer reads it (a negative timestamp is 0).
 #[inline]
@@ -245,6 +245,8 @@ pub struct Enforcer {
     class_rows: usize,
     /// Statistics of rows and ports replaced by updates.
     archive: FxHashMap<StatsKey, QosStats>,
+    /// Tenant names by the `tenant` of the [`StatsRow`]s handed out so far.
+    stats_names: StatsNames,
     port: Option<PortState>,
     in_flight: BinaryHeap<Reverse<InFlight>>,
     bursts: Detector,
@@ -670,6 +672,19 @@ impl Enforcer {
         let mut all: Vec<(StatsKey, QosStats)> = all.into_iter().collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
+    }
+
+    /// [`stats`](Enforcer::stats) as rows, in the same order, their tenants indexing
+    /// [`stats_tenants`](Enforcer::stats_tenants).
+    pub fn stats_rows(&mut self) -> Vec<StatsRow> {
+        let stats = self.stats();
+        let names = &mut self.stats_names;
+        stats.into_iter().map(|((tenant, cls), qos)| StatsRow::new(tenant.map_or(-1, |name| names.index_of(&name)), cls, &qos)).collect()
+    }
+
+    /// Tenant names, by the `tenant` of statistics rows (a name keeps its index once given).
+    pub fn stats_tenants(&self) -> Vec<String> {
+        self.stats_names.names().to_vec()
     }
 }
 

@@ -4,6 +4,7 @@ updates, statistics that add up, and the errors bad input gets."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any
 
@@ -228,7 +229,9 @@ def test_update_keeps_the_state_of_unchanged_contracts_and_resets_changed_ones()
     assert packets == {"a": 3, "b": 5}
 
 
-def test_stats_add_up_to_the_packets_in_and_to_the_rows() -> None:
+def mixed_run() -> tuple[Engine, np.ndarray]:
+    """An engine that processed random traffic of two tenants (one with two classes) and of no
+    tenant through meters that re-mark, shapers and a port that drops; and the rows."""
     rng = np.random.default_rng(11)
     pol = policy(
         {
@@ -239,7 +242,8 @@ def test_stats_add_up_to_the_packets_in_and_to_the_rows() -> None:
                                                                         "actions": {"yellow": {"remark": "af12"}}},
                  "classes": [{"name": "bulk", "priority": 2}, {"name": "web", "priority": 0, "shaper": {"rate": "20MB/s"}}],
                  "rules": [{"dst_ports": 80, "class": "web", "action": "allow"}, {"dst_ports": 22, "action": "drop"}]},
-                {"name": "b", "vnis": [101], "rate": "20MB/s", "shaper": {"rate": "40MB/s", "queue": "64KiB"}},
+                {"name": "b", "vnis": [101], "rate": "20MB/s", "shaper": {"rate": "40MB/s", "queue": "64KiB"},
+                 "meter": {"kind": "srtcm", "cir": "45MB/s", "cbs": "16KiB", "ebs": "16KiB"}},
             ],
         }
     )
@@ -247,9 +251,13 @@ def test_stats_add_up_to_the_packets_in_and_to_the_rows() -> None:
     n = 30_000
     rows = records(rng.choice([100, 100, 101, 101, 999], n), np.cumsum(rng.exponential(6_000, n).astype(np.int64)),
                    rng.integers(64, 1501, n), dst_port=rng.choice([80, 443, 22], n))
-    out = process_in_batches(engine, rows, rng, batches=9)
+    return engine, process_in_batches(engine, rows, rng, batches=9)
+
+
+def test_stats_add_up_to_the_packets_in_and_to_the_rows() -> None:
+    engine, out = mixed_run()
     stats = engine.stats()
-    assert sum(s["packets"] for s in stats) == n
+    assert sum(s["packets"] for s in stats) == len(out)
     for s in stats:
         outcomes = sum(o["packets"] for o in s["outcomes"].values())
         assert outcomes + s["in_flight"] == s["packets"], s
@@ -265,6 +273,66 @@ def test_stats_add_up_to_the_packets_in_and_to_the_rows() -> None:
     assert in_rows[Outcome.PENDING] > 0 and in_stats[Outcome.DROP_PORT_QUEUE] > 0 and in_stats[Outcome.REMARKED] > 0
     web = next(s for s in stats if (s["tenant"], s["class"]) == ("a", "web"))
     assert web["delay_ns"]["count"] > 0 and web["delay_ns"]["p50"] <= web["delay_ns"]["p99"] <= web["delay_ns"]["p999"]
+
+
+def test_the_stats_array_is_what_stats_reports_row_by_row() -> None:
+    engine, _ = mixed_run()
+    engine.stats_array()
+    before = engine.stats_tenants
+    # b leaves and c arrives: b's rows stay under its name, whose index does not change.
+    pol = engine.policy
+    engine.update(dataclasses.replace(pol, tenants=(pol.tenants[0], dataclasses.replace(pol.tenants[1], name="c", vnis=(102,)))))
+    engine.process(records([100, 102, 999], 10**10, 1000))
+    rows, stats, names = engine.stats_array(), engine.stats(), engine.stats_tenants
+    assert rows.dtype == isolane.STATS_DTYPE and before == ["a", "b"] and names == ["a", "b", "c"]
+    assert len(rows) == len(stats) == 6  # no tenant; a's classes and its packets in no class; b's class; c's
+    for row, entry in zip(rows, stats):
+        assert (names[row["tenant"]] if row["tenant"] >= 0 else None, row["cls"] if row["cls"] >= 0 else None) == (entry["tenant"], entry["cls"])
+        assert (row["packets"], row["bytes"], row["in_flight"]) == (entry["packets"], entry["bytes"], entry["in_flight"])
+        for color in Color:
+            if color != Color.NONE:
+                assert (row["color_packets"][color], row["color_bytes"][color]) == tuple(entry["colors"][color.name.lower()].values())
+        for outcome in Outcome:
+            got = (row["outcome_packets"][outcome], row["outcome_bytes"][outcome])
+            assert got == ((0, 0) if outcome == Outcome.PENDING else tuple(entry["outcomes"][outcome.name.lower()].values()))
+        delay = entry["delay_ns"]
+        assert row["delay_count"] == delay["count"]
+        for quantile in ("p50", "p99", "p999", "max"):
+            assert row[f"delay_{quantile}_ns"] == (delay[quantile] if delay["count"] else 0)
+    # What the traffic exercised: both metered colours, drops at several stages, queueing delays.
+    totals = rows["outcome_packets"].sum(axis=0)
+    assert rows["color_packets"][:, Color.YELLOW].sum() > 0 and rows["color_packets"][:, Color.RED].sum() > 0
+    assert all(totals[o] > 0 for o in (Outcome.REMARKED, Outcome.DROP_CLASSIFIER, Outcome.DROP_METER, Outcome.DROP_PORT_QUEUE))
+    assert (rows["delay_count"] > 0).sum() >= 2
+
+
+def test_every_row_of_the_stats_array_adds_up() -> None:
+    engine, out = mixed_run()
+    rows = engine.stats_array()
+    assert (rows["in_flight"] > 0).any(), "the port still holds packets: in_flight counts"
+    np.testing.assert_array_equal(rows["outcome_packets"].sum(axis=1) + rows["in_flight"], rows["packets"])
+    np.testing.assert_array_equal(rows["outcome_bytes"].sum(axis=1) <= rows["bytes"], True)
+    np.testing.assert_array_equal(rows["color_packets"].sum(axis=1) + rows["outcome_packets"][:, Outcome.DROP_CLASSIFIER], rows["packets"])
+    np.testing.assert_array_equal(rows["outcome_packets"][:, Outcome.PENDING], 0)
+    assert rows["packets"].sum() == len(out)
+    engine.drain()
+    rows = engine.stats_array()
+    np.testing.assert_array_equal(rows["in_flight"], 0)
+    np.testing.assert_array_equal(rows["outcome_packets"].sum(axis=1), rows["packets"])
+    np.testing.assert_array_equal(rows["outcome_bytes"].sum(axis=1), rows["bytes"])
+
+
+def test_the_stats_dtype_is_the_rust_row() -> None:
+    fields, itemsize = isolane._core.stats_layout()
+    dtype = isolane.STATS_DTYPE
+    assert dtype.fields is not None and dtype.itemsize == itemsize and list(dtype.fields) == [name for name, _, _ in fields]
+    numpy_fields = {name: (field[0], field[1]) for name, field in dtype.fields.items()}
+    assert [numpy_fields[name][1] for name, _, _ in fields] == [offset for _, _, offset in fields]
+    # The fields tile the row: no byte of Rust's struct is left out or read twice.
+    spans = sorted((offset, offset + numpy_fields[name][0].itemsize) for name, _, offset in fields)
+    assert spans[0][0] == 0 and spans[-1][1] == itemsize and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert dtype["outcome_packets"].shape == (len(Outcome),) and dtype["color_packets"].shape == (len(Color) - 1,)
+    assert Engine(policy({"tenants": []})).stats_array().dtype == dtype
 
 
 def test_parse_fills_the_timestamp_and_the_tenant_frame_length() -> None:

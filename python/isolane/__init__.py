@@ -25,7 +25,7 @@ from isolane._core import (
 )
 from isolane.codes import Action, BurstScope, BurstView, Color, Outcome, Reason, Status, Tunnel
 from isolane.commands.replay import ReplayReport, format_report, replay
-from isolane.engine import BURST_DTYPE, BURST_FLOW_DTYPE, DEFAULT_POLLS, PROCESSED_DTYPE, VERDICT_DTYPE, Engine, UpdateReport
+from isolane.engine import BURST_DTYPE, BURST_FLOW_DTYPE, DEFAULT_POLLS, PROCESSED_DTYPE, STATS_DTYPE, VERDICT_DTYPE, Engine, UpdateReport
 from isolane.parsing import PARSED_DTYPE, LinkType, format_addresses, parse
 from isolane.policy import Policy, PolicyError, PolicyWarning
 
@@ -36,6 +36,7 @@ __all__ = [
     "GENEVE_PORT",
     "PARSED_DTYPE",
     "PROCESSED_DTYPE",
+    "STATS_DTYPE",
     "VERDICT_DTYPE",
     "VXLAN_PORT",
     "Action",

@@ -33,6 +33,7 @@ __all__ = [
     "processed_layout",
     "read_pcap",
     "record_layout",
+    "stats_layout",
     "verdict_layout",
 ]
 
@@ -170,6 +171,9 @@ def processed_layout() -> tuple[list[tuple[str, str, int]], int]:
 def verdict_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The verdict record's fields as (name, numpy type, byte offset), and its size."""
 
+def stats_layout() -> tuple[list[tuple[str, str, int]], int]:
+    """The statistics row's fields as (name, numpy type, byte offset), and its size."""
+
 @final
 class RuleTable:
     """First-match rule table (docs/classify-contract.md): index 0 is checked first."""
@@ -274,9 +278,12 @@ class Engine:
     def burst_stats(self) -> list[dict[str, Any]]:
         """One dict per scope watched for bursts: its setting, totals and polled views."""
 
-    def qos_stats(self) -> list[dict[str, Any]]:
-        """QoS statistics, one dict per (tenant, class id): counters by colour and outcome,
-        packets in flight to the port, queueing delay quantiles."""
+    def qos_stats(self) -> npt.NDArray[np.uint8]:
+        """QoS statistics, one row per (tenant, class id) seen (raw bytes of a STATS_DTYPE array):
+        counters by colour and outcome, packets in flight to the port, queueing delay quantiles."""
+
+    def stats_tenants(self) -> list[str]:
+        """Tenant names, by the `tenant` of statistics rows."""
 
     def counters(self) -> dict[str | None, dict[str, list[int]]]: ...
     @property

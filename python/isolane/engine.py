@@ -4,16 +4,16 @@
 runs without the GIL; ``update`` swaps in a new policy atomically while other threads keep
 classifying, sharing the tables of tenants that did not change and patching a one-rule change
 instead of rebuilding. ``process`` also enforces the policy's QoS contracts (meters, shapers,
-the egress port; ``docs/qos.md``) in packet time, and ``stats`` reports what they did;
-``Engine(policy, threads=2)`` processes each batch on two threads (they share classification,
-one of them enforces), with the same results as on one.
+the egress port; ``docs/qos.md``) in packet time, and ``stats_array`` (``stats``: its rows as
+dicts) reports what they did; ``Engine(policy, threads=2)`` processes each batch on two threads
+(they share classification, one of them enforces), with the same results as on one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,14 @@ BURST_FLOW_DTYPE: np.dtype = dtype_of(_core.burst_flow_layout())
 (``src``, ``dst`` as 16 bytes, ``src_port``, ``dst_port``, ``proto``), ``packets``, ``bytes`` and
 ``error_bytes`` (the most ``bytes`` may be over: 0 while a burst has at most 32 flows)."""
 
+STATS_DTYPE: np.dtype = dtype_of(_core.stats_layout())
+"""One row of :meth:`Engine.stats_array`, a tenant and class seen (``docs/qos.md``,
+"Statistics"): ``tenant`` (an index into :attr:`Engine.stats_tenants`, -1: packets of no tenant),
+``cls`` (class id, -1: packets in no class), ``packets`` and ``bytes`` in, ``color_packets`` and
+``color_bytes`` (3 each, by :class:`Color`), ``outcome_packets`` and ``outcome_bytes`` (by
+:class:`Outcome`; ``pending`` always 0), ``in_flight``, ``delay_count`` and ``delay_p50_ns``,
+``delay_p99_ns``, ``delay_p999_ns``, ``delay_max_ns`` (all 0 where ``delay_count`` is 0)."""
+
 DEFAULT_POLLS = ("1s", "100ms", "10ms", "1ms")
 """The polling intervals of the polled views, as a switch's counters are read."""
 
@@ -77,6 +85,20 @@ class UpdateReport:
     """Tenants patched by one rule insertion, removal or replacement."""
     rebuilt: int
     """Tenants whose tables were built anew (new tenants, larger changes)."""
+
+
+def stats_key(row: np.void, tenants: Sequence[str]) -> tuple[str | None, int | None]:
+    """A :data:`STATS_DTYPE` row's (tenant name, class id), None where -1; ``tenants``:
+    :attr:`Engine.stats_tenants`, read after the row."""
+    tenant, cls = int(row["tenant"]), int(row["cls"])
+    return tenants[tenant] if tenant >= 0 else None, cls if cls >= 0 else None
+
+
+def stats_delays(row: np.void) -> dict[str, int | None]:
+    """A :data:`STATS_DTYPE` row's queueing delays as :meth:`Engine.stats` gives them:
+    ``count``, then ``p50``, ``p99``, ``p999`` and ``max`` in ns, None where no packet was sent."""
+    count = int(row["delay_count"])
+    return {"count": count, **{q: int(row[f"delay_{q}_ns"]) if count else None for q in ("p50", "p99", "p999", "max")}}
 
 
 def _as_records(rows: npt.NDArray[np.void]) -> npt.NDArray[np.void]:
@@ -258,21 +280,36 @@ class Engine:
         self._hand_bursts()
         return raw.view(PROCESSED_DTYPE)
 
+    def stats_array(self) -> npt.NDArray[np.void]:
+        """QoS statistics since the engine was made, one row per tenant and class seen
+        (:data:`STATS_DTYPE`; ``docs/qos.md``, "Statistics"), by tenant name then class id (no
+        tenant and no class first), so that they run on across updates. ``tenant`` indexes
+        :attr:`stats_tenants`. In every row, ``packets`` = ``outcome_packets.sum()`` +
+        ``in_flight``."""
+        return self._core.qos_stats().view(STATS_DTYPE)
+
+    @property
+    def stats_tenants(self) -> list[str]:
+        """Tenant names by the ``tenant`` field of :meth:`stats_array` (a name keeps its index
+        once given, so names read after an array cover it)."""
+        return self._core.stats_tenants()
+
     def stats(self) -> list[dict[str, Any]]:
-        """QoS statistics since the engine was made, one dict per tenant and class, by tenant
-        name and class id so that they run on across updates (see ``docs/qos.md``,
-        "Statistics"): ``tenant`` (None: packets of no tenant), ``cls`` (None: packets in no
-        class, i.e. classifier drops), ``class`` (its name in the current policy, if any),
-        ``packets`` and ``bytes`` in, ``colors`` and ``outcomes`` (each name to ``packets`` and
-        ``bytes``; :class:`Outcome` names but ``pending``), ``actions`` (packets passed,
-        re-marked, dropped), ``in_flight`` (released to the port after the latest packet time
-        seen), ``delay_ns`` (queueing delay at the port: ``count``, ``p50``, ``p99``, ``p999``,
+        """:meth:`stats_array` as one dict per row (see ``docs/qos.md``, "Statistics"):
+        ``tenant`` (its name; None: packets of no tenant), ``cls`` (None: packets in no class,
+        i.e. classifier drops), ``class`` (its name in the current policy, if any), ``packets``
+        and ``bytes`` in, ``colors`` and ``outcomes`` (each name to ``packets`` and ``bytes``;
+        :class:`Outcome` names but ``pending``), ``actions`` (packets passed, re-marked,
+        dropped), ``in_flight`` (released to the port after the latest packet time seen),
+        ``delay_ns`` (queueing delay at the port: ``count``, ``p50``, ``p99``, ``p999``,
         ``max``; None where no packet was sent), ``microburst`` (the burst statistics of the
         entry's ``tenant`` and of its ``class``, as :meth:`burst_stats` gives them, each None
         where that scope is not watched). Packets in = sum of outcomes + in_flight."""
+        rows = self.stats_array()
+        tenants = self.stats_tenants  # read after the rows, so that it names every one of them
         class_names = {t.name: t.class_names for t in self.policy.tenants}
         scopes = {(s["scope"], s["tenant"], s["cls"]): s for s in self.burst_stats()}
-        entries = [_stats_entry(raw, class_names) for raw in self._core.qos_stats()]
+        entries = [_stats_entry(row, tenants, class_names) for row in rows]
         for entry in entries:
             tenant, cls = entry["tenant"], entry["cls"]
             entry["microburst"] = {"tenant": scopes.get(("tenant", tenant, None)), "class": scopes.get(("class", tenant, cls))}
@@ -410,22 +447,32 @@ class Engine:
         return out
 
 
-def _stats_entry(raw: dict[str, Any], class_names: dict[str, list[str]]) -> dict[str, Any]:
-    names = class_names.get(raw["tenant"], [])
-    cls = raw["cls"]
-    outcomes = {
-        o.name.lower(): {"packets": raw["outcome_packets"][o], "bytes": raw["outcome_bytes"][o]} for o in Outcome if o != Outcome.PENDING
-    }
-    dropped = sum(v["packets"] for name, v in outcomes.items() if Outcome[name.upper()].dropped)
+# The codes a statistics row's colour and outcome columns are indexed by, with their names in
+# Engine.stats (plain ints and strings: read for every row).
+_COLORS = [(int(c), c.name.lower()) for c in Color if c != Color.NONE]
+_OUTCOMES = [(int(o), o.name.lower()) for o in Outcome if o != Outcome.PENDING]
+_DROPPED = [int(o) for o in Outcome if o.dropped]
+
+
+def _stats_entry(row: np.void, tenants: Sequence[str], class_names: dict[str, list[str]]) -> dict[str, Any]:
+    """A :data:`STATS_DTYPE` row as :meth:`Engine.stats` gives it (but ``microburst``)."""
+    tenant, cls = stats_key(row, tenants)
+    names = class_names.get(tenant, []) if tenant is not None else []
+    color_packets, color_bytes = row["color_packets"].tolist(), row["color_bytes"].tolist()
+    outcome_packets, outcome_bytes = row["outcome_packets"].tolist(), row["outcome_bytes"].tolist()
     return {
-        "tenant": raw["tenant"],
+        "tenant": tenant,
         "cls": cls,
         "class": names[cls] if cls is not None and cls < len(names) else None,
-        "packets": raw["packets"],
-        "bytes": raw["bytes"],
-        "colors": {c.name.lower(): {"packets": raw["color_packets"][c], "bytes": raw["color_bytes"][c]} for c in Color if c != Color.NONE},
-        "outcomes": outcomes,
-        "actions": {"pass": outcomes["pass"]["packets"], "remark": outcomes["remarked"]["packets"], "drop": dropped},
-        "in_flight": raw["in_flight"],
-        "delay_ns": raw["delay_ns"],
+        "packets": int(row["packets"]),
+        "bytes": int(row["bytes"]),
+        "colors": {name: {"packets": color_packets[c], "bytes": color_bytes[c]} for c, name in _COLORS},
+        "outcomes": {name: {"packets": outcome_packets[o], "bytes": outcome_bytes[o]} for o, name in _OUTCOMES},
+        "actions": {
+            "pass": outcome_packets[Outcome.PASS],
+            "remark": outcome_packets[Outcome.REMARKED],
+            "drop": sum(outcome_packets[o] for o in _DROPPED),
+        },
+        "in_flight": int(row["in_flight"]),
+        "delay_ns": stats_delays(row),
     }

@@ -170,6 +170,67 @@ fn the_port_sees_packets_at_their_release_and_its_verdicts_reach_the_batch_or_th
     assert_eq!(a_stats.delay_ns.count(), 2, "both of a's packets have started sending");
 }
 
+/// Statistics rows are [`Enforcer::stats`] in its order, a tenant named by an index that
+/// updates do not change (a removed tenant's rows stay, under their name).
+#[test]
+fn statistics_rows_follow_stats_and_tenants_keep_their_index() {
+    let classes = || vec![Contract::default(), Contract::default()];
+    let mut s = spec(vec![tenant("a", Contract::default(), classes()), tenant("b", Contract::default(), classes())]);
+    s.port = Some(PortConfig { line_rate: 1000, buffer_bytes: 350, mode: PortMode::PerTenant });
+    let mut e = enforcer(s.clone());
+    let p = |tenant, cls, action| (packet(0, 100), verdict(tenant, cls, action));
+    run(&mut e, &[p(0, 0, ALLOW), p(0, 1, ALLOW), p(1, 0, ALLOW), p(1, 0, ALLOW), p(1, 0, ALLOW), p(1, -1, DROP), p(-1, -1, ALLOW)]);
+    assert_rows_match_stats(&mut e);
+    let first = e.stats_tenants();
+    assert_eq!(first, ["a", "b"]);
+    s.tenants = vec![tenant("c", Contract::default(), classes()), s.tenants[1].clone()];
+    let names = names(&s);
+    e.stage(Some(s));
+    e.retarget(&names);
+    run(&mut e, &[p(0, 0, ALLOW), p(1, 1, ALLOW)]);
+    e.drain();
+    let rows = assert_rows_match_stats(&mut e);
+    assert_eq!(e.stats_tenants(), ["a", "b", "c"], "names only grow: a's rows are archived, c is new");
+    assert!(rows.iter().any(|row| row.delay_count > 0 && row.delay_max_ns > 0), "{rows:?}");
+    assert!(rows.iter().any(|row| row.outcome_packets[Outcome::DropPortBuffer as usize] > 0), "{rows:?}");
+}
+
+fn assert_rows_match_stats(e: &mut Enforcer) -> Vec<StatsRow> {
+    let rows = e.stats_rows();
+    let (stats, tenants) = (e.stats(), e.stats_tenants());
+    assert_eq!(rows.len(), stats.len());
+    for (row, (key, stats)) in rows.iter().zip(stats) {
+        let tenant = usize::try_from(row.tenant).ok().map(|index| tenants[index].clone());
+        assert_eq!((tenant, u16::try_from(row.cls).ok()), key);
+        let c = &stats.counters;
+        assert_eq!((row.packets, row.bytes, row.color_packets, row.color_bytes), (c.packets, c.bytes, c.color_packets, c.color_bytes), "{key:?}");
+        assert_eq!((row.outcome_packets, row.outcome_bytes, row.in_flight), (c.outcome_packets, c.outcome_bytes, stats.in_flight), "{key:?}");
+        let d = &stats.delay_ns;
+        let quantiles = [d.p50(), d.p99(), d.p999()].map(|q| q.unwrap_or(0));
+        assert_eq!(
+            [row.delay_count, row.delay_p50_ns, row.delay_p99_ns, row.delay_p999_ns, row.delay_max_ns],
+            [d.count(), quantiles[0], quantiles[1], quantiles[2], d.max()]
+        );
+        assert_eq!(row.outcome_packets.iter().sum::<u64>() + row.in_flight, row.packets, "{key:?}: outcomes + in flight = packets in");
+    }
+    rows
+}
+
+/// `isolane.STATS_DTYPE` is read from these fields: they must tile the row, no byte unnamed.
+#[test]
+fn the_statistics_fields_cover_the_row_once() {
+    let mut fields = stats_fields();
+    fields.sort_by_key(|field| field.2);
+    let mut end = 0;
+    for (name, format, offset) in fields {
+        assert_eq!(offset, end, "{name} starts where the field before it ends");
+        let count: usize = format.strip_prefix('(').map_or(1, |rest| rest.split(',').next().unwrap().parse().unwrap());
+        let size = format.chars().last().unwrap().to_digit(10).unwrap() as usize;
+        end += count * size;
+    }
+    assert_eq!(end, std::mem::size_of::<StatsRow>());
+}
+
 #[test]
 fn an_update_keeps_unchanged_contracts_and_resets_changed_ones() {
     let meter = |cbs| Contract { meter: Some(srtcm(1, cbs, 0, POLICE)), shaper: None };

@@ -7,7 +7,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::bursts::{BurstEvent, FlowRow};
 use crate::classify::Rule;
-use crate::enforce::{self, Processed, QosSettings, QosStats, TenantInput};
+use crate::enforce::{self, Processed, QosSettings, StatsRow, TenantInput};
 use crate::engine::{self, Delta, Route, RuleEdit, RuleRow, TablesSpec, TenantEntry, TenantOp, TenantSpec, Verdict};
 use crate::error::CoreError;
 use crate::memory;
@@ -241,11 +241,17 @@ impl Engine {
         PyList::new(py, stats.iter().map(|scope| burst_stats_dict(py, scope)).collect::<PyResult<Vec<_>>>()?)
     }
 
-    /// QoS statistics, one dict per (tenant, class id): counters by colour and outcome,
-    /// packets in flight to the port, queueing delay quantiles.
-    fn qos_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let rows = self.engine.qos_stats().into_iter().map(|((tenant, cls), stats)| qos_stats_dict(py, tenant, cls, &stats));
-        PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)
+    /// QoS statistics, one row per (tenant, class id) seen (raw bytes of a STATS_DTYPE array):
+    /// counters by colour and outcome, packets in flight to the port, queueing delay quantiles.
+    fn qos_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        // StatsRow is 8-byte aligned: its bytes are copied, not cast in place, into a u8 vector.
+        let rows = without_gil(py, || self.engine.with_enforcer(|enforcer| bytemuck::cast_slice::<StatsRow, u8>(&enforcer.stats_rows()).to_vec()))?;
+        Ok(PyArray1::from_vec(py, rows))
+    }
+
+    /// Tenant names, by the `tenant` of statistics rows.
+    fn stats_tenants(&self) -> Vec<String> {
+        self.engine.with_enforcer(|enforcer| enforcer.stats_tenants())
     }
 
     /// Per tenant name (None: packets no tenant claims): packets and bytes by action, and
@@ -293,29 +299,6 @@ fn per_record<'py, T: bytemuck::Pod + Send>(
     Ok(PyArray1::from_vec(py, out))
 }
 
-fn qos_stats_dict<'py>(py: Python<'py>, tenant: Option<String>, cls: Option<u16>, stats: &QosStats) -> PyResult<Bound<'py, PyDict>> {
-    let c = &stats.counters;
-    let entry = PyDict::new(py);
-    entry.set_item("tenant", tenant)?;
-    entry.set_item("cls", cls)?;
-    entry.set_item("packets", c.packets)?;
-    entry.set_item("bytes", c.bytes)?;
-    entry.set_item("color_packets", c.color_packets.to_vec())?;
-    entry.set_item("color_bytes", c.color_bytes.to_vec())?;
-    entry.set_item("outcome_packets", c.outcome_packets.to_vec())?;
-    entry.set_item("outcome_bytes", c.outcome_bytes.to_vec())?;
-    entry.set_item("in_flight", stats.in_flight)?;
-    let delay = &stats.delay_ns;
-    let delays = PyDict::new(py);
-    delays.set_item("count", delay.count())?;
-    delays.set_item("p50", delay.p50())?;
-    delays.set_item("p99", delay.p99())?;
-    delays.set_item("p999", delay.p999())?;
-    delays.set_item("max", (delay.count() > 0).then(|| delay.max()))?;
-    entry.set_item("delay_ns", delays)?;
-    Ok(entry)
-}
-
 /// The processed record's fields as (name, numpy type, byte offset), and its size.
 #[pyfunction]
 pub(super) fn processed_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, usize)> {
@@ -326,4 +309,10 @@ pub(super) fn processed_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, u
 #[pyfunction]
 pub(super) fn verdict_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, usize)> {
     Ok((PyList::new(py, engine::verdict_fields())?, std::mem::size_of::<Verdict>()))
+}
+
+/// The statistics row's fields as (name, numpy type, byte offset), and its size.
+#[pyfunction]
+pub(super) fn stats_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, usize)> {
+    Ok((PyList::new(py, enforce::stats_fields())?, std::mem::size_of::<StatsRow>()))
 }

@@ -1,8 +1,8 @@
 """A capture replayed through a policy, tenant by tenant: what ``isolane replay`` reports.
 
 :func:`replay` streams a capture through an :class:`~isolane.Engine` batch by batch (bounded
-memory) and builds a :class:`ReplayReport` from :meth:`~isolane.Engine.stats` (per tenant and
-class: colours, outcomes, queueing delays), :meth:`~isolane.Engine.counters` (every packet's
+memory) and builds a :class:`ReplayReport` from :meth:`~isolane.Engine.stats_array` (per tenant
+and class: colours, outcomes, queueing delays), :meth:`~isolane.Engine.counters` (every packet's
 verdict reason) and, for the classifier's drops, the reason of each dropped row. Every packet
 read is accounted for once; :meth:`ReplayReport.discrepancies` says where the numbers do not
 add up (which would be a bug in isolane). ``docs/qos.md`` ("Replaying a capture") describes
@@ -23,15 +23,19 @@ import numpy.typing as npt
 from isolane import _core
 from isolane.codes import Color, Outcome, Reason
 from isolane.commands.replay_bursts import ScopeBursts, burst_events, format_bursts, scope_summaries, with_window
-from isolane.engine import DEFAULT_POLLS, Engine
+from isolane.engine import DEFAULT_POLLS, Engine, stats_delays, stats_key
 from isolane.policy import Policy
 
-COLORS = [color.name.lower() for color in Color if color != Color.NONE]
-DROP_STAGES = [outcome.name.lower().removeprefix("drop_") for outcome in Outcome if outcome.dropped]
+_METERED = [color for color in Color if color != Color.NONE]
+COLORS = [color.name.lower() for color in _METERED]
+_DROPS = [outcome for outcome in Outcome if outcome.dropped]
+DROP_STAGES = [outcome.name.lower().removeprefix("drop_") for outcome in _DROPS]
 """Where a packet was dropped: ``classifier``, ``meter``, ``shaper_bytes``, ... (the
 :class:`~isolane.Outcome` names)."""
 REASONS = [reason.name.lower() for reason in Reason]
 """Why the classifier gave its verdict (the :class:`~isolane.Reason` names)."""
+StatsKey = tuple[str | None, int | None]
+"""(tenant name, class id) of a statistics row, None for no tenant or no class."""
 NO_DELAYS: dict[str, int | None] = {"count": 0, "p50": None, "p99": None, "p999": None, "max": None}
 
 COUNT_MEANINGS = {
@@ -244,7 +248,9 @@ def replay(
     reasons: Counter[str] = Counter()
     for counters in engine.counters().values():
         reasons.update(counters["reasons"])
-    stats = engine.stats()
+    rows = engine.stats_array()
+    tenants = engine.stats_tenants  # read after the rows, so that it names every one of them
+    stats = {stats_key(row, tenants): row for row in rows}
     events = burst_events(engine, start_ns or 0)
     return ReplayReport(
         capture=os.fspath(capture),
@@ -259,10 +265,11 @@ def replay(
     )
 
 
-def _drops(stats: list[dict[str, Any]]) -> dict[tuple[str | None, int | None], int]:
+def _drops(stats: dict[StatsKey, np.void]) -> dict[StatsKey, int]:
     """Packets dropped after the classifier (which puts its drops in no burst scope) by
     (tenant, class), as ``stats`` counts them."""
-    return {(e["tenant"], e["cls"]): e["actions"]["drop"] - e["outcomes"]["drop_classifier"]["packets"] for e in stats}
+    later = [o for o in _DROPS if o != Outcome.DROP_CLASSIFIER]
+    return {key: int(row["outcome_packets"][later].sum()) for key, row in stats.items()}
 
 
 def _classifier_drops(rows: npt.NDArray[np.void], tenant_names: Sequence[str]) -> Counter[tuple[str | None, str]]:
@@ -277,40 +284,39 @@ def _classifier_drops(rows: npt.NDArray[np.void], tenant_names: Sequence[str]) -
     return out
 
 
-def _tenant_reports(policy: Policy, stats: list[dict[str, Any]], classifier_drops: Counter[tuple[str | None, str]]) -> list[TenantReport]:
+def _tenant_reports(policy: Policy, stats: dict[StatsKey, np.void], classifier_drops: Counter[tuple[str | None, str]]) -> list[TenantReport]:
     """Every class of the policy in its order (with zeros where no packet came), then whatever
     else the engine counted: each tenant's packets in no class, the packets of no tenant."""
-    by_key = {(entry["tenant"], entry["cls"]): entry for entry in stats}
-    keys: list[tuple[str | None, int | None]] = [(t.name, cls) for t in policy.tenants for cls in range(len(t.classes))]
-    extra = {*by_key, *((tenant, None) for tenant, _ in classifier_drops), (None, None)}.difference(keys)
+    keys: list[StatsKey] = [(t.name, cls) for t in policy.tenants for cls in range(len(t.classes))]
+    extra = {*stats, *((tenant, None) for tenant, _ in classifier_drops), (None, None)}.difference(keys)
     keys += sorted(extra, key=lambda key: (key[0] is None, str(key[0]), -1 if key[1] is None else key[1]))
     class_names = {t.name: t.class_names for t in policy.tenants}
     tenants: dict[str | None, TenantReport] = {}
     for tenant, cls in keys:
-        entry = by_key.get((tenant, cls))
-        counts = _counts(entry)
+        row = stats.get((tenant, cls))
+        counts = _counts(row)
         if cls is None:
             counts.classifier_drops = {reason: classifier_drops[(tenant, reason)] for reason in REASONS}
         names = class_names.get(tenant, []) if tenant is not None else []
         name = names[cls] if cls is not None and cls < len(names) else None
-        delay_ns = (entry["delay_ns"] if entry else dict(NO_DELAYS)) if policy.port is not None else None
+        delay_ns = (stats_delays(row) if row is not None else dict(NO_DELAYS)) if policy.port is not None else None
         tenants.setdefault(tenant, TenantReport(tenant, [])).classes.append(ClassReport(cls, name, counts, delay_ns))
     return list(tenants.values())
 
 
-def _counts(entry: dict[str, Any] | None) -> Counts:
-    """One entry of ``Engine.stats`` (None: no packet came) as Counts."""
-    if entry is None:
+def _counts(row: np.void | None) -> Counts:
+    """One row of ``Engine.stats_array`` (None: no packet came) as Counts."""
+    if row is None:
         return Counts()
-    outcomes = entry["outcomes"]
+    colors, outcomes = row["color_packets"].tolist(), row["outcome_packets"].tolist()
     return Counts(
-        packets=entry["packets"],
-        bytes=entry["bytes"],
-        colors={color: entry["colors"][color]["packets"] for color in COLORS},
-        passed=outcomes["pass"]["packets"],
-        remarked=outcomes["remarked"]["packets"],
-        drops={stage: outcomes[f"drop_{stage}"]["packets"] for stage in DROP_STAGES},
-        in_flight=entry["in_flight"],
+        packets=int(row["packets"]),
+        bytes=int(row["bytes"]),
+        colors={name: colors[color] for name, color in zip(COLORS, _METERED)},
+        passed=outcomes[Outcome.PASS],
+        remarked=outcomes[Outcome.REMARKED],
+        drops={stage: outcomes[outcome] for stage, outcome in zip(DROP_STAGES, _DROPS)},
+        in_flight=int(row["in_flight"]),
     )
 
 

@@ -137,7 +137,7 @@ def _address(raw: npt.NDArray[np.uint8]) -> str:
 
 def scope_summaries(engine: Engine, events: Sequence[dict[str, Any]], drops: dict[tuple[str | None, int | None], int]) -> list[ScopeBursts]:
     """Per scope watched: ``drops`` is the packets dropped after the classifier by (tenant,
-    class), as ``stats()`` counts them."""
+    class), as ``Engine.stats_array()`` counts them."""
     out = []
     order = {name: index for index, name in enumerate(engine.policy.tenant_names)}
     in_policy_order = sorted(

@@ -164,6 +164,9 @@ class TenantQos(NamedTuple):
     shaper: ShaperRow
     microburst: BurstRow | None
     classes: tuple[ClassQos, ...]
+    on_burst: None = None
+    """Adaptive profiles (docs/qos.md): not yet in the policy."""
+    on_overload: None = None
 
 
 class QosContext(NamedTuple):
@@ -182,6 +185,7 @@ class PortQos(NamedTuple):
     alpha_log2: int
     reserve: int
     microburst: BurstRow
+    overload: None = None
 
 
 class QosSettings(NamedTuple):
