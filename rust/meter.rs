@@ -8,7 +8,8 @@
 //! Time is packet time in nanoseconds (capture timestamps), never the wall clock, so a run over
 //! a capture is reproducible. Tokens are counted in nano-bytes (bytes x 10^9): a rate in bytes/s
 //! times an elapsed time in ns is then an exact token count, with no rounding and no floats, and
-//! a packet of B bytes fits exactly when a bucket holds B x 10^9. Tokens accrue continuously
+//! a packet of B bytes would exactly empty a bucket that holds B x 10^9, which RFCs 2697 and
+//! 2698 allow ("Tc(t)-B >= 0") and RFC 4115 does not ("Tc(t)- B > 0"). Tokens accrue continuously
 //! (the RFCs add a byte CIR times a second: the same rate, without its steps); what a full
 //! bucket cannot hold is lost (in srTCM it spills from C into E first).
 
@@ -45,7 +46,8 @@ pub enum MeterKind {
     /// peak spends P, a green one spends C too.
     TrTcm { pir: u64, pbs: u64, cir: u64, cbs: u64 },
     /// RFC 4115: C filled at CIR and E at EIR, independently; a green packet spends only C, a
-    /// yellow one only E, so excess traffic cannot eat into the committed rate.
+    /// yellow one only E, so excess traffic cannot eat into the committed rate. A bucket takes a
+    /// packet only if it holds more than the packet's bytes, not just as many.
     Rfc4115 { cir: u64, cbs: u64, eir: u64, ebs: u64 },
 }
 
@@ -151,6 +153,9 @@ pub struct MeterConsts {
     spills: bool,
     /// trTCM: a packet tries P first.
     peak_first: bool,
+    /// RFC 4115: a bucket takes a packet only if it holds more tokens than the packet's bytes
+    /// ("Tc(t)- B > 0"), where RFCs 2697 and 2698 take one that empties it ("Tc(t)-B >= 0").
+    needs_more_than_cost: bool,
 }
 
 impl MeterConsts {
@@ -169,6 +174,7 @@ impl MeterConsts {
             excess_or_peak_rate,
             spills: matches!(params.kind, MeterKind::SrTcm { .. }),
             peak_first: matches!(params.kind, MeterKind::TrTcm { .. }),
+            needs_more_than_cost: matches!(params.kind, MeterKind::Rfc4115 { .. }),
         }
     }
 }
@@ -223,7 +229,9 @@ impl MeterState {
         if consts.peak_first {
             self.peak_then_committed(cost, color_in)
         } else {
-            self.committed_then_excess(cost, color_in)
+            // Tokens are whole nano-bytes, so "more than the cost" is "at least the cost + 1".
+            let fewest_tokens = cost + u64::from(consts.needs_more_than_cost);
+            self.committed_then_excess(cost, fewest_tokens, color_in)
         }
     }
 
@@ -251,13 +259,14 @@ impl MeterState {
         elapsed_ns
     }
 
-    /// srTCM and RFC 4115: a green packet that fits in C stays green and spends C; otherwise a
-    /// green or yellow one that fits in E is yellow and spends E; anything else is red and
-    /// spends nothing. Without branches: the colour depends on the traffic.
+    /// srTCM and RFC 4115: a green packet that fits in C (holds `fewest_tokens`: the cost, or
+    /// one nano-byte more for RFC 4115) stays green and spends C; otherwise a green or yellow one
+    /// that fits in E is yellow and spends E; anything else is red and spends nothing. Without
+    /// branches: the colour depends on the traffic.
     #[inline]
-    fn committed_then_excess(&mut self, cost: u64, color_in: Color) -> Color {
-        let green = (color_in == Color::Green) & (self.committed >= cost);
-        let yellow = !green & (color_in != Color::Red) & (self.excess_or_peak >= cost);
+    fn committed_then_excess(&mut self, cost: u64, fewest_tokens: u64, color_in: Color) -> Color {
+        let green = (color_in == Color::Green) & (self.committed >= fewest_tokens);
+        let yellow = !green & (color_in != Color::Red) & (self.excess_or_peak >= fewest_tokens);
         self.committed -= select_unpredictable(green, cost, 0);
         self.excess_or_peak -= select_unpredictable(yellow, cost, 0);
         pick_color(green, yellow)
@@ -312,7 +321,8 @@ fn fill(tokens: &mut u64, cap: u64, arrived: u64) -> u64 {
 /// Too small a burst is the most common policer mistake: TCP sends a window at a time, a bucket
 /// that cannot absorb it drops the tail of every window, and the flow collapses far below the
 /// configured rate. About a millisecond at the rate covers a data-center window; a bucket
-/// smaller than a frame would mark that frame red forever.
+/// smaller than a frame would mark that frame red forever. An RFC 4115 bucket must hold more
+/// than a frame's bytes to pass it: give it the largest frame + 1, as `isolane.policy` does.
 pub fn default_burst(rate_bytes_per_s: u64, largest_frame: u32) -> u64 {
     (rate_bytes_per_s / 1000).max(u64::from(largest_frame)).min(MAX_BURST_BYTES)
 }

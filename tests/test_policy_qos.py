@@ -262,28 +262,30 @@ def test_bits_become_bytes_exactly(text: str, bytes_per_second: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("rate", "largest_frame", "burst"),
+    ("rate", "largest_frame", "burst", "rfc4115_burst"),
     [
-        ("1Gbps", None, 125_000),  # 1 ms at 125 MB/s
-        ("40Gbps", None, 5_000_000),
-        ("400Gbps", "1500B", 50_000_000),
-        ("10Mbps", None, 9216),  # 1 ms is 1,250 B: the largest frame (default 9216 B)
-        ("10Mbps", "1514B", 1514),
-        ("10Mbps", "1000B", 1250),
-        ("1234568bps", "64B", 154),  # 154,321 B/s: 154.321 B in 1 ms, rounded down as in Rust
-        ("8bps", "64B", 64),
+        ("1Gbps", None, 125_000, 125_000),  # 1 ms at 125 MB/s
+        ("40Gbps", None, 5_000_000, 5_000_000),
+        ("400Gbps", "1500B", 50_000_000, 50_000_000),
+        ("10Mbps", None, 9216, 9217),  # 1 ms is 1,250 B: the largest frame (default 9216 B), a byte more for RFC 4115
+        ("10Mbps", "1514B", 1514, 1515),
+        ("10Mbps", "1000B", 1250, 1250),
+        ("1234568bps", "64B", 154, 154),  # 154,321 B/s: 154.321 B in 1 ms, rounded down as in Rust
+        ("8bps", "64B", 64, 65),
     ],
 )
-def test_default_bursts_are_a_millisecond_but_at_least_the_largest_frame(rate: str, largest_frame: str | None, burst: int) -> None:
+def test_default_bursts_are_a_millisecond_but_at_least_the_largest_frame(rate: str, largest_frame: str | None, burst: int, rfc4115_burst: int) -> None:
+    """RFC 4115 passes a packet only if a bucket holds more than its bytes: its buckets get a byte
+    more than the largest frame."""
     top = {"largest_frame": largest_frame} if largest_frame else {}
-    for meter, columns in (
-        ({"kind": "srtcm", "cir": rate}, ("cbs", "ebs")),
-        ({"kind": "trtcm", "cir": rate, "pir": rate}, ("cbs", "pbs")),
-        ({"kind": "rfc4115", "cir": rate, "eir": rate}, ("cbs", "ebs")),
+    for meter, columns, expected in (
+        ({"kind": "srtcm", "cir": rate}, ("cbs", "ebs"), burst),
+        ({"kind": "trtcm", "cir": rate, "pir": rate}, ("cbs", "pbs"), burst),
+        ({"kind": "rfc4115", "cir": rate, "eir": rate}, ("cbs", "ebs"), rfc4115_burst),
     ):
         qos = Policy.from_dict(meter_policy(meter, **top)).compile_qos()
         for column in columns:
-            assert getattr(qos.tenant_meter, column).tolist() == [burst], (meter, column)
+            assert getattr(qos.tenant_meter, column).tolist() == [expected], (meter, column)
     data = {**top, "tenants": [{"name": "t", "vnis": [1], "rate": rate, "shaper": {}, "classes": [{"name": "c", "rate": rate}]}]}
     qos = Policy.from_dict(data).compile_qos()
     assert qos.tenant_burst.tolist() == [burst] and qos.class_burst.tolist() == [burst] and qos.tenant_shaper.burst.tolist() == [burst]
@@ -687,8 +689,19 @@ BURST_WARNINGS: list[tuple[dict[str, Any], dict[str, Any], list[str]]] = [
         {},
         [f"tenants[0].meter.cbs: '4KiB' is smaller than the largest frame (9KiB): a frame that size {FRAME_HINT}"],
     ),
-    # no warning: at least 1 ms, at least the largest frame, zero (a choice), or defaults
+    (
+        {"kind": "rfc4115", "cir": "10Mbps", "cbs": "1514B", "eir": "0bps"},
+        {"largest_frame": "1514B"},
+        [
+            "tenants[0].meter.cbs: '1514B' is not larger than the largest frame (1514B): RFC 4115 passes a packet only if the bucket "
+            "holds more than its bytes, so a frame that size never would (set largest_frame if the network's frames are smaller)"
+        ],
+    ),
+    # no warning: at least 1 ms, at least the largest frame (a byte more for RFC 4115), zero (a choice), or defaults
     ({"kind": "srtcm", "cir": "10Mbps", "cbs": "4KiB"}, {"largest_frame": "1514B"}, []),
+    ({"kind": "srtcm", "cir": "10Mbps", "cbs": "1514B"}, {"largest_frame": "1514B"}, []),
+    ({"kind": "rfc4115", "cir": "10Mbps", "cbs": "1515B", "eir": "0bps"}, {"largest_frame": "1514B"}, []),
+    ({"kind": "rfc4115", "cir": "10Mbps", "eir": "10Mbps"}, {}, []),
     ({"kind": "srtcm", "cir": "1Gbps", "cbs": "125kB", "ebs": "0B"}, {}, []),
     ({"kind": "trtcm", "cir": "40Gbps", "pir": "50Gbps"}, {}, []),
     ({"kind": "srtcm", "cir": "1Gbps", "cbs": "8GiB"}, {}, []),

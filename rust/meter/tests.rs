@@ -31,6 +31,11 @@ fn whole(state: &MeterState) -> (u64, u64) {
     (state.committed_bytes(), state.excess_or_peak_bytes())
 }
 
+/// A meter whose C and E (or P) hold exactly these bytes at `now_ns`.
+fn holding(now_ns: u64, committed: u64, excess_or_peak: u64) -> MeterState {
+    MeterState { last_ns: now_ns, committed: committed * NANO, excess_or_peak: excess_or_peak * NANO }
+}
+
 /// Lets time pass with a packet that costs nothing in any mode.
 fn advance(state: &mut MeterState, params: &MeterParams, now_ns: u64) {
     state.mark(params, now_ns, 0, Red);
@@ -150,11 +155,13 @@ fn rfc4115_colour_blind_rules() {
     assert_eq!(meter.mark(&params, 0, 500, Green), Yellow);
     assert_eq!(whole(&meter), (200, 1500), "a yellow packet takes only Te");
     assert_eq!(meter.mark(&params, 0, 1501, Green), Red);
+    assert_eq!(meter.mark(&params, 0, 1500, Green), Red, "a packet that would empty E is red: Te(t)- B > 0 is strict");
     assert_eq!(whole(&meter), (200, 1500), "a red packet takes nothing");
-    assert_eq!(meter.mark(&params, 0, 1500, Green), Yellow);
+    assert_eq!(meter.mark(&params, 0, 1499, Green), Yellow);
+    assert_eq!(whole(&meter), (200, 1));
     // C and E refill independently: a full C does not spill into E.
     advance(&mut meter, &params, 2 * S);
-    assert_eq!(whole(&meter), (1000, 1000), "E gets EIR x 2 s only");
+    assert_eq!(whole(&meter), (1000, 1001), "E gets EIR x 2 s only");
     advance(&mut meter, &params, 60 * S);
     assert_eq!(whole(&meter), (1000, 2000));
 }
@@ -169,31 +176,114 @@ fn rfc4115_colour_aware_rules() {
     assert_eq!(meter.mark(&params, 0, 1800, Yellow), Red, "yellow in over E is red, C does not help");
     assert_eq!(meter.mark(&params, 0, 10, Red), Red, "red in is red");
     assert_eq!(whole(&meter), (1000, 1700));
-    assert_eq!(meter.mark(&params, 0, 1000, Green), Green);
-    assert_eq!(meter.mark(&params, 0, 1000, Green), Yellow, "green in with C empty falls to E");
-    assert_eq!(whole(&meter), (0, 700));
+    assert_eq!(meter.mark(&params, 0, 999, Green), Green);
+    assert_eq!(meter.mark(&params, 0, 1000, Green), Yellow, "green in that C cannot take falls to E");
+    assert_eq!(whole(&meter), (1, 700));
+    assert_eq!(meter.mark(&params, 0, 700, Yellow), Red, "yellow in that would empty E is red");
+    assert_eq!(whole(&meter), (1, 700));
     assert_eq!(probe(&full, &params, 0, 1, Red), Red);
 }
 
+/// The bytes a bucket holds in the boundary tests below.
+const TIE: u64 = 1500;
+
+/// The ways a bucket comes to hold exactly [`TIE`] bytes.
+#[derive(Debug, Clone, Copy)]
+enum Reached {
+    /// Full at its size, at the start.
+    Full,
+    /// Spent down to it by an earlier packet.
+    Spent,
+    /// Refilled up to it from empty, at 1000 B/s for 1.5 s.
+    Refilled,
+}
+
+/// A meter (every rate 1000 B/s) whose tested bucket holds exactly [`TIE`] bytes at a time `now`:
+/// C, with more than any packet tested in E or P; or E or P, with 1 byte in C, too little for
+/// any. Returns the meter, its state before `now`, `now`, and its tokens (C, E or P) at `now`.
+fn holding_the_tie(kind_with: fn(u64, u64) -> MeterKind, tests_committed: bool, reached: Reached, aware: bool) -> (MeterParams, MeterState, u64, (u64, u64)) {
+    let size = if matches!(reached, Reached::Full) { TIE } else { 4000 };
+    let (committed_size, other_size) = if tests_committed { (size, 8000) } else { (1, size) };
+    let kind = kind_with(committed_size, other_size);
+    let params = MeterParams { kind, color_aware: aware };
+    let full = MeterState::new(&params, 0);
+    let (state, now) = match reached {
+        Reached::Full => (full, 0),
+        Reached::Spent => {
+            let mut spent = full;
+            let expected = if tests_committed { Green } else { Yellow };
+            assert_eq!(spent.mark(&params, 0, 2500, Green), expected, "{kind:?}");
+            (spent, 0)
+        }
+        Reached::Refilled if tests_committed => (holding(0, 0, 8000), 1500 * MS),
+        // srTCM's E fills with what a full C cannot hold.
+        Reached::Refilled => (holding(0, 1, 0), 1500 * MS),
+    };
+    let mut at_now = state;
+    advance(&mut at_now, &params, now);
+    let tokens = whole(&at_now);
+    let tie_in_place = if tests_committed { tokens.0 == TIE && tokens.1 > TIE + 1 } else { tokens == (1, TIE) };
+    assert!(tie_in_place, "{kind:?} {reached:?}: {tokens:?}");
+    (params, state, now, tokens)
+}
+
+/// The colours of packets of TIE - 1, TIE and TIE + 1 bytes, by each RFC's own test: RFC 2697
+/// takes a packet "if Tc(t)-B >= 0" (then "if Te(t)-B >= 0"); RFC 2698 makes it red "if
+/// Tp(t)-B < 0" and yellow "if Tc(t)-B < 0"; RFC 4115 takes it only "if Tc(t)- B > 0" (then "if
+/// Te(t)- B > 0"). A yellow packet in a colour-aware meter skips C; a red one stays red.
+fn rfc_colours(kind: MeterKind, tests_committed: bool, aware: bool, color_in: Color) -> [Color; 3] {
+    let color_in = if aware { color_in } else { Green };
+    let strict = matches!(kind, MeterKind::Rfc4115 { .. });
+    match (color_in, tests_committed, strict) {
+        (Red, _, _) => [Red; 3],
+        (Yellow, true, _) => [Yellow; 3],
+        (_, true, false) => [Green, Green, Yellow],
+        (_, true, true) => [Green, Yellow, Yellow],
+        (_, false, false) => [Yellow, Yellow, Red],
+        (_, false, true) => [Yellow, Red, Red],
+    }
+}
+
 #[test]
-fn a_packet_of_exactly_the_tokens_passes_and_one_byte_more_does_not() {
-    // C boundary: CBS = 1500; P and E are large so that only C decides.
-    for kind in [sr(1000, 1500, 0), tr(1000, 4000, 1000, 1500), rfc4115(1000, 1500, 0, 0)] {
-        for params in [MeterParams::blind(kind), MeterParams::aware(kind)] {
-            let mut meter = MeterState::new(&params, 0);
-            assert_eq!(probe(&meter, &params, 0, 1500, Green), Green, "{params:?}");
-            assert_ne!(probe(&meter, &params, 0, 1501, Green), Green, "{params:?}");
-            assert_eq!(meter.mark(&params, 0, 500, Green), Green);
-            assert_eq!(probe(&meter, &params, 0, 1000, Green), Green, "{params:?}");
-            assert_ne!(probe(&meter, &params, 0, 1001, Green), Green, "{params:?}");
+fn a_packet_that_exactly_empties_a_bucket_gets_each_rfcs_colour() {
+    let kinds: [fn(u64, u64) -> MeterKind; 3] = [|c, e| sr(1000, c, e), |c, p| tr(1000, p, 1000, c), |c, e| rfc4115(1000, c, 1000, e)];
+    for kind_with in kinds {
+        for tests_committed in [true, false] {
+            for reached in [Reached::Full, Reached::Spent, Reached::Refilled] {
+                for aware in [false, true] {
+                    let (params, state, now, (c, e_or_p)) = holding_the_tie(kind_with, tests_committed, reached, aware);
+                    for color_in in [Green, Yellow, Red] {
+                        let expected = rfc_colours(params.kind, tests_committed, aware, color_in);
+                        for (bytes, expected) in [TIE - 1, TIE, TIE + 1].into_iter().zip(expected) {
+                            let mut meter = state;
+                            let got = meter.mark(&params, now, bytes as u32, color_in);
+                            let case = format!("{bytes} bytes, {color_in:?} in, {reached:?}, {params:?}");
+                            assert_eq!(got, expected, "{case}");
+                            // Green spends C (and P in trTCM), yellow E or P, red nothing.
+                            let spends_peak = matches!(params.kind, MeterKind::TrTcm { .. }) && got != Red;
+                            let after = match got {
+                                Green => (c - bytes, if spends_peak { e_or_p - bytes } else { e_or_p }),
+                                Yellow => (c, e_or_p - bytes),
+                                Red => (c, e_or_p),
+                            };
+                            assert_eq!(whole(&meter), after, "tokens after {case}");
+                        }
+                    }
+                }
+            }
         }
     }
-    // E and P boundaries: C is empty or too small, so the packet is yellow or red.
-    for kind in [sr(1000, 1, 2500), tr(1000, 2500, 1000, 1), rfc4115(1000, 1, 1000, 2500)] {
+}
+
+#[test]
+fn a_tie_reached_by_refilling_is_decided_to_the_nanosecond() {
+    // C refills at 1000 B/s from empty: 1500 bytes at 1.5 s, 1000 nano-bytes less 1 ns before.
+    for (kind, takes_at_the_tie) in [(sr(1000, 4000, 0), true), (tr(1000, 4000, 1000, 4000), true), (rfc4115(1000, 4000, 0, 0), false)] {
         let params = MeterParams::blind(kind);
-        let meter = MeterState::new(&params, 0);
-        assert_eq!(probe(&meter, &params, 0, 2500, Green), Yellow, "{kind:?}");
-        assert_eq!(probe(&meter, &params, 0, 2501, Green), Red, "{kind:?}");
+        let empty = holding(0, 0, 0);
+        assert_ne!(probe(&empty, &params, 1500 * MS - 1, 1500, Green), Green, "{kind:?}");
+        assert_eq!(probe(&empty, &params, 1500 * MS, 1500, Green) == Green, takes_at_the_tie, "{kind:?}");
+        assert_eq!(probe(&empty, &params, 1500 * MS + 1, 1500, Green), Green, "{kind:?}");
     }
 }
 
@@ -202,8 +292,7 @@ fn tokens_for_n_bytes_arrive_after_exactly_n_over_the_rate() {
     // 3 B/s: one byte every 333,333,333 1/3 ns, which no whole number of ns matches.
     for kind in [sr(3, 100, 0), tr(3000, 100, 3, 100), rfc4115(3, 100, 0, 0)] {
         let params = MeterParams::blind(kind);
-        let mut meter = MeterState::new(&params, 0);
-        assert_eq!(meter.mark(&params, 0, 100, Green), Green);
+        let mut meter = holding(0, 0, 0);
         assert_ne!(probe(&meter, &params, 333_333_333, 1, Green), Green, "{kind:?}: 0.999999999 bytes");
         assert_eq!(probe(&meter, &params, 333_333_334, 1, Green), Green, "{kind:?}: 1.000000002 bytes");
         assert_ne!(probe(&meter, &params, 2_333_333_333, 7, Green), Green, "{kind:?}");
@@ -217,20 +306,20 @@ fn tokens_for_n_bytes_arrive_after_exactly_n_over_the_rate() {
         assert_eq!(stepped.committed, 3 * 333_000, "{kind:?}");
         assert_eq!(stepped, meter);
     }
-    // E in RFC 4115 refills at EIR on its own: 7 B/s.
+    // E in RFC 4115 refills at EIR on its own: 7 B/s, so 14 bytes at 2 s, which a packet of 14
+    // bytes would empty: it takes one more nanosecond.
     let params = MeterParams::blind(rfc4115(1, 1, 7, 100));
-    let mut meter = MeterState::new(&params, 0);
-    assert_eq!((meter.mark(&params, 0, 1, Green), meter.mark(&params, 0, 100, Green)), (Green, Yellow));
-    assert_eq!(probe(&meter, &params, 2 * S - 1, 14, Green), Red);
-    assert_eq!(probe(&meter, &params, 2 * S, 14, Green), Yellow);
+    let meter = holding(0, 0, 0);
+    assert_eq!(probe(&meter, &params, 2 * S, 13, Green), Yellow);
+    assert_eq!(probe(&meter, &params, 2 * S, 14, Green), Red);
+    assert_eq!(probe(&meter, &params, 2 * S + 1, 14, Green), Yellow);
 }
 
 #[test]
 fn a_timestamp_going_back_adds_no_tokens_and_does_not_move_the_clock() {
     for kind in [sr(1000, 1000, 0), tr(1000, 1000, 1000, 1000), rfc4115(1000, 1000, 0, 0)] {
         let params = MeterParams::blind(kind);
-        let mut meter = MeterState::new(&params, 10 * S);
-        assert_eq!(meter.mark(&params, 10 * S, 1000, Green), Green);
+        let mut meter = holding(10 * S, 0, 0);
         assert_eq!(meter.mark(&params, 5 * S, 1, Green), Red, "{kind:?}: no tokens from going back");
         assert_eq!(meter.last_ns(), 10 * S);
         advance(&mut meter, &params, 10 * S + 500 * MS);
@@ -252,7 +341,7 @@ fn a_very_long_idle_time_just_fills_the_buckets() {
             let params = MeterParams::blind(kind);
             assert_eq!(params.check().map_err(|e| e.to_string()), Ok(()));
             for now in [1, S, u64::MAX] {
-                let mut empty = MeterState { last_ns: 0, committed: 0, excess_or_peak: 0 };
+                let mut empty = holding(0, 0, 0);
                 advance(&mut empty, &params, now);
                 let expected = u128::from(rate) * u128::from(now);
                 let nano_max = MAX_BURST_BYTES * NANO;
@@ -410,6 +499,9 @@ impl Fraction {
     fn at_least(self, other: Self) -> bool {
         self.num * other.den >= other.num * self.den
     }
+    fn more_than(self, other: Self) -> bool {
+        self.num * other.den > other.num * self.den
+    }
     fn min(self, other: Self) -> Self {
         if self.at_least(other) {
             other
@@ -459,12 +551,14 @@ impl Reference {
                 let into_c = arriving.min(Fraction::int(cbs).minus(self.tc));
                 self.tc = self.tc.plus(into_c);
                 self.te = self.te.plus(arriving.minus(into_c)).min(Fraction::int(ebs));
-                self.committed_then_excess(aware, precolour, b)
+                // "If Tc(t)-B >= 0, the packet is green ... else if Te(t)-B >= 0, the packets is yellow"
+                self.committed_then_excess(aware, precolour, b, Fraction::at_least)
             }
             MeterKind::Rfc4115 { cir, cbs, eir, ebs } => {
                 self.tc = self.tc.plus(tokens_at(cir)).min(Fraction::int(cbs));
                 self.te = self.te.plus(tokens_at(eir)).min(Fraction::int(ebs));
-                self.committed_then_excess(aware, precolour, b)
+                // "if Tc(t)- B > 0, the packet is green ... if Te(t)- B > 0, the packet is yellow"
+                self.committed_then_excess(aware, precolour, b, Fraction::more_than)
             }
             MeterKind::TrTcm { pir, pbs, cir, cbs } => {
                 self.tp = self.tp.plus(tokens_at(pir)).min(Fraction::int(pbs));
@@ -494,22 +588,23 @@ impl Reference {
         }
     }
 
-    /// RFC 2697 section 3 and RFC 4115 section 3, blind and aware.
-    fn committed_then_excess(&mut self, aware: bool, precolour: Color, b: Fraction) -> Color {
+    /// RFC 2697 section 3 and RFC 4115 section 3, blind and aware; `holds(tokens, b)` is the
+    /// RFC's test of a bucket (RFC 2697: Tc(t)-B >= 0, RFC 4115: Tc(t)- B > 0).
+    fn committed_then_excess(&mut self, aware: bool, precolour: Color, b: Fraction, holds: fn(Fraction, Fraction) -> bool) -> Color {
         if !aware {
-            if self.tc.at_least(b) {
+            if holds(self.tc, b) {
                 self.tc = self.tc.minus(b);
                 Green
-            } else if self.te.at_least(b) {
+            } else if holds(self.te, b) {
                 self.te = self.te.minus(b);
                 Yellow
             } else {
                 Red
             }
-        } else if precolour == Green && self.tc.at_least(b) {
+        } else if precolour == Green && holds(self.tc, b) {
             self.tc = self.tc.minus(b);
             Green
-        } else if (precolour == Green || precolour == Yellow) && self.te.at_least(b) {
+        } else if (precolour == Green || precolour == Yellow) && holds(self.te, b) {
             self.te = self.te.minus(b);
             Yellow
         } else {
@@ -531,14 +626,19 @@ impl Reference {
 type Step = (u64, bool, u32, Color);
 
 /// Runs both meters over `steps` and checks every colour (and the aware meters' promise never
-/// to improve a colour); returns how many packets got each colour.
-fn compare_with_reference(params: MeterParams, start_ns: u64, steps: &[Step]) -> [usize; 3] {
+/// to improve a colour); returns how many packets got each colour, and how many found exactly
+/// their bytes in a bucket.
+fn compare_with_reference(params: MeterParams, start_ns: u64, steps: &[Step]) -> ([usize; 3], usize) {
     let mut meter = MeterState::new(&params, start_ns);
     let mut reference = Reference::new(params, start_ns);
     let mut now = start_ns;
-    let mut counts = [0; 3];
+    let (mut counts, mut ties) = ([0; 3], 0);
     for (i, &(step, back, bytes, color_in)) in steps.iter().enumerate() {
         now = if back { now.saturating_sub(step) } else { now + step };
+        let mut at_now = meter;
+        advance(&mut at_now, &params, now);
+        let cost = u64::from(bytes) * NANO;
+        ties += usize::from(at_now.committed == cost || at_now.excess_or_peak == cost);
         let got = meter.mark(&params, now, bytes, color_in);
         let expected = reference.mark(now, bytes, color_in);
         assert_eq!(got, expected, "packet {i} ({bytes} bytes at {now} ns, {color_in:?}) with {params:?}");
@@ -548,7 +648,7 @@ fn compare_with_reference(params: MeterParams, start_ns: u64, steps: &[Step]) ->
         }
         counts[got as usize] += 1;
     }
-    counts
+    (counts, ties)
 }
 
 /// The proptest below could pass by seeing one colour only; these long runs show each meter
@@ -566,8 +666,30 @@ fn long_random_runs_agree_with_the_reference_and_see_every_colour() {
                     (gap, random.below(50) == 0, random.below(2000) as u32, colour)
                 })
                 .collect();
-            let counts = compare_with_reference(params, 1 << 40, &steps);
+            let (counts, _) = compare_with_reference(params, 1 << 40, &steps);
             assert!(counts.iter().all(|&count| count > 1000), "{params:?}: colours {counts:?}");
+        }
+    }
+}
+
+/// The runs above almost never meet a tie, a packet that finds exactly its bytes in a bucket,
+/// where RFC 4115 parts from RFCs 2697 and 2698. Here rates are in thousands of bytes a second,
+/// packets whole milliseconds apart and sizes in hundreds of bytes, so buckets hold multiples
+/// of 50 bytes and ties are common.
+#[test]
+fn random_runs_full_of_ties_agree_with_the_reference() {
+    let mut random = Rng(0x2545_f491_4f6c_dd1d);
+    for kind in [sr(100_000, 1000, 600), tr(200_000, 1000, 100_000, 600), rfc4115(100_000, 1000, 50_000, 600)] {
+        for params in [MeterParams::blind(kind), MeterParams::aware(kind)] {
+            let steps: Vec<Step> = (0..20_000)
+                .map(|_| {
+                    let gap = [0, 0, 1, 2, 5][random.below(5) as usize] * MS;
+                    let bytes = [100, 200, 300, 500, 600, 1000][random.below(6) as usize];
+                    (gap, false, bytes, [Green, Green, Yellow, Red][random.below(4) as usize])
+                })
+                .collect();
+            let (counts, ties) = compare_with_reference(params, 0, &steps);
+            assert!(ties > 1000 && counts.iter().all(|&count| count > 100), "{params:?}: {ties} ties, colours {counts:?}");
         }
     }
 }
@@ -603,14 +725,16 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
 
 /// Network calculus, an independent formulation of a token bucket that starts full: packet `k`
 /// and the earlier packets `chosen` fit a bucket of `rate` and `size` iff, for every packet i
-/// among them, their bytes from i to k are at most size + rate x (t_k - t_i).
-fn fits_bucket(times: &[u64], sizes: &[u32], chosen: &[usize], k: usize, rate: u64, size: u64) -> bool {
+/// among them, their bytes from i to k are at most size + rate x (t_k - t_i); `strictly`
+/// (RFC 4115), iff they are less.
+fn fits_bucket(times: &[u64], sizes: &[u32], chosen: &[usize], k: usize, rate: u64, size: u64, strictly: bool) -> bool {
     let budget = |i: usize| u128::from(size) * u128::from(NANO) + u128::from(rate) * u128::from(times[k] - times[i]);
+    let within = |bytes: u128, i: usize| if strictly { bytes < budget(i) } else { bytes <= budget(i) };
     let mut bytes = u128::from(sizes[k]) * u128::from(NANO);
-    bytes <= budget(k)
+    within(bytes, k)
         && chosen.iter().rev().all(|&i| {
             bytes += u128::from(sizes[i]) * u128::from(NANO);
-            bytes <= budget(i)
+            within(bytes, i)
         })
 }
 
@@ -620,7 +744,8 @@ fn fits_bucket(times: &[u64], sizes: &[u32], chosen: &[usize], k: usize, rate: u
 /// means only "not green": srTCM's E is fed by C's overflow, not by a rate of its own.
 fn arrival_curve_colour(kind: MeterKind, times: &[u64], sizes: &[u32], by_colour: &[Vec<usize>; 3], k: usize) -> Option<Color> {
     let [green, yellow, _] = by_colour;
-    let fits = |chosen: &[usize], rate: u64, size: u64| fits_bucket(times, sizes, chosen, k, rate, size);
+    let strictly = matches!(kind, MeterKind::Rfc4115 { .. });
+    let fits = |chosen: &[usize], rate: u64, size: u64| fits_bucket(times, sizes, chosen, k, rate, size, strictly);
     match kind {
         MeterKind::SrTcm { cir, cbs, .. } => fits(green, cir, cbs).then_some(Green),
         MeterKind::Rfc4115 { cir, cbs, eir, ebs } => Some(if fits(green, cir, cbs) {

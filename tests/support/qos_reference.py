@@ -44,6 +44,8 @@ class Meter:
     tc: int = 0
     te_or_tp: int = 0
     last: int = 0
+    ties: int = 0
+    """Tests of a bucket that held exactly the packet's bytes: where RFC 4115 parts from the others."""
 
     def __post_init__(self) -> None:
         # Every RFC starts its buckets full.
@@ -69,21 +71,30 @@ class Meter:
             # RFC 2698: C at CIR up to CBS, P at PIR up to PBS.
             self.tc = min(self.tc + self.cir * elapsed, self.cbs * NANO)
             self.te_or_tp = min(self.te_or_tp + self.pir * elapsed, self.pbs * NANO)
-            if color == RED or self.te_or_tp < need:
+            # "If the packet has been precolored as red or if Tp(t)-B < 0, the packet is red, else
+            # if the packet has been precolored as yellow or if Tc(t)-B < 0, the packet is yellow"
+            if color == RED or not self.holds(self.te_or_tp, need):
                 return RED
-            if color == YELLOW or self.tc < need:
+            if color == YELLOW or not self.holds(self.tc, need):
                 self.te_or_tp -= need
                 return YELLOW
             self.te_or_tp -= need
             self.tc -= need
             return GREEN
-        if color == GREEN and self.tc >= need:
+        if color == GREEN and self.holds(self.tc, need):
             self.tc -= need
             return GREEN
-        if color != RED and self.te_or_tp >= need:
+        if color != RED and self.holds(self.te_or_tp, need):
             self.te_or_tp -= need
             return YELLOW
         return RED
+
+    def holds(self, tokens: int, need: int) -> bool:
+        """Whether a bucket can take the packet. RFC 2697 (Tc(t)-B >= 0) and RFC 2698 (red or
+        yellow only if Tp(t)-B < 0 or Tc(t)-B < 0) let a packet empty a bucket; RFC 4115 asks for
+        more tokens than bytes: green "if Tc(t)- B > 0", yellow "if Te(t)- B > 0"."""
+        self.ties += tokens == need
+        return tokens > need if self.kind == RFC4115 else tokens >= need
 
 
 @dataclass

@@ -23,7 +23,7 @@ from isolane.policy.constants import (
     PORT_MODES,
 )
 from isolane.policy.model import Contract, Meter, Microburst, Remark, Tenant
-from isolane.policy.units import bytes_in, default_burst, time_of
+from isolane.policy.units import bytes_in, default_burst, smallest_meter_burst, time_of
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
@@ -207,9 +207,10 @@ def _meter_row(meter: Meter | None, context: QosContext) -> MeterRow:
     rates = {"cir": (meter.cir_bps or 0) // 8, "eir": (meter.eir_bps or 0) // 8, "pir": (meter.pir_bps or 0) // 8}
     given = {"cbs": meter.cbs_bytes, "ebs": meter.ebs_bytes, "pbs": meter.pbs_bytes}
     sizes = dict.fromkeys(given, 0)
+    smallest = smallest_meter_burst(meter.kind, context.largest_frame)
     for size_key, rate_key in _METER_BUCKETS[meter.kind]:
         size, rate = given[size_key], rates[rate_key]
-        sizes[size_key] = size if size is not None else (default_burst(rate, context.largest_frame) if rate else 0)
+        sizes[size_key] = size if size is not None else (default_burst(rate, smallest) if rate else 0)
     colours = (meter.green, meter.yellow, meter.red)
     return MeterRow(
         kind=METER_KINDS[meter.kind],

@@ -139,12 +139,12 @@ class Meter(_Mapping):
 
     kind: MeterKind = Field(description="srtcm (RFC 2697), trtcm (RFC 2698) or rfc4115 (RFC 4115)")
     cir: Annotated[Rate, _Bucket()] = Field(description="committed rate: C fills at it")
-    cbs: Annotated[Size | None, _Bucket()] = Field(None, description="the size of C (default: 1 ms at CIR, at least largest_frame)")
+    cbs: Annotated[Size | None, _Bucket()] = Field(None, description="the size of C (default: 1 ms at CIR, at least largest_frame, for rfc4115 a byte more)")
     eir: Annotated[Rate | None, _Bucket(("rfc4115",), required=("rfc4115",))] = Field(
         None, description="excess rate, RFC 4115: E fills at it ('0bps' switches E off)"
     )
     ebs: Annotated[Size | None, _Bucket(("srtcm", "rfc4115"))] = Field(
-        None, description="the size of E (default: 1 ms at its rate, CIR for srtcm; at least largest_frame)"
+        None, description="the size of E (default: 1 ms at its rate, CIR for srtcm; at least largest_frame, for rfc4115 a byte more)"
     )
     pir: Annotated[Rate | None, _Bucket(("trtcm",), required=("trtcm",))] = Field(None, description="peak rate, trTCM: P fills at it (at least CIR)")
     pbs: Annotated[Size | None, _Bucket(("trtcm",))] = Field(None, description="the size of P (default: 1 ms at PIR, at least largest_frame)")

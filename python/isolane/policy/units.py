@@ -185,6 +185,13 @@ def default_burst(rate_bytes_per_s: int, largest_frame: int = DEFAULT_LARGEST_FR
     return min(max(rate_bytes_per_s // 1000, largest_frame), MAX_BURST_BYTES)
 
 
+def smallest_meter_burst(kind: str, largest_frame: int) -> int:
+    """The smallest bucket of a ``kind`` meter that can pass a frame of ``largest_frame`` bytes:
+    the frame itself for RFC 2697 and 2698, which let a packet empty a bucket ("Tc(t)-B >= 0"),
+    a byte more for RFC 4115, which needs more tokens than bytes ("Tc(t)- B > 0")."""
+    return largest_frame + 1 if kind == "rfc4115" else largest_frame
+
+
 def bytes_in(duration_ns: int, rate_bytes_per_s: int) -> int:
     """The bytes that leave at the rate in the duration, rounded up: a shaper's queue when it
     names only ``max_delay``."""

@@ -38,6 +38,7 @@ from isolane.policy.units import (
     format_rate,
     format_size,
     parse_size,
+    smallest_meter_burst,
     time_of,
 )
 
@@ -206,20 +207,27 @@ class _QosChecks(_Shapes):
                     )
 
     def meter_warnings(self, kind: str, values: Mapping[str, int], data: Mapping[str, Any], path: str) -> None:
-        """Explicit bursts that make policers hurt TCP: below the largest frame or ~1 ms at the rate."""
+        """Explicit bursts that make policers hurt TCP: too small for the largest frame or ~1 ms at the rate."""
+        smallest = smallest_meter_burst(kind, self.largest_frame)
         for size_key, rate_key in _METER_BUCKETS[kind]:
             size, rate_bits = values.get(size_key), values.get(rate_key)
             if not size or not rate_bits:
                 continue
             rate = rate_bits // 8
             where = f"{_at(path, size_key)}: {data[size_key]!r}"
-            if size < self.largest_frame:
+            largest = format_size(self.largest_frame)
+            if size < smallest and kind == "rfc4115":
                 self.warnings.append(
-                    f"{where} is smaller than the largest frame ({format_size(self.largest_frame)}): a frame that size "
+                    f"{where} is not larger than the largest frame ({largest}): RFC 4115 passes a packet only if the bucket holds more "
+                    "than its bytes, so a frame that size never would (set largest_frame if the network's frames are smaller)"
+                )
+            elif size < smallest:
+                self.warnings.append(
+                    f"{where} is smaller than the largest frame ({largest}): a frame that size "
                     "would never fit in the bucket (set largest_frame if the network's frames are smaller)"
                 )
             elif size < rate // 1000:
-                default = format_size(default_burst(rate, self.largest_frame))
+                default = format_size(default_burst(rate, smallest))
                 self.warnings.append(
                     f"{where} is only {_span(size, rate)} of traffic at {rate_key} {data[rate_key]!r}: a policer burst "
                     f"below about 1 ms at its rate makes TCP run far below the rate (leave {size_key} out for {default})"
