@@ -552,7 +552,10 @@ POLICY_ERRORS: list[tuple[dict[str, Any], list[tuple[str, str]]]] = [
     (tenants_policy({}, port={**PORT, "mode": "shared"}), [("port.mode", "'shared' is not a port mode; did you mean 'shared_fifo'?")]),
     (tenants_policy({}, port={**PORT, "rate": "100GBps"}), [("port.rate", "'100GBps': unknown rate unit 'GBps'; did you mean 'GB/s' or 'Gbps'?")]),
     (tenants_policy({}, port={**PORT, "buffer": "0B"}), [("port.buffer", "'0B' must be more than zero")]),
-    (tenants_policy({}, port={**PORT, "speed": "1Gbps"}), [("port.speed", "unknown key (expected one of: rate, buffer, mode, alpha, reserve, microburst)")]),
+    (
+        tenants_policy({}, port={**PORT, "speed": "1Gbps"}),
+        [("port.speed", "unknown key (expected one of: rate, buffer, mode, alpha, reserve, microburst, overload)")],
+    ),
     *(
         (tenants_policy({}, port={**PORT, "alpha": alpha}), [("port.alpha", f"alpha {alpha!r} {ALPHA_ERROR}")])
         for alpha in (0.3, 0, -1, 3, 256, 1 / 256, True, "1")

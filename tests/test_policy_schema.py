@@ -192,6 +192,7 @@ FULL: dict[str, Any] = {
         "alpha": 1,
         "reserve": "1MiB",
         "microburst": {"window": "10us", "threshold": "90%", "queue": {"rise": "1MiB", "fall": "512KiB"}},
+        "overload": {"above": "80%", "below": "8MiB", "stagger": "50us"},
     },
     "tenants": [
         {
@@ -216,6 +217,15 @@ FULL: dict[str, Any] = {
             },
             "shaper": {"rate": "20Gbps", "burst": "1MiB", "queue": "4MiB", "max_delay": "2ms"},
             "microburst": {"window": "10us", "threshold": "15Gbps", "queue": "1MiB"},
+            "on_burst": {
+                "meter": {"kind": "srtcm", "cir": "5Gbps"},
+                "shaper": {"rate": "15Gbps"},
+                "priority": 6,
+                "weight": 2,
+                "hold": "200us",
+                "max_switches": 1000,
+            },
+            "on_overload": {"meter": {"kind": "srtcm", "cir": "10Gbps"}, "shaper": {"queue": "1MiB"}, "priority": 7, "weight": 1, "borrow": False},
             "classes": [
                 {
                     "name": "gold",

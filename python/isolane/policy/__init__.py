@@ -304,7 +304,9 @@ from isolane.policy.model import (
     Contract,
     Meter,
     Microburst,
+    Overload,
     Port,
+    Profile,
     Remark,
     Rule,
     Shaper,
@@ -338,6 +340,12 @@ from isolane.policy.qos import (
     CompiledQos,
     MeterArrays,
     ShaperArrays,
+)
+from isolane.policy.qos import (
+    OverloadRow as OverloadRow,
+)
+from isolane.policy.qos import (
+    ProfileRow as ProfileRow,
 )
 from isolane.policy.qos import (
     TenantQos as TenantQos,
@@ -500,10 +508,12 @@ __all__ = [
     "Meter",
     "MeterArrays",
     "Microburst",
+    "Overload",
     "Policy",
     "PolicyError",
     "PolicyWarning",
     "Port",
+    "Profile",
     "Remark",
     "Rule",
     "Shaper",

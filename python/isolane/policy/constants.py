@@ -59,6 +59,13 @@ MAX_LARGEST_FRAME = (1 << 32) - 1
 """``largest_frame`` is 32-bit in the Rust meter."""
 DEFAULT_MAX_DELAY_NS = 1_000_000
 """A shaper's queue bound when it names neither ``queue`` nor ``max_delay``: 1 ms at its rate."""
+MAX_PROFILE_SWITCHES = 1_000_000
+"""The largest ``max_switches`` of a burst profile (per second; the core's is a u32)."""
+MAX_PROFILE_TIME_NS = 10 * 10**9
+"""The longest ``hold`` of a burst profile and ``stagger`` of the port's overload (10 s), far
+beyond any microburst or buffer drain: a profile kept longer is a new contract, not a reaction."""
+DEFAULT_STAGGER_NS = 10_000
+"""The port overload's ``stagger`` when the policy names none: tenants return 10 us apart."""
 
 METER_NONE = CODES["meter_kind"]["none"]
 """``MeterArrays.kind`` of a tenant or class without a meter."""
@@ -180,6 +187,9 @@ _FROM_SCHEMA = frozenset(
         "_MICROBURST_KEYS",
         "_QUEUE_VIEW_KEYS",
         "_PORT_KEYS",
+        "_OVERLOAD_KEYS",
+        "_BURST_PROFILE_KEYS",
+        "_OVERLOAD_PROFILE_KEYS",
         "_METER_KEYS",
         "_METER_ACTION_KEYS",
         "_REMARK_KEYS",
@@ -199,6 +209,9 @@ if TYPE_CHECKING:  # read from the models on first use (below); their types, for
     _MICROBURST_KEYS: tuple[str, ...]
     _QUEUE_VIEW_KEYS: tuple[str, ...]
     _PORT_KEYS: tuple[str, ...]
+    _OVERLOAD_KEYS: tuple[str, ...]
+    _BURST_PROFILE_KEYS: tuple[str, ...]
+    _OVERLOAD_PROFILE_KEYS: tuple[str, ...]
     _METER_KEYS: tuple[str, ...]
     _METER_ACTION_KEYS: tuple[str, ...]
     _REMARK_KEYS: tuple[str, ...]

@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
 from isolane.policy.addresses import Network, PortRange
-from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, ActionName, CountMode, MeterKind, PortMode
+from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, DEFAULT_STAGGER_NS, ActionName, CountMode, MeterKind, PortMode
 from isolane.policy.units import format_duration, format_rate, format_size
 
 _T = TypeVar("_T")
@@ -123,6 +123,8 @@ class Port:
     microburst: Microburst | None = None
     """Bursts of the whole port (``docs/bursts.md``); the engine watches the port with a 10 us
     window at its line rate when this is None."""
+    overload: Overload | None = None
+    """When the tenants with an ``on_overload`` profile take it (``docs/qos.md``, "Adaptive profiles")."""
 
     @property
     def alpha(self) -> int | float:
@@ -132,7 +134,37 @@ class Port:
     def to_dict(self) -> dict[str, Any]:
         out = {"rate": format_rate(self.rate_bps), "buffer": format_size(self.buffer_bytes), "mode": self.mode}
         reserve = format_size(self.reserve_bytes) if self.reserve_bytes else None
-        return out | _given(alpha=self.alpha if self.alpha_log2 else None, reserve=reserve, microburst=_unless_none(Microburst.to_dict, self.microburst))
+        return out | _given(
+            alpha=self.alpha if self.alpha_log2 else None,
+            reserve=reserve,
+            microburst=_unless_none(Microburst.to_dict, self.microburst),
+            overload=_unless_none(Overload.to_dict, self.overload),
+        )
+
+
+@dataclass(frozen=True)
+class Overload:
+    """The port is overloaded from the packet after which more than ``above_bytes`` wait in its
+    buffer until it holds ``below_bytes`` or less; the tenants then leave their ``on_overload``
+    profiles one every ``stagger_ns``. ``above_percent``/``below_percent``: a threshold as
+    written, a share of the buffer, when it was written so."""
+
+    above_bytes: int
+    below_bytes: int
+    stagger_ns: int = DEFAULT_STAGGER_NS
+    above_percent: Fraction | None = None
+    below_percent: Fraction | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "above": _size_or_percent(self.above_bytes, self.above_percent),
+            "below": _size_or_percent(self.below_bytes, self.below_percent),
+            "stagger": format_duration(self.stagger_ns),
+        }
+
+
+def _size_or_percent(size: int, percent: Fraction | None) -> str:
+    return format_size(size) if percent is None else f"{_decimal(percent)}%"
 
 
 @dataclass(frozen=True)
@@ -185,6 +217,36 @@ class Contract:
             meter=_unless_none(Meter.to_dict, self.meter),
             shaper=_unless_none(Shaper.to_dict, self.shaper),
             microburst=_unless_none(Microburst.to_dict, self.microburst),
+        )
+
+
+@dataclass(frozen=True)
+class Profile:
+    """An adaptive profile of a tenant (``docs/qos.md``, "Adaptive profiles"): what it changes
+    while it holds; ``None`` keeps the tenant's own. ``meter`` and ``shaper`` replace the
+    tenant's; ``priority`` is every class queue's at the port and ``weight`` the tenant's port
+    weight. An ``on_overload`` profile may cap every class queue at its guarantee
+    (``borrow=False``); an ``on_burst`` profile is kept ``hold_ns`` after the burst and taken at
+    most ``max_switches`` times in a second (``None``: no limit)."""
+
+    meter: Meter | None = None
+    shaper: Shaper | None = None
+    priority: int | None = None
+    weight: int | None = None
+    borrow: bool = True
+    hold_ns: int = 0
+    max_switches: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        # Only what is set: borrow belongs to on_overload profiles, hold and max_switches to on_burst ones.
+        return _given(
+            meter=_unless_none(Meter.to_dict, self.meter),
+            shaper=_unless_none(Shaper.to_dict, self.shaper),
+            priority=self.priority,
+            weight=self.weight,
+            borrow=None if self.borrow else False,
+            hold=format_duration(self.hold_ns) if self.hold_ns else None,
+            max_switches=self.max_switches,
         )
 
 
@@ -285,6 +347,10 @@ class Tenant:
     weight: int | None = None
     """Its share of the port's spare capacity; ``None``: in proportion to its guarantee
     (``docs/qos.md``)."""
+    on_burst: Profile | None = None
+    """Taken while a rate event of its ``microburst`` setting is open (``docs/qos.md``, "Adaptive profiles")."""
+    on_overload: Profile | None = None
+    """Taken while the port is overloaded (``Port.overload``)."""
 
     @property
     def class_names(self) -> list[str]:
@@ -306,6 +372,7 @@ class Tenant:
         if self.weight is not None:
             out["weight"] = self.weight
         out.update(self.contract.to_dict())
+        out.update(_given(on_burst=_unless_none(Profile.to_dict, self.on_burst), on_overload=_unless_none(Profile.to_dict, self.on_overload)))
         out["classes"] = [c.to_dict() for c in self.classes]
         out["default_class"] = self.default_class
         out["default"] = self.default

@@ -4,7 +4,7 @@ the integer arrays the Rust meters and schedulers take (:class:`CompiledQos`).""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -22,7 +22,7 @@ from isolane.policy.constants import (
     METER_KINDS,
     PORT_MODES,
 )
-from isolane.policy.model import Contract, Meter, Microburst, Remark, Tenant
+from isolane.policy.model import Contract, Meter, Microburst, Profile, Remark, Tenant
 from isolane.policy.units import bytes_in, default_burst, smallest_meter_burst, time_of
 
 if TYPE_CHECKING:
@@ -151,6 +151,24 @@ class ClassQos(NamedTuple):
     microburst: BurstRow | None
 
 
+class ProfileRow(NamedTuple):
+    """An adaptive profile (docs/qos.md, "Adaptive profiles"): what it changes of its tenant's
+    contract and class queues, ``None`` keeping the tenant's own. The meter and shaper are
+    compiled as the tenant's are."""
+
+    meter: MeterRow | None
+    shaper: ShaperRow | None
+    priority: int | None
+    """Every class queue's priority."""
+    weight: int | None
+    """The tenant's port weight."""
+    no_borrowing: bool
+    """Every class queue capped at its guarantee (``borrow: false``)."""
+    hold_ns: int
+    max_switches_per_s: int
+    """0: no limit."""
+
+
 class TenantQos(NamedTuple):
     """A tenant's QoS compiled from its part of the policy alone (rates bytes/s, sizes bytes),
     under the policy-wide settings it depends on (:class:`QosContext`); what the engine reads."""
@@ -164,9 +182,8 @@ class TenantQos(NamedTuple):
     shaper: ShaperRow
     microburst: BurstRow | None
     classes: tuple[ClassQos, ...]
-    on_burst: None = None
-    """Adaptive profiles (docs/qos.md): not yet in the policy."""
-    on_overload: None = None
+    on_burst: ProfileRow | None
+    on_overload: ProfileRow | None
 
 
 class QosContext(NamedTuple):
@@ -178,6 +195,14 @@ class QosContext(NamedTuple):
     """Bytes per second; 0 without a port."""
 
 
+class OverloadRow(NamedTuple):
+    """The port's overload setting: thresholds in bytes of its buffer, the stagger of returns."""
+
+    above: int
+    below: int
+    stagger_ns: int
+
+
 class PortQos(NamedTuple):
     rate: int
     buffer: int
@@ -185,7 +210,7 @@ class PortQos(NamedTuple):
     alpha_log2: int
     reserve: int
     microburst: BurstRow
-    overload: None = None
+    overload: OverloadRow | None
 
 
 class QosSettings(NamedTuple):
@@ -230,6 +255,22 @@ def _burst_row(setting: Microburst | None) -> BurstRow | None:
     return BurstRow(setting.window_ns, setting.threshold_bps, queue)
 
 
+def _profile_row(profile: Profile | None, tenant: Contract, context: QosContext) -> ProfileRow | None:
+    if profile is None:
+        return None
+    # The profile's shaper in the tenant's contract: without a rate it shapes to the tenant's ceil, else its rate.
+    shaper = ShaperRow(*_shaper_row(replace(tenant, shaper=profile.shaper), context.largest_frame)) if profile.shaper is not None else None
+    return ProfileRow(
+        meter=_meter_row(profile.meter, context) if profile.meter is not None else None,
+        shaper=shaper,
+        priority=profile.priority,
+        weight=profile.weight,
+        no_borrowing=not profile.borrow,
+        hold_ns=profile.hold_ns,
+        max_switches_per_s=profile.max_switches or 0,
+    )
+
+
 def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
     lf = context.largest_frame
     c = tenant.contract
@@ -262,6 +303,8 @@ def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
         shaper=ShaperRow(*_shaper_row(c, lf)),
         microburst=_burst_row(c.microburst),
         classes=tuple(classes),
+        on_burst=_profile_row(tenant.on_burst, c, context),
+        on_overload=_profile_row(tenant.on_overload, c, context),
     )
 
 
@@ -290,7 +333,8 @@ def qos_settings(policy: Policy, poll_ns: tuple[int, ...]) -> QosSettings:
         setting = p.microburst or Microburst(DEFAULT_PORT_BURST_WINDOW_NS, p.rate_bps)
         burst = _burst_row(setting)
         assert burst is not None
-        port = PortQos(p.rate_bps // 8, p.buffer_bytes, PORT_MODES[p.mode], p.alpha_log2, p.reserve_bytes, burst)
+        overload = OverloadRow(p.overload.above_bytes, p.overload.below_bytes, p.overload.stagger_ns) if p.overload is not None else None
+        port = PortQos(p.rate_bps // 8, p.buffer_bytes, PORT_MODES[p.mode], p.alpha_log2, p.reserve_bytes, burst, overload)
     return QosSettings(COUNT_MODES[policy.count], bytes(color_map), port, poll_ns)
 
 

@@ -34,6 +34,7 @@ from isolane.policy.constants import (
     DSCP_NAMES,
     MAX_PORT,
     MAX_PRIORITY,
+    MAX_PROFILE_SWITCHES,
     MAX_VLAN,
     MAX_VNI,
     MAX_WEIGHT,
@@ -182,6 +183,39 @@ class Microburst(_Mapping):
     )
 
 
+class _ProfileChanges(_Mapping):
+    """What a profile may change of its tenant's contract and port queues (docs/qos.md, "Adaptive profiles")."""
+
+    meter: Meter | None = Field(None, description="replaces the tenant's meter while the profile holds")
+    shaper: Shaper | None = Field(None, description="replaces the tenant's shaper while the profile holds (its rate defaults as the tenant's shaper's does)")
+    priority: Annotated[int, Field(ge=0, le=MAX_PRIORITY)] | None = Field(None, description="every class queue's priority at the port, 0 is served first")
+    weight: Weight | None = Field(None, description="the tenant's port weight")
+
+
+def _changes_something(*extra: dict[str, Any]) -> dict[str, Any]:
+    """A profile gives at least one change: one of the keys of _ProfileChanges, or ``extra``."""
+    return {"anyOf": [{"required": [key]} for key in _ProfileChanges.model_fields] + list(extra)}
+
+
+class BurstProfile(_ProfileChanges):
+    """The profile a tenant takes while a rate event of its own microburst setting is open, and for its hold after it."""
+
+    model_config = ConfigDict(json_schema_extra=_changes_something())
+
+    hold: Duration = Field("0ns", description="how long the profile is kept after the burst ends, at most 10s")
+    max_switches: Annotated[int, Field(ge=1, le=MAX_PROFILE_SWITCHES)] | None = Field(
+        None, description="at most this many switches into the profile in any second of packet time (default: no limit)"
+    )
+
+
+class OverloadProfile(_ProfileChanges):
+    """The profile a tenant takes while the port is overloaded (the port's overload setting)."""
+
+    model_config = ConfigDict(json_schema_extra=_changes_something({"required": ["borrow"], "properties": {"borrow": {"const": False}}}))
+
+    borrow: bool = Field(True, description="false: every class queue is capped at its guarantee (the tenant or its classes need a rate)")
+
+
 class _Contract(_Mapping):
     """The keys of a tenant's or a class's contract."""
 
@@ -254,10 +288,23 @@ class _TenantRules(_Mapping):
     rules: list[Rule] = Field([], description="in order; the first rule that matches decides")
 
 
+class _TenantProfiles(_Mapping):
+    on_burst: BurstProfile | None = Field(None, description="taken while the tenant bursts (needs its microburst)")
+    on_overload: OverloadProfile | None = Field(None, description="taken while the port is overloaded (needs the port's overload)")
+
+
 # The keys in the order to_dict writes them: pydantic puts a base's fields before its subclass's, the
-# bases taken from the last (so _TenantKeys's come first, then the contract's, then _TenantRules's).
-class Tenant(_TenantRules, _Contract, _TenantKeys):
+# bases taken from the last (so _TenantKeys's come first, then the contract's, the profiles, then _TenantRules's).
+class Tenant(_TenantRules, _TenantProfiles, _Contract, _TenantKeys):
     """A tenant: the traffic that is its own (vnis, vlans, sources), its classes, rules and contract."""
+
+
+class Overload(_Mapping):
+    """When the port is overloaded (docs/qos.md, "Adaptive profiles"): tenants with on_overload take it."""
+
+    above: Size | Percent = Field(description="overloaded once more than this waits in the buffer: a size or a percentage of the buffer, below it")
+    below: Size | Percent = Field(description="no longer overloaded once the buffer holds this or less (at most above)")
+    stagger: Duration = Field("10us", description="then the tenants return one by one, one every stagger (at most 10s; 0ns: all at once)")
 
 
 class Port(_Mapping):
@@ -271,6 +318,7 @@ class Port(_Mapping):
     alpha: Alpha = Field(1, description="per_tenant: a queue may hold at most alpha x the shared buffer still free (dynamic threshold)")
     reserve: Size = Field("0B", description="per_tenant: bytes of the buffer set aside for the guarantees, in proportion to them")
     microburst: Microburst | None = Field(None, description="bursts of the whole port (default: a 10us window at the line rate)")
+    overload: Overload | None = Field(None, description="when tenants take their on_overload profiles")
 
 
 class PolicyDocument(_Mapping):
@@ -311,6 +359,9 @@ _SHAPER_KEYS = _keys(Shaper)
 _MICROBURST_KEYS = _keys(Microburst)
 _QUEUE_VIEW_KEYS = _keys(QueueView)
 _PORT_KEYS = _keys(Port)
+_OVERLOAD_KEYS = _keys(Overload)
+_BURST_PROFILE_KEYS = _keys(BurstProfile)
+_OVERLOAD_PROFILE_KEYS = _keys(OverloadProfile)
 _METER_KEYS = _keys(Meter)
 _METER_ACTION_KEYS = _keys(MeterActions)
 _REMARK_KEYS = _keys(Remark)

@@ -27,6 +27,7 @@ from isolane.policy.constants import (
 )
 from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text
 from isolane.policy.model import Contract, Rule, Tenant, TrafficClass
+from isolane.policy.profiles import read_profiles
 from isolane.policy.units import (
     format_rate,
     read_number,
@@ -236,6 +237,8 @@ class _Checker(_QosChecks):
                 class_names = [c.name for c in classes]
                 self.class_contracts(contract, classes, path)
 
+        on_burst, on_overload = read_profiles(self, data, path, contract, classes if class_names is not None else None)
+
         default_class: str | None = class_names[0] if class_names else None
         if "default_class" in data:
             given = self.name_reference(data["default_class"], _at(path, "default_class"))
@@ -267,6 +270,8 @@ class _Checker(_QosChecks):
             contract=contract,
             description=description,
             weight=weight,
+            on_burst=on_burst,
+            on_overload=on_overload,
         )
 
     def class_contracts(self, tenant: Contract, classes: Sequence[TrafficClass], path: str) -> None:

@@ -30,6 +30,7 @@ from isolane.policy.constants import (
 )
 from isolane.policy.errors import _at, _describe, _did_you_mean, _or_list, _shown
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Shaper
+from isolane.policy.profiles import read_overload
 from isolane.policy.units import (
     _span,
     bytes_in,
@@ -276,7 +277,10 @@ class _QosChecks(_Shapes):
         alpha_log2 = self.port_alpha(data["alpha"], _at(path, "alpha")) if "alpha" in data else 0
         reserve = self.queue_size(data["reserve"], _at(path, "reserve"), zero_ok=True) if "reserve" in data else 0
         microburst = read_microburst(self, data["microburst"], _at(path, "microburst"), rate, "port.rate") if "microburst" in data else None
-        if rate is None or buffer is None or isinstance(mode, _Bad) or alpha_log2 is None or reserve is None or ("microburst" in data and microburst is None):
+        overload = read_overload(self, data["overload"], _at(path, "overload"), buffer) if "overload" in data else None
+        if rate is None or buffer is None or isinstance(mode, _Bad) or alpha_log2 is None or reserve is None:
+            return None
+        if ("microburst" in data and microburst is None) or ("overload" in data and overload is None):
             return None
         if buffer < self.largest_frame:
             self.warnings.append(
@@ -286,7 +290,7 @@ class _QosChecks(_Shapes):
         if reserve > buffer:
             self.error(_at(path, "reserve"), f"{data['reserve']!r} is more than the buffer {data['buffer']!r}: a reserve is part of the buffer")
             return None
-        return Port(rate, buffer, mode, alpha_log2, reserve, microburst)  # type: ignore[arg-type]
+        return Port(rate, buffer, mode, alpha_log2, reserve, microburst, overload)  # type: ignore[arg-type]
 
     def port_alpha(self, value: Any, path: str) -> int | None:
         """The dynamic threshold's alpha, a power of two from 1/128 to 128: its log2."""
