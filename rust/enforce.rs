@@ -380,13 +380,15 @@ impl Enforcer {
                 state.port.advance_to(self.clock_ns);
                 self.hand_departures(&mut state.port);
             }
+            if adaptive {
+                self.adapt_before(self.clock_ns, Some(state));
+            }
             let arrival = Arrival::of(info, self.clock_ns);
             out[first + i] = self.enforce_general(arrival, *verdict, first + i, true);
             if bursts {
                 self.observe_burst(&arrival, verdict, info, out[first + i].outcome);
             }
             if adaptive {
-                self.watch_overload(self.clock_ns, state);
                 self.adapt(verdict.tenant, self.clock_ns, Some(state));
             }
         }
@@ -401,6 +403,7 @@ impl Enforcer {
             let mut arrival = Arrival::of(info, packet_time(info));
             arrival.clock_ns = arrival.clock_ns.max(self.clock_ns);
             self.clock_ns = arrival.clock_ns;
+            self.adapt_before(arrival.clock_ns, None);
             self.enforce_one(arrival, *verdict, first + i, false, slot);
             self.observe_burst(&arrival, verdict, info, slot.outcome);
             self.adapt(verdict.tenant, arrival.clock_ns, None);

@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 
 use batch::{parse_records, read_pcap, record_layout, PacketBatch, PcapIterator};
 use bursts::{burst_flow_layout, burst_layout};
-use engine::{processed_layout, stats_layout, verdict_layout, Engine};
+use engine::{processed_layout, profile_event_layout, stats_layout, verdict_layout, Engine};
 use error::{DuplicateKeyError, IsolaneError, PcapError, YamlError};
 use rule_table::RuleTable;
 use yaml::load_yaml;
@@ -36,8 +36,8 @@ fn without_gil<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyRe
 mod _core {
     #[pymodule_export]
     use super::{
-        burst_flow_layout, burst_layout, codes::codes, load_yaml, parse_records, processed_layout, read_pcap, record_layout, stats_layout, verdict_layout,
-        Engine, PacketBatch, PcapIterator, RuleTable,
+        burst_flow_layout, burst_layout, codes::codes, load_yaml, parse_records, processed_layout, profile_event_layout, read_pcap, record_layout,
+        stats_layout, verdict_layout, Engine, PacketBatch, PcapIterator, RuleTable,
     };
 
     #[pymodule_init]

@@ -23,14 +23,15 @@ from isolane._core import (
     RuleTable,
     read_pcap,
 )
-from isolane.codes import Action, BurstScope, BurstView, Color, Outcome, Reason, Status, Tunnel
+from isolane.codes import Action, BurstScope, BurstView, Color, Outcome, ProfileId, Reason, Status, SwitchCause, Tunnel
 from isolane.commands.replay import ReplayReport, format_report, replay
-from isolane.engine import BURST_DTYPE, BURST_FLOW_DTYPE, DEFAULT_POLLS, PROCESSED_DTYPE, STATS_DTYPE, VERDICT_DTYPE, Engine, UpdateReport
+from isolane.engine import BURST_DTYPE, BURST_FLOW_DTYPE, DEFAULT_POLLS, PROCESSED_DTYPE, PROFILE_EVENT_DTYPE, STATS_DTYPE, VERDICT_DTYPE, Engine, UpdateReport
 from isolane.parsing import PARSED_DTYPE, LinkType, format_addresses, parse
 from isolane.policy import Policy, PolicyError, PolicyWarning
 
 __all__ = [
     "BURST_DTYPE",
+    "PROFILE_EVENT_DTYPE",
     "BURST_FLOW_DTYPE",
     "DEFAULT_POLLS",
     "GENEVE_PORT",
@@ -41,6 +42,8 @@ __all__ = [
     "VXLAN_PORT",
     "Action",
     "BurstScope",
+    "ProfileId",
+    "SwitchCause",
     "BatchError",
     "BurstView",
     "Color",

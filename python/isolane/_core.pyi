@@ -27,6 +27,7 @@ __all__ = [
     "YamlError",
     "burst_flow_layout",
     "burst_layout",
+    "profile_event_layout",
     "load_yaml",
     "codes",
     "parse_records",
@@ -162,6 +163,9 @@ def record_layout() -> tuple[list[tuple[str, str, int]], int]:
 def burst_layout() -> tuple[list[tuple[str, str, int]], int]:
     """A burst event's fields as (name, numpy type, byte offset), and its size."""
 
+def profile_event_layout() -> tuple[list[tuple[str, str, int]], int]:
+    """A profile switch's fields as (name, numpy type, byte offset), and its size."""
+
 def burst_flow_layout() -> tuple[list[tuple[str, str, int]], int]:
     """A burst flow's fields as (name, numpy type, byte offset), and its size."""
 
@@ -274,6 +278,16 @@ class Engine:
 
     def burst_tenants(self) -> list[str]:
         """Tenant names, by the `tenant` of bursts."""
+
+    def profile_events(self) -> npt.NDArray[np.uint8]:
+        """Every switch of an adaptive profile so far (raw bytes of a PROFILE_EVENT_DTYPE array)."""
+
+    def profile_tenants(self) -> list[str]:
+        """Tenant names, by the `tenant` of profile events."""
+
+    def profile_counts(self) -> list[tuple[str, list[int], int]]:
+        """Per tenant that had profiles, by name: packets enforced under each profile (by
+        `ProfileId`) and switches."""
 
     def burst_stats(self) -> list[dict[str, Any]]:
         """One dict per scope watched for bursts: its setting, totals and polled views."""

@@ -30,6 +30,8 @@ _COLOR = CODES["color"]
 _OUTCOME = CODES["outcome"]
 _BURST_SCOPE = CODES["burst_scope"]
 _BURST_VIEW = CODES["burst_view"]
+_PROFILE = CODES["profile"]
+_SWITCH_CAUSE = CODES["switch_cause"]
 
 
 class Status(enum.IntEnum):
@@ -133,6 +135,32 @@ class BurstView(enum.IntEnum):
     """The queue at the port above its rise threshold, until it fell to its fall threshold."""
 
 
+class ProfileId(enum.IntEnum):
+    """A tenant's adaptive profile (``profile_events()["from"]``, ``["to"]``; docs/qos.md)."""
+
+    NORMAL = _PROFILE["normal"]
+    """Its own contract and queues."""
+    BURST = _PROFILE["burst"]
+    """Its ``on_burst`` profile."""
+    OVERLOAD = _PROFILE["overload"]
+    """Its ``on_overload`` profile."""
+
+
+class SwitchCause(enum.IntEnum):
+    """Why a tenant switched profiles (``profile_events()["cause"]``)."""
+
+    BURST_STARTED = _SWITCH_CAUSE["burst_started"]
+    """A rate event of its microburst scope started."""
+    BURST_ENDED = _SWITCH_CAUSE["burst_ended"]
+    """The event ended and its hold passed."""
+    OVERLOAD = _SWITCH_CAUSE["overload"]
+    """The port's buffer passed its overload threshold."""
+    RECOVERED = _SWITCH_CAUSE["recovered"]
+    """The buffer drained and the tenant's turn to return came."""
+    UPDATE = _SWITCH_CAUSE["update"]
+    """A policy update: every tenant starts the new policy in its normal profile."""
+
+
 ENUMS: dict[str, type[enum.IntEnum]] = {
     "status": Status,
     "tunnel": Tunnel,
@@ -142,6 +170,8 @@ ENUMS: dict[str, type[enum.IntEnum]] = {
     "outcome": Outcome,
     "burst_scope": BurstScope,
     "burst_view": BurstView,
+    "profile": ProfileId,
+    "switch_cause": SwitchCause,
 }
 """The family each enum is made of."""
 

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
-from isolane.codes import BurstScope, Color, Outcome, Reason
+from isolane.codes import BurstScope, Color, Outcome, ProfileId, Reason
 from isolane.parsing import PARSED_DTYPE, dtype_of, parse, tunnel_ports
 from isolane.policy import Policy, PolicyError, Rule, TenantTables, _Checker, _tenant_tables, format_duration, parse_duration, tenant_tables
 from isolane.policy.claims import TenantChange
@@ -47,6 +47,13 @@ BURST_FLOW_DTYPE: np.dtype = dtype_of(_core.burst_flow_layout())
 """One row of :meth:`Engine.burst_flows`: ``event`` (the burst's id), ``rank``, the 5-tuple
 (``src``, ``dst`` as 16 bytes, ``src_port``, ``dst_port``, ``proto``), ``packets``, ``bytes`` and
 ``error_bytes`` (the most ``bytes`` may be over: 0 while a burst has at most 32 flows)."""
+
+PROFILE_EVENT_DTYPE: np.dtype = dtype_of(_core.profile_event_layout())
+"""One row of :meth:`Engine.profile_events`, a switch of adaptive profile (``docs/qos.md``,
+"Adaptive profiles"): ``time_ns`` (packet time: the packet after which the tenant switched, or
+the instant a hold ended or a turn to return came), ``tenant`` (an index into
+:attr:`Engine.profile_tenants`), ``from`` and ``to`` (:class:`ProfileId`), ``cause``
+(:class:`SwitchCause`)."""
 
 STATS_DTYPE: np.dtype = dtype_of(_core.stats_layout())
 """One row of :meth:`Engine.stats_array`, a tenant and class seen (``docs/qos.md``,
@@ -345,6 +352,23 @@ class Engine:
     def burst_tenants(self) -> list[str]:
         """Tenant names by the ``tenant`` field of :meth:`bursts` (a name stays once seen)."""
         return self._core.burst_tenants()
+
+    def profile_events(self) -> npt.NDArray[np.void]:
+        """Every switch of adaptive profile so far, in order (:data:`PROFILE_EVENT_DTYPE`;
+        ``docs/qos.md``, "Adaptive profiles"); :meth:`drain` ends holds and overloads."""
+        return self._core.profile_events().view(PROFILE_EVENT_DTYPE)
+
+    @property
+    def profile_tenants(self) -> list[str]:
+        """Tenant names by the ``tenant`` field of :meth:`profile_events` (a name stays once seen)."""
+        return self._core.profile_tenants()
+
+    def profile_stats(self) -> list[dict[str, Any]]:
+        """Per tenant that has or had adaptive profiles, by name: ``tenant``, ``packets`` (the
+        packets enforced under each profile: ``normal``, ``burst``, ``overload``) and
+        ``switches``, since the engine was made."""
+        names = [p.name.lower() for p in ProfileId]
+        return [{"tenant": name, "packets": dict(zip(names, packets)), "switches": switches} for name, packets, switches in self._core.profile_counts()]
 
     def burst_stats(self) -> list[dict[str, Any]]:
         """Per scope watched, now or before (``docs/bursts.md``, "Polled counters"): ``scope``

@@ -279,13 +279,27 @@ fn switchable(qos: &TenantQos, tenant: u32, name: i32, normal: &Stage, spec: &Qo
 }
 
 impl Enforcer {
-    /// After the packet of `tenant` at `now` was enforced and its burst scopes saw it: counts
-    /// it under the tenant's profile, and switches profiles where a burst started or ended.
+    /// Before the packet at `now` is enforced: holds that ended and bursts whose window fell
+    /// by then end, and the port's buffer is checked for overload, so that the packet finds
+    /// each tenant in the profile it has at that instant.
     #[inline]
-    pub(super) fn adapt(&mut self, tenant: i32, now: u64, mut port: Option<&mut PortState>) {
-        if self.adaptive.next_due() <= now {
-            self.settle_due(now, port.as_deref_mut());
+    pub(super) fn adapt_before(&mut self, now: u64, port: Option<&mut PortState>) {
+        match port {
+            Some(state) => {
+                if self.adaptive.next_due() <= now {
+                    self.settle_due(now, Some(&mut *state));
+                }
+                self.watch_overload(now, state);
+            }
+            None if self.adaptive.next_due() <= now => self.settle_due(now, None),
+            None => {}
         }
+    }
+
+    /// After the packet of `tenant` at `now` was enforced and its burst scopes saw it: counts
+    /// it under the tenant's profile, and switches it if the packet started a burst.
+    #[inline]
+    pub(super) fn adapt(&mut self, tenant: i32, now: u64, port: Option<&mut PortState>) {
         let Some(&slot) = self.adaptive.slot_of.get(tenant as usize).filter(|&&slot| slot != NONE) else { return };
         let sw = &mut self.adaptive.switchable[slot as usize];
         sw.counts.packets[sw.active as usize] += 1;
@@ -303,7 +317,7 @@ impl Enforcer {
     /// The port's buffer after the packets that reached it by `now`: tenants switch to their
     /// overload profile when it passes the threshold, and return one by one once it drained.
     #[inline]
-    pub(super) fn watch_overload(&mut self, now: u64, state: &mut PortState) {
+    fn watch_overload(&mut self, now: u64, state: &mut PortState) {
         let Some(overload) = &self.adaptive.overload else { return };
         let depth = state.port.queued_bytes();
         let config = overload.config;

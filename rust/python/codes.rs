@@ -6,7 +6,7 @@ use pyo3::types::PyDict;
 
 use crate::bursts::{Scope, View};
 use crate::codes::names;
-use crate::enforce::{ColorActionCode, Count, Outcome, NO_COLOR};
+use crate::enforce::{ColorActionCode, Count, Outcome, ProfileId, SwitchCause, NO_COLOR};
 use crate::meter::{Color, MeterKindCode};
 use crate::parse::{Status, Tunnel};
 use crate::shaping::PortMode;
@@ -27,6 +27,8 @@ pub(super) fn codes(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         ("outcome", names::<Outcome>()),
         ("burst_scope", names::<Scope>()),
         ("burst_view", names::<View>()),
+        ("profile", names::<ProfileId>()),
+        ("switch_cause", names::<SwitchCause>()),
         ("meter_kind", names::<MeterKindCode>()),
         ("color_action", names::<ColorActionCode>()),
         ("count", names::<Count>()),

@@ -7,7 +7,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::bursts::{BurstEvent, FlowRow};
 use crate::classify::Rule;
-use crate::enforce::{self, Processed, QosSettings, StatsRow, TenantInput};
+use crate::enforce::{self, profile_event_fields, Processed, ProfileEvent, QosSettings, StatsRow, TenantInput};
 use crate::engine::{self, Delta, Route, RuleEdit, RuleRow, TablesSpec, TenantEntry, TenantOp, TenantSpec, Verdict};
 use crate::error::CoreError;
 use crate::memory;
@@ -235,6 +235,24 @@ impl Engine {
         self.engine.with_enforcer(|enforcer| enforcer.burst_tenants())
     }
 
+    /// Every switch of an adaptive profile so far (raw bytes of a PROFILE_EVENT_DTYPE array).
+    fn profile_events<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u8>> {
+        let events = self.engine.with_enforcer(|enforcer| bytemuck::cast_slice::<ProfileEvent, u8>(enforcer.profile_events()).to_vec());
+        PyArray1::from_vec(py, events)
+    }
+
+    /// Tenant names, by the `tenant` of profile events.
+    fn profile_tenants(&self) -> Vec<String> {
+        self.engine.with_enforcer(|enforcer| enforcer.profile_tenants())
+    }
+
+    /// Per tenant that had profiles, by name: packets enforced under each profile (by
+    /// `ProfileId`) and switches.
+    fn profile_counts(&self) -> Vec<(String, [u64; 3], u64)> {
+        let counts = self.engine.with_enforcer(|enforcer| enforcer.profile_counts());
+        counts.into_iter().map(|(name, c)| (name, c.packets, c.switches)).collect()
+    }
+
     /// One dict per scope watched for bursts: its setting, totals and polled views.
     fn burst_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let stats = self.engine.with_enforcer(|enforcer| enforcer.burst_stats());
@@ -311,7 +329,13 @@ pub(super) fn verdict_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, usi
     Ok((PyList::new(py, engine::verdict_fields())?, std::mem::size_of::<Verdict>()))
 }
 
-/// The statistics row's fields as (name, numpy type, byte offset), and its size.
+/// A profile switch's fields as (name, numpy type, byte offset), and its size.
+#[pyfunction]
+pub(super) fn profile_event_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, usize)> {
+    Ok((PyList::new(py, profile_event_fields())?, std::mem::size_of::<ProfileEvent>()))
+}
+
+/// A statistics row's fields as (name, numpy type, byte offset), and its size.
 #[pyfunction]
 pub(super) fn stats_layout(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, usize)> {
     Ok((PyList::new(py, enforce::stats_fields())?, std::mem::size_of::<StatsRow>()))

@@ -1,0 +1,141 @@
+"""Adaptive profiles in the data path (docs/qos.md, "Adaptive profiles"): burst profiles against
+a plain reference of the switching rules on random traces with injected bursts, the reaction
+time, accounting through every switch, and the port's overload profile with staggered returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from isolane import Engine, Outcome, ProfileId, SwitchCause
+from support.profile_reference import BurstProfileReference
+from test_engine_qos import policy, records
+
+# A burst profile whose meter drops every packet (a 64-byte bucket holds none of them): a
+# packet's outcome then says which profile it was enforced under.
+DROP_ALL = {"kind": "srtcm", "cir": "8bps", "cbs": "64B", "ebs": "0B", "actions": {"yellow": "drop", "red": "drop"}}
+RATE_BPS = 100_000_000  # every tenant's guarantee: 100 Mbit/s
+
+
+def bursty(rng: np.random.Generator, vni: int, duration_ns: int, bursts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(times, vnis, sizes): Poisson background under the tenant's rate, and packet trains
+    100-2,000 ns apart at random instants (microbursts)."""
+    background = np.sort(rng.integers(0, duration_ns, int(duration_ns * 2e-6)))
+    trains = [start + np.cumsum(rng.integers(100, 2000, rng.integers(3, 40))) for start in rng.integers(0, duration_ns, bursts)]
+    times = np.sort(np.concatenate([background, *trains]))
+    return times, np.full(len(times), vni), rng.integers(100, 1500, len(times))
+
+
+def random_profile(rng: np.random.Generator) -> dict[str, Any]:
+    window_ns = int(rng.choice([1_000, 5_000, 10_000, 50_000]))
+    return {
+        "window_ns": window_ns,
+        "threshold_pct": int(rng.choice([100, 150, 300, 1000])),
+        "hold_ns": int(rng.choice([0, 1_000, 20_000, 200_000])),
+        "max_switches": int(rng.choice([0, 0, 200, 2_000])),
+    }
+
+
+def tenant(index: int, setting: dict[str, Any] | None) -> dict[str, Any]:
+    doc: dict[str, Any] = {"name": f"t{index}", "vnis": [100 + index], "rate": f"{RATE_BPS}bps"}
+    if setting is not None:
+        doc["microburst"] = {"window": f"{setting['window_ns']}ns", "threshold": f"{setting['threshold_pct']}%"}
+        doc["on_burst"] = {"meter": DROP_ALL, "hold": f"{setting['hold_ns']}ns"}
+        if setting["max_switches"]:
+            doc["on_burst"]["max_switches"] = setting["max_switches"]
+    return doc
+
+
+def run_engine(pol: Any, rows: np.ndarray, rng: np.random.Generator) -> tuple[Engine, np.ndarray]:
+    engine = Engine(pol)
+    cuts = np.sort(rng.choice(np.arange(1, len(rows)), size=7, replace=False))
+    out = np.concatenate([engine.process(part) for part in np.split(rows, cuts)])
+    engine.drain()
+    return engine, out
+
+
+def engine_switches(engine: Engine, name: str) -> list[tuple[int, int, int, int]]:
+    tenant = engine.profile_tenants.index(name)
+    events = engine.profile_events()
+    mine = events[events["tenant"] == tenant]
+    return [(int(e["time_ns"]), int(e["from"]), int(e["to"]), int(e["cause"])) for e in mine]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_burst_profiles_switch_as_the_reference_says_packet_by_packet(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    settings = [random_profile(rng), random_profile(rng), None]
+    parts = [bursty(rng, 100 + i, 20_000_000, 30) for i in range(3)]
+    times, vnis, sizes = (np.concatenate([p[k] for p in parts]) for k in range(3))
+    order = np.argsort(times, kind="stable")
+    rows = records(vnis[order], times[order], sizes[order])
+    pol = policy({"count": "outer", "tenants": [tenant(i, s) for i, s in enumerate(settings)]})
+    engine, out = run_engine(pol, rows, rng)
+    for i, setting in enumerate(settings):
+        mine = rows["vni"] == 100 + i
+        dropped = out["outcome"][mine] == Outcome.DROP_METER
+        if setting is None:
+            assert not dropped.any() and f"t{i}" not in engine.profile_tenants
+            continue
+        limit = setting["threshold_pct"] * RATE_BPS // 100 * setting["window_ns"] // 8_000_000_000
+        reference = BurstProfileReference(setting["window_ns"], limit, setting["hold_ns"], setting["max_switches"])
+        expected = np.array([reference.packet(int(t), int(b)) for t, b in zip(rows["timestamp_ns"][mine], rows["wire_len"][mine])])
+        reference.drain()
+        np.testing.assert_array_equal(dropped, expected == ProfileId.BURST, err_msg=f"t{i}: packets under the burst profile")
+        assert engine_switches(engine, f"t{i}") == reference.switches
+        assert reference.switches, "the trace has bursts that switch"
+        stats = next(s for s in engine.profile_stats() if s["tenant"] == f"t{i}")
+        assert stats["packets"] == {"normal": int((expected == 0).sum()), "burst": int((expected == 1).sum()), "overload": 0}
+        assert stats["switches"] == len(reference.switches)
+
+
+def test_the_packet_after_the_one_that_starts_a_burst_is_under_the_burst_profile() -> None:
+    """Reaction time: the next packet of the tenant, within the same batch, whatever it is."""
+    rng = np.random.default_rng(7)
+    window_ns, hold_ns = 10_000, 50_000
+    times, vnis, sizes = bursty(rng, 100, 50_000_000, 200)
+    rows = records(vnis, times, sizes)
+    setting = {"window_ns": window_ns, "threshold_pct": 150, "hold_ns": hold_ns, "max_switches": 0}
+    engine = Engine(policy({"count": "outer", "tenants": [tenant(0, setting)]}))
+    out = engine.process(rows)  # one batch: the switch takes effect inside it
+    engine.drain()
+    switches = engine_switches(engine, "t0")
+    starts = [time for time, _, to, cause in switches if cause == SwitchCause.BURST_STARTED]
+    assert len(starts) >= 50
+    ends = {int(e["start_ns"]): int(e["end_ns"]) for e in engine.bursts()}
+    reactions = []
+    for start in starts:
+        after = int(np.searchsorted(rows["timestamp_ns"], start, side="right"))  # the packet after the one that started it
+        if after < len(rows) and rows["timestamp_ns"][after] < ends[start] + hold_ns:
+            assert out["outcome"][after] == Outcome.DROP_METER, f"burst at {start} ns: the next packet is under the burst profile"
+        if after < len(rows) and rows["timestamp_ns"][after] < ends[start]:
+            reactions.append(int(rows["timestamp_ns"][after]) - start)
+    # Packets of a burst come less than a window apart: the reaction is within one window.
+    assert len(reactions) >= 50 and max(reactions) <= window_ns
+    # Out of the profile exactly hold after its rate event ended.
+    ended = [time for time, _, to, cause in switches if cause == SwitchCause.BURST_ENDED]
+    assert all(time - hold_ns in ends.values() for time in ended)
+
+
+def test_every_packet_has_one_outcome_and_the_counters_run_on_through_every_switch() -> None:
+    rng = np.random.default_rng(11)
+    parts = [bursty(rng, 100 + i, 10_000_000, 40) for i in range(2)]
+    times, vnis, sizes = (np.concatenate([p[k] for p in parts]) for k in range(3))
+    order = np.argsort(times, kind="stable")
+    rows = records(vnis[order], times[order], sizes[order])
+    setting = {"window_ns": 5_000, "threshold_pct": 150, "hold_ns": 20_000, "max_switches": 0}
+    tenants = [tenant(0, setting), tenant(1, setting)]
+    for doc in tenants:  # a burst profile that shapes rather than drops: packets wait, and some are dropped
+        doc["on_burst"] = {"shaper": {"rate": "50Mbps", "queue": "16KiB"}, "hold": "20us"}
+    engine, out = run_engine(policy({"count": "outer", "tenants": tenants}), rows, rng)
+    assert len(engine.profile_events()) > 20
+    stats = engine.stats()
+    for entry in stats:
+        assert entry["packets"] == sum(o["packets"] for o in entry["outcomes"].values()) + entry["in_flight"]
+    assert sum(e["packets"] for e in stats) == len(rows)
+    counted = {s["tenant"]: sum(s["packets"].values()) for s in engine.profile_stats()}
+    assert counted == {"t0": int((rows["vni"] == 100).sum()), "t1": int((rows["vni"] == 101).sum())}
+    shaped_out = np.isin(out["outcome"], [Outcome.DROP_SHAPER_BYTES, Outcome.DROP_SHAPER_TIME]).sum()
+    assert shaped_out > 0, "the burst profile's shaper acted"
