@@ -319,6 +319,13 @@ impl Detector {
         }
     }
 
+    /// Whether an event of tenant `tenant`'s scope is open (of either view): one flag in the
+    /// state its packet just read, so that a caller asks [`Detector::tenant_rate`] only then.
+    #[inline]
+    pub fn tenant_open(&self, tenant: usize) -> bool {
+        self.tenants.get(tenant).and_then(|slots| self.hot.get(slots.tenant as usize)).is_some_and(|hot| hot.is_open())
+    }
+
     /// Tenant `tenant`'s rate view at `now`, if its scope is watched (see [`RateState`]).
     pub fn tenant_rate(&mut self, tenant: usize, now: u64) -> Option<RateState> {
         let slot = self.tenants.get(tenant).map(|slots| slots.tenant).filter(|&slot| slot != NONE)? as usize;

@@ -399,7 +399,14 @@ impl Enforcer {
     /// enforced, so that a burst it starts switches its tenant for the very next packet.
     #[inline(never)]
     fn enforce_adaptive_without_port(&mut self, records: &[PacketInfo], verdicts: &[Verdict], out: &mut [Processed], first: usize) {
+        let prefetch = self.prefetches();
         for (i, ((info, verdict), slot)) in records.iter().zip(verdicts).zip(out).enumerate() {
+            if prefetch {
+                self.prefetch_ahead(verdicts, i);
+            }
+            if let Some(ahead) = verdicts.get(i + 8) {
+                self.bursts.prefetch(ahead);
+            }
             let mut arrival = Arrival::of(info, packet_time(info));
             arrival.clock_ns = arrival.clock_ns.max(self.clock_ns);
             self.clock_ns = arrival.clock_ns;

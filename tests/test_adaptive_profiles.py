@@ -125,11 +125,26 @@ def test_every_packet_has_one_outcome_and_the_counters_run_on_through_every_swit
     times, vnis, sizes = (np.concatenate([p[k] for p in parts]) for k in range(3))
     order = np.argsort(times, kind="stable")
     rows = records(vnis[order], times[order], sizes[order])
-    setting = {"window_ns": 5_000, "threshold_pct": 150, "hold_ns": 20_000, "max_switches": 0}
+    # 4 Gbit/s over 5 us: a lone packet does not burst, two within the window may.
+    setting = {"window_ns": 5_000, "threshold_pct": 4000, "hold_ns": 20_000, "max_switches": 0}
     tenants = [tenant(0, setting), tenant(1, setting)]
     for doc in tenants:  # a burst profile that shapes rather than drops: packets wait, and some are dropped
         doc["on_burst"] = {"shaper": {"rate": "50Mbps", "queue": "16KiB"}, "hold": "20us"}
-    engine, out = run_engine(policy({"count": "outer", "tenants": tenants}), rows, rng)
+    pol = policy({"count": "outer", "tenants": tenants})
+    engine = Engine(pol)
+    # An update (t1's hold changes: the enforcer retargets, every tenant restarts from its
+    # normal profile) right after a packet of t0's in its normal profile (the reference says
+    # where), so that t0's packets since its last switch must be carried over.
+    t0 = np.flatnonzero(rows["vni"] == 100)
+    reference = BurstProfileReference(5_000, 4000 * RATE_BPS // 100 * 5_000 // 8_000_000_000, 20_000)
+    profiles = [reference.packet(int(rows["timestamp_ns"][i]), int(rows["wire_len"][i])) for i in t0]
+    switched_at = {time for time, *_ in reference.switches}
+    calm = [k for k in range(len(t0) // 2, len(t0)) if profiles[k] == ProfileId.NORMAL and int(rows["timestamp_ns"][t0[k]]) not in switched_at]
+    half = int(t0[calm[0]]) + 1  # t0's packet calm[0] left it in its normal profile
+    first = engine.process(rows[:half])
+    engine.update(pol.with_tenant({**tenants[1], "on_burst": {**tenants[1]["on_burst"], "hold": "50us"}}))
+    out = np.concatenate([first, engine.process(rows[half:])])
+    engine.drain()
     assert len(engine.profile_events()) > 20
     stats = engine.stats()
     for entry in stats:

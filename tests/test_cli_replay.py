@@ -278,3 +278,28 @@ def test_a_report_that_does_not_add_up_fails_loudly(monkeypatch: pytest.MonkeyPa
         "isolane: error: the report does not add up (a bug in isolane): 1,696 packets have a verdict reason, not the 1,697 read",
         "isolane: error: the report does not add up (a bug in isolane): training / control: 421 packets in, but 420 passed, re-marked, dropped or in flight",
     ]
+
+
+def test_replay_reports_the_profile_switches_of_a_tenant_with_a_burst_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The sample's training tenant watched at 1 ms (its all-reduce bursts: docs/bursts.md) with
+    a burst profile: the report lists its switches and its packets under each profile."""
+    data = yaml.safe_load(POLICY.read_text())
+    training = data["tenants"][0]
+    training["microburst"] = {"window": "1ms", "threshold": "100Mbps"}
+    training["on_burst"] = {"shaper": {"rate": "50Mbps", "queue": "64KiB"}, "hold": "100us"}
+    path = tmp_path / "profiles.yaml"
+    path.write_text(yaml.safe_dump(data))
+    report = replay_json(capsys, str(SAMPLE), "--policy", str(path))
+    rate_bursts = [b for b in report["microbursts"] if b["scope"] == "tenant" and b["tenant"] == "training" and b["view"] == "rate"]
+    starts = [s for s in report["profile_switches"] if s["cause"] == "burst_started"]
+    assert rate_bursts and [s["time_ns"] for s in starts] == [b["start_ns"] for b in rate_bursts], "each rate burst switches it"
+    ends = [s for s in report["profile_switches"] if s["cause"] == "burst_ended"]
+    assert [s["time_ns"] for s in ends] == [b["end_ns"] + 100_000 for b in rate_bursts]
+    (profiles,) = report["profiles"]
+    training_packets = next(t for t in report["tenants"] if t["tenant"] == "training")["packets"]
+    assert profiles["tenant"] == "training" and profiles["switches"] == 2 * len(rate_bursts)
+    assert profiles["packets"]["burst"] > 0 and sum(profiles["packets"].values()) <= training_packets
+    assert main(["replay", str(SAMPLE), "--policy", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "adaptive profiles" in table and "burst started" in table
+    assert max(len(line) for line in table.splitlines()[table.splitlines().index("") :]) <= 100

@@ -96,6 +96,11 @@ impl Hot {
         self.fine_bytes > 0
     }
 
+    #[inline]
+    pub(super) fn is_open(&self) -> bool {
+        self.open
+    }
+
     /// Asks the cache for both lines.
     #[inline]
     pub(super) fn prefetch(&self) {

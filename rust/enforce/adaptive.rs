@@ -115,6 +115,8 @@ struct Switchable {
     hold_until: u64,
     overloaded: bool,
     counts: ProfileCounts,
+    /// Its packets (in the statistics rows) when it took its current profile.
+    mark: u64,
 }
 
 impl Switchable {
@@ -159,6 +161,9 @@ struct OverloadState {
 pub(super) struct Adaptive {
     /// By the engine's tenant index: its slot in `switchable`, or [`NONE`].
     slot_of: Vec<u32>,
+    /// What every packet reads, by the engine's tenant index: for a tenant with a burst
+    /// profile its slot << 1 | whether it is in a burst, else [`NONE`].
+    watch: Vec<u32>,
     switchable: Vec<Switchable>,
     /// (when, slot): a bursting tenant's window to settle, or its hold to end.
     due: BinaryHeap<Reverse<(u64, u32)>>,
@@ -181,6 +186,14 @@ impl Adaptive {
     #[inline]
     pub(super) fn active(&self) -> bool {
         !self.switchable.is_empty()
+    }
+
+    fn set_in_burst(&mut self, slot: u32, in_burst: bool) {
+        let sw = &mut self.switchable[slot as usize];
+        sw.in_burst = in_burst;
+        if let Some(watch) = self.watch.get_mut(sw.tenant as usize).filter(|w| **w != NONE) {
+            *watch = slot << 1 | u32::from(in_burst);
+        }
     }
 
     #[inline]
@@ -206,11 +219,16 @@ impl Adaptive {
         }
         self.due.clear();
         self.slot_of = vec![NONE; names.len()];
+        self.watch = vec![NONE; names.len()];
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
         for (index, name) in names.iter().enumerate() {
             let Some(qos) = by_name.get(name.as_str()).filter(|q| q.on_burst.is_some() || q.on_overload.is_some()) else { continue };
             let name = self.name_id(name);
-            self.slot_of[index] = self.switchable.len() as u32;
+            let slot = self.switchable.len() as u32;
+            self.slot_of[index] = slot;
+            if qos.on_burst.is_some() {
+                self.watch[index] = slot << 1;
+            }
             self.switchable.push(switchable(qos, index as u32, name, &tenants[index].stage, spec, profiles));
         }
         self.overload = spec.overload.map(|config| OverloadState {
@@ -231,11 +249,14 @@ impl Adaptive {
         &self.events
     }
 
-    /// Every tenant that had profiles: its counts since the engine was made, by name order.
-    pub(super) fn counts(&self) -> Vec<(String, ProfileCounts)> {
+    /// Every tenant that had profiles: its counts since the engine was made, by name order;
+    /// `open`: each current tenant's packets since it took its profile.
+    fn counts(&self, open: Vec<u64>) -> Vec<(String, ProfileCounts)> {
         let mut all = self.archive.clone();
-        for sw in &self.switchable {
-            all.entry(self.names[sw.name as usize].clone()).or_default().add(&sw.counts);
+        for (sw, open) in self.switchable.iter().zip(open) {
+            let mut counts = sw.counts;
+            counts.packets[sw.active as usize] += open;
+            all.entry(self.names[sw.name as usize].clone()).or_default().add(&counts);
         }
         let mut all: Vec<(String, ProfileCounts)> = all.into_iter().collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
@@ -261,6 +282,7 @@ fn switchable(qos: &TenantQos, tenant: u32, name: i32, normal: &Stage, spec: &Qo
         hold_until: 0,
         overloaded: false,
         counts: ProfileCounts::default(),
+        mark: 0,
     };
     for (id, profile) in [(ProfileId::Burst, qos.on_burst.as_ref().map(|b| &b.profile)), (ProfileId::Overload, qos.on_overload.as_ref())] {
         let Some(ProfileQos { contract, queues }) = profile else { continue };
@@ -296,21 +318,22 @@ impl Enforcer {
         }
     }
 
-    /// After the packet of `tenant` at `now` was enforced and its burst scopes saw it: counts
-    /// it under the tenant's profile, and switches it if the packet started a burst.
+    /// After the packet of `tenant` at `now` was enforced and its burst scopes saw it: switches
+    /// the tenant if the packet started a burst. Reads a word of the tenant and a flag of its
+    /// scope's state (which the detector just read): a rate event can have started only if an
+    /// event of the scope is open.
     #[inline]
     pub(super) fn adapt(&mut self, tenant: i32, now: u64, port: Option<&mut PortState>) {
-        let Some(&slot) = self.adaptive.slot_of.get(tenant as usize).filter(|&&slot| slot != NONE) else { return };
-        let sw = &mut self.adaptive.switchable[slot as usize];
-        sw.counts.packets[sw.active as usize] += 1;
-        if !sw.has[ProfileId::Burst as usize] {
-            return;
+        let Some(&watch) = self.adaptive.watch.get(tenant as usize).filter(|&&watch| watch != NONE) else { return };
+        if self.bursts.tenant_open(tenant as usize) != (watch & 1 == 1) {
+            self.rate_changed(watch >> 1, tenant as usize, now, port);
         }
-        let in_burst = sw.in_burst;
-        if let Some(rate) = self.bursts.tenant_rate(tenant as usize, now) {
-            if rate.open != in_burst {
-                self.burst_changed(slot, rate, now, port);
-            }
+    }
+
+    #[cold]
+    fn rate_changed(&mut self, slot: u32, tenant: usize, now: u64, port: Option<&mut PortState>) {
+        if let Some(rate) = self.bursts.tenant_rate(tenant, now).filter(|rate| rate.open != self.adaptive.switchable[slot as usize].in_burst) {
+            self.burst_changed(slot, rate, now, port);
         }
     }
 
@@ -372,8 +395,8 @@ impl Enforcer {
 
     /// A tenant's rate event started (`rate.open`) or ended.
     fn burst_changed(&mut self, slot: u32, rate: RateState, now: u64, port: Option<&mut PortState>) {
+        self.adaptive.set_in_burst(slot, rate.open);
         let sw = &mut self.adaptive.switchable[slot as usize];
-        sw.in_burst = rate.open;
         if rate.open {
             if !sw.granted || now >= sw.hold_until {
                 sw.granted = sw.may_switch(now);
@@ -419,11 +442,13 @@ impl Enforcer {
     /// Puts tenant `slot` in the profile it wants at `time`, if it is not in it: its stage in its
     /// line, its queues at the port; the switch is an event.
     fn switch(&mut self, slot: u32, time: u64, cause: SwitchCause, port: Option<&mut PortState>) {
-        let sw = &mut self.adaptive.switchable[slot as usize];
+        let sw = &self.adaptive.switchable[slot as usize];
         let (from, to) = (sw.active, sw.wanted(time));
         if from == to {
             return;
         }
+        self.close_segment(slot);
+        let sw = &mut self.adaptive.switchable[slot as usize];
         if to != ProfileId::Burst {
             sw.granted = sw.granted && sw.in_burst; // a burst that ended needs a new grant
         }
@@ -443,13 +468,33 @@ impl Enforcer {
         self.adaptive.events.push(ProfileEvent { time_ns: time, tenant: sw.name, from: from as u8, to: to as u8, cause: cause as u8, _pad: 0 });
     }
 
-    /// Every tenant back in its normal profile (before an update, which starts from there).
+    /// The packets of tenant `slot` since it took its profile go to that profile's count: the
+    /// statistics rows count them (so that a packet pays nothing for the count).
+    fn close_segment(&mut self, slot: u32) {
+        let packets = self.tenant_packets(self.adaptive.switchable[slot as usize].tenant as usize);
+        let sw = &mut self.adaptive.switchable[slot as usize];
+        sw.counts.packets[sw.active as usize] += packets - sw.mark;
+        sw.mark = packets;
+    }
+
+    /// Packets of tenant `tenant` in its statistics rows (its classes' and its own).
+    fn tenant_packets(&self, tenant: usize) -> u64 {
+        let Some(state) = self.tenants.get(tenant) else { return 0 };
+        let first = state.first_row as usize;
+        let classes = self.rows[first..first + state.classes as usize].iter();
+        classes.chain(self.rows.get(self.class_rows + tenant)).map(|row| row.counters().packets).sum()
+    }
+
+    /// Every tenant back in its normal profile, its counts closed (before an update, which
+    /// starts from there and archives the statistics rows).
     pub(super) fn restore_profiles(&mut self) {
         let mut port = self.port.take();
         for slot in 0..self.adaptive.switchable.len() as u32 {
+            self.adaptive.set_in_burst(slot, false);
             let sw = &mut self.adaptive.switchable[slot as usize];
-            (sw.in_burst, sw.granted, sw.overloaded, sw.hold_until) = (false, false, false, 0);
+            (sw.granted, sw.overloaded, sw.hold_until) = (false, false, 0);
             self.switch(slot, self.clock_ns, SwitchCause::Update, port.as_mut());
+            self.close_segment(slot);
         }
         self.port = port;
     }
@@ -492,6 +537,7 @@ impl Enforcer {
 
     /// Per tenant that had profiles: packets under each, and switches.
     pub fn profile_counts(&self) -> Vec<(String, ProfileCounts)> {
-        self.adaptive.counts()
+        let open = self.adaptive.switchable.iter().map(|sw| self.tenant_packets(sw.tenant as usize) - sw.mark);
+        self.adaptive.counts(open.collect())
     }
 }

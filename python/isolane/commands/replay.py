@@ -23,6 +23,7 @@ import numpy.typing as npt
 from isolane import _core
 from isolane.codes import Color, Outcome, Reason
 from isolane.commands.replay_bursts import ScopeBursts, burst_events, format_bursts, scope_summaries, with_window
+from isolane.commands.replay_profiles import format_profiles, profile_switches
 from isolane.engine import DEFAULT_POLLS, Engine, stats_delays, stats_key
 from isolane.policy import Policy
 
@@ -175,6 +176,10 @@ class ReplayReport:
     """Every burst the engine saw (``docs/bursts.md``), in the order they ended."""
     burst_scopes: list[ScopeBursts] = dataclasses.field(default_factory=list)
     """Per scope watched for bursts: the truth beside what polled counters showed."""
+    profiles: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Per tenant with adaptive profiles: packets under each, and switches (``docs/qos.md``)."""
+    profile_switches: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Every switch of adaptive profile, in order."""
 
     @property
     def total(self) -> Counts:
@@ -206,6 +211,8 @@ class ReplayReport:
             "total": self.total.to_json(),
             "microbursts": self.microbursts,
             "burst_scopes": [scope.to_json() for scope in self.burst_scopes],
+            "profiles": self.profiles,
+            "profile_switches": self.profile_switches,
         }
 
 
@@ -262,6 +269,8 @@ def replay(
         tenants=_tenant_reports(policy, stats, classifier_drops),
         microbursts=events,
         burst_scopes=scope_summaries(engine, events, _drops(stats)),
+        profiles=engine.profile_stats(),
+        profile_switches=profile_switches(engine, start_ns or 0),
     )
 
 
@@ -336,7 +345,8 @@ def format_report(report: ReplayReport) -> str:
     rows.append(_row("total", report.total, no_delays))
     reasons = ", ".join(f"{name} {count:,}" for name, count in report.reasons.items())
     bursts = format_bursts(report.burst_scopes, report.microbursts, align)
-    return "\n".join([head, *align(rows, right=range(1, len(header))), f"verdict reasons: {reasons}", *bursts])
+    profiles = format_profiles(report.profiles, report.profile_switches, align)
+    return "\n".join([head, *align(rows, right=range(1, len(header))), f"verdict reasons: {reasons}", *bursts, *profiles])
 
 
 def _row(label: str, counts: Counts, delays: list[str]) -> list[str]:
