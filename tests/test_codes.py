@@ -40,7 +40,7 @@ def test_each_enum_is_its_family_in_upper_case(family: str) -> None:
 
 def test_the_record_enums_are_all_there() -> None:
     made = {members.__name__ for members in ENUMS.values()}
-    assert made == {"Status", "Tunnel", "Reason", "Action", "Color", "Outcome", "BurstScope", "BurstView"}
+    assert made == {"Status", "Tunnel", "Reason", "Action", "Color", "Outcome", "BurstScope", "BurstView", "ProfileId", "SwitchCause"}
 
 
 def test_an_enum_that_does_not_follow_its_family_is_refused() -> None:

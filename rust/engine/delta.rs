@@ -227,7 +227,9 @@ impl Edit<'_> {
             TenantOp::Insert { at, tenant } if at <= count => {
                 let TenantEntry { tables, route, qos: input } = *tenant;
                 let tables = self.tables(tables, None, at)?;
-                self.shift(at, 1);
+                if at < count {
+                    self.shift(at, 1); // none at the end: a policy installed tenant by tenant stays linear
+                }
                 let placeholder = Arc::clone(&tables);
                 self.next.tenants.insert(at, placeholder);
                 self.next.heads.insert(at, TenantHead::of(&tables, 0));
