@@ -541,3 +541,6 @@ impl Enforcer {
         self.adaptive.counts(open.collect())
     }
 }
+
+#[cfg(test)]
+mod tests;
