@@ -222,6 +222,10 @@ struct PortState {
     config: PortConfig,
     /// (tenant, class, queue) of every queue: the port is kept across an update only if equal.
     queues: Vec<(String, u16, QueueConfig)>,
+    /// The queues' guarantees and reserves, summed: a queue changed in place is checked against
+    /// them without reading every queue.
+    guaranteed: u128,
+    reserved: u128,
 }
 
 /// The QoS state of an engine; see the module documentation.

@@ -374,3 +374,20 @@ proptest! {
         prop_assert_eq!(fast.stats(), general.stats());
     }
 }
+
+#[test]
+fn a_queue_changed_in_place_keeps_the_port_within_its_line_rate_and_buffer() {
+    let queue = |guarantee: u64, reserved_bytes: u64| QueueConfig { guarantee, reserved_bytes, ..QueueConfig::BEST_EFFORT };
+    let with_queue = |name: &str, q: QueueConfig| TenantQos {
+        classes: vec![ClassQos { contract: Contract::default(), queue: q }],
+        ..tenant(name, Contract::default(), vec![])
+    };
+    let mut s = spec(vec![with_queue("a", queue(400, 100)), with_queue("b", queue(400, 100))]);
+    s.port = Some(PortConfig { line_rate: 1000, buffer_bytes: 350, mode: PortMode::PerTenant });
+    let mut e = enforcer(s);
+    assert!(!e.replace_contracts(vec![(1, with_queue("b", queue(700, 100)))]), "guarantees 1,100 B/s over the 1,000 B/s line");
+    assert!(!e.replace_contracts(vec![(1, with_queue("b", queue(400, 300)))]), "reserves 400 B over the 350 B buffer");
+    assert!(e.replace_contracts(vec![(1, with_queue("b", queue(600, 250)))]), "exactly the line and the buffer");
+    assert_eq!(e.contract_of(1).map(|q| q.classes[0].queue.guarantee), Some(600));
+    assert!(!e.replace_contracts(vec![(0, with_queue("a", queue(401, 100)))]), "the sums follow the change before");
+}

@@ -109,8 +109,10 @@ impl Enforcer {
         }
         if let Some(state) = &mut self.port {
             for (queue, config) in queues {
+                let old = std::mem::replace(&mut state.queues[queue as usize].2, config);
+                state.guaranteed = state.guaranteed - u128::from(old.guarantee) + u128::from(config.guarantee);
+                state.reserved = state.reserved - u128::from(old.reserved_bytes) + u128::from(config.reserved_bytes);
                 state.port.set_queue(queue, &config);
-                state.queues[queue as usize].2 = config;
             }
         }
         true
@@ -130,17 +132,18 @@ impl Enforcer {
         queues
     }
 
-    /// Whether the port's queues as a whole stay valid with `queues` in place.
+    /// Whether the port's queues as a whole stay valid with `queues` in place: each of them,
+    /// and the guarantees' and reserves' sums.
     fn port_takes(&self, queues: &[(u32, QueueConfig)]) -> bool {
         let Some(state) = &self.port else { return false };
-        let mut all: Vec<QueueConfig> = state.queues.iter().map(|(_, _, queue)| *queue).collect();
-        for &(queue, config) in queues {
-            match all.get_mut(queue as usize) {
-                Some(slot) => *slot = config,
-                None => return false,
-            }
+        let (mut guaranteed, mut reserved) = (state.guaranteed, state.reserved);
+        for (queue, config) in queues {
+            let Some((_, _, old)) = state.queues.get(*queue as usize) else { return false };
+            guaranteed = guaranteed - u128::from(old.guarantee) + u128::from(config.guarantee);
+            reserved = reserved - u128::from(old.reserved_bytes) + u128::from(config.reserved_bytes);
         }
-        check_queues(&state.config, &all).is_ok()
+        let changed: Vec<QueueConfig> = queues.iter().map(|(_, config)| *config).collect();
+        guaranteed <= u128::from(state.config.line_rate) && reserved <= u128::from(state.config.buffer_bytes) && check_queues(&state.config, &changed).is_ok()
     }
 
     /// The contract tenant `index` is enforced by.
@@ -180,7 +183,9 @@ impl Enforcer {
         }
         self.port = config.map(|config| {
             let port = Port::new(config, queues.iter().map(|(_, _, queue)| *queue).collect()).expect("QosSpec::check built this port");
-            PortState { port, config, queues }
+            let guaranteed = queues.iter().map(|(_, _, queue)| u128::from(queue.guarantee)).sum();
+            let reserved = queues.iter().map(|(_, _, queue)| u128::from(queue.reserved_bytes)).sum();
+            PortState { port, config, queues, guaranteed, reserved }
         });
         false
     }
