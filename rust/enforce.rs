@@ -38,7 +38,9 @@ pub use adaptive::{profile_event_fields, ProfileCounts, ProfileEvent, ProfileId,
 use chunks::Given;
 pub use chunks::{Chunks, Classified};
 pub use inputs::{BurstRow, ClassInput, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
-pub use spec::{Arrival, BurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos};
+pub use spec::{
+    Arrival, BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos,
+};
 pub use stats::{stats_fields, QosCounters, QosStats, StatsKey, StatsRow};
 use stats::{RowCounters, StatsNames};
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{BurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos};
+use super::{BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
 use crate::chunked_vec::ChunkedVec;
 use crate::error::CoreError;
@@ -71,6 +71,7 @@ pub struct ClassInput {
     pub meter: MeterRow,
     pub shaper: ShaperRow,
     pub microburst: Option<BurstRow>,
+    pub on_burst: Option<ProfileInput>,
 }
 
 /// An adaptive profile as the policy gives it: what it changes of the tenant's contract and
@@ -224,7 +225,16 @@ impl TenantInput {
             .iter()
             .zip(queues)
             .enumerate()
-            .map(|(c, (class, queue))| Ok(ClassQos { contract: contract(&class.meter, &class.shaper).map_err(|e| e.within(place(Some(c))))?, queue }))
+            .map(|(c, (class, queue))| {
+                let contract = contract(&class.meter, &class.shaper).map_err(|e| e.within(place(Some(c))))?;
+                let on_burst = class
+                    .on_burst
+                    .as_ref()
+                    .map(|p| class_profile(p, contract, queue, weight))
+                    .transpose()
+                    .map_err(|e| e.within(format!("{}, on_burst", place(Some(c)))))?;
+                Ok(ClassQos { contract, queue, on_burst })
+            })
             .collect::<Result<_, CoreError>>()?;
         let contract = contract(&self.meter, &self.shaper).map_err(|e| e.within(place(None)))?;
         let normal = ProfileQos { contract, queues: classes.iter().map(|c| c.queue).collect() };
@@ -320,6 +330,25 @@ impl TenantInput {
         let classes = self.classes.iter().enumerate().filter_map(|(c, class)| Some((c as u16, class.microburst?.config()))).collect();
         TenantBursts { name: self.name.clone(), tenant: self.microburst.map(|b| b.config()), classes }
     }
+}
+
+/// A class's burst profile from what the policy gives: its contract with the meter and shaper
+/// given in place of the class's, its queue with the priority and class weight given (the
+/// queue's weight is the tenant's port weight `tenant_weight` x the class weight).
+fn class_profile(given: &ProfileInput, normal: Contract, queue: QueueConfig, tenant_weight: u32) -> Result<ClassBurstProfile, CoreError> {
+    let meter = match &given.meter {
+        Some(meter) => meter.spec()?,
+        None => normal.meter,
+    };
+    let shaper = given.shaper.as_ref().map_or(normal.shaper, ShaperRow::spec);
+    let weight = match given.weight {
+        Some(weight) => {
+            tenant_weight.checked_mul(weight).ok_or_else(|| CoreError::spec(format!("its port weight ({tenant_weight} x {weight}) is over {}", u32::MAX)))?
+        }
+        None => queue.weight,
+    };
+    let queue = QueueConfig { priority: given.priority.unwrap_or(queue.priority), weight, ..queue };
+    Ok(ClassBurstProfile { contract: Contract { meter, shaper }, queue, hold_ns: given.hold_ns, max_switches_per_s: given.max_switches_per_s })
 }
 
 /// `spare x weight / weights`, rounded down.

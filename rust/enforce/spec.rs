@@ -95,6 +95,19 @@ pub struct ClassQos {
     pub contract: Contract,
     /// The class's queue at the port (used only when the policy has a port).
     pub queue: QueueConfig,
+    /// What it switches to while its own microburst lasts.
+    pub on_burst: Option<ClassBurstProfile>,
+}
+
+/// The profile a class takes when a rate event of its microburst scope starts: its contract
+/// and its port queue meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassBurstProfile {
+    pub contract: Contract,
+    pub queue: QueueConfig,
+    pub hold_ns: u64,
+    /// At most this many switches into it in any second of packet time; 0: no limit.
+    pub max_switches_per_s: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,6 +214,20 @@ impl QosSpec {
             check_contract(&profile.contract).map_err(|err| err.within("on_overload"))?;
             if self.overload.is_none() {
                 return Err(CoreError::spec_at("on_overload", "needs the port's overload setting"));
+            }
+        }
+        for (cls, class) in tenant.classes.iter().enumerate() {
+            let Some(burst) = &class.on_burst else { continue };
+            let place = format!("class {cls}, on_burst");
+            check_contract(&burst.contract).map_err(|err| err.within(place.clone()))?;
+            if !self.bursts.tenants.iter().any(|t| t.name == tenant.name && t.classes.iter().any(|(c, _)| usize::from(*c) == cls)) {
+                return Err(CoreError::spec_at(place, "needs the class's microburst setting (its rate view starts the profile)"));
+            }
+            let same_sums = burst.queue.guarantee == class.queue.guarantee && burst.queue.reserved_bytes == class.queue.reserved_bytes;
+            if let (Some(config), true) = (self.port, same_sums) {
+                check_queues(&config, &[burst.queue]).map_err(|err| err.within(place.clone()))?;
+            } else if !same_sums {
+                return Err(CoreError::spec_at(place, "a profile may not change a queue's guarantee or reserve"));
             }
         }
         let Some(config) = self.port else { return Ok(()) };

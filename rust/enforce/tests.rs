@@ -25,7 +25,7 @@ fn srtcm(cir: u64, cbs: u64, ebs: u64, actions: [ColorAction; 3]) -> MeterSpec {
 const POLICE: [ColorAction; 3] = [ColorAction::Pass, ColorAction::Pass, ColorAction::Drop];
 
 fn tenant(name: &str, contract: Contract, classes: Vec<Contract>) -> TenantQos {
-    let classes = classes.into_iter().map(|contract| ClassQos { contract, queue: QueueConfig::BEST_EFFORT }).collect();
+    let classes = classes.into_iter().map(|contract| ClassQos { contract, queue: QueueConfig::BEST_EFFORT, on_burst: None }).collect();
     TenantQos { name: name.to_string(), contract, classes, on_burst: None, on_overload: None }
 }
 
@@ -379,7 +379,7 @@ proptest! {
 fn a_queue_changed_in_place_keeps_the_port_within_its_line_rate_and_buffer() {
     let queue = |guarantee: u64, reserved_bytes: u64| QueueConfig { guarantee, reserved_bytes, ..QueueConfig::BEST_EFFORT };
     let with_queue = |name: &str, q: QueueConfig| TenantQos {
-        classes: vec![ClassQos { contract: Contract::default(), queue: q }],
+        classes: vec![ClassQos { contract: Contract::default(), queue: q, on_burst: None }],
         ..tenant(name, Contract::default(), vec![])
     };
     let mut s = spec(vec![with_queue("a", queue(400, 100)), with_queue("b", queue(400, 100))]);

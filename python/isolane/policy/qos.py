@@ -149,6 +149,8 @@ class ClassQos(NamedTuple):
     meter: MeterRow
     shaper: ShaperRow
     microburst: BurstRow | None
+    on_burst: ProfileRow | None = None
+    """Its burst profile: not yet in the policy."""
 
 
 class ProfileRow(NamedTuple):

@@ -16,7 +16,7 @@ const HOLD_NS: u64 = 50_000;
 /// a microburst scope of 10 us over 1 Gbit/s (1,250 bytes a window: two packets 1 us apart burst).
 fn spec() -> QosSpec {
     let drop_all = MeterSpec { params: MeterParams::blind(MeterKind::SrTcm { cir: 1, cbs: 64, ebs: 0 }), count: Count::Outer, actions: [ColorAction::Drop; 3] };
-    let class = ClassQos { contract: Contract::default(), queue: QueueConfig::BEST_EFFORT };
+    let class = ClassQos { contract: Contract::default(), queue: QueueConfig::BEST_EFFORT, on_burst: None };
     let on_burst = BurstProfile {
         profile: ProfileQos { contract: Contract { meter: Some(drop_all), shaper: None }, queues: vec![class.queue] },
         hold_ns: HOLD_NS,

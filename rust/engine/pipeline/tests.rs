@@ -60,7 +60,11 @@ fn random_tenant(rng: &mut Rng, id: u32) -> Tenant {
         name: name.clone(),
         contract: random_contract(rng),
         classes: (0..classes)
-            .map(|_| ClassQos { contract: if rng.below(2) == 0 { random_contract(rng) } else { Contract::default() }, queue: QueueConfig::BEST_EFFORT })
+            .map(|_| ClassQos {
+                contract: if rng.below(2) == 0 { random_contract(rng) } else { Contract::default() },
+                queue: QueueConfig::BEST_EFFORT,
+                on_burst: None,
+            })
             .collect(),
         on_burst: None,
         on_overload: None,
