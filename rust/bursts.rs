@@ -326,6 +326,24 @@ impl Detector {
         self.tenants.get(tenant).and_then(|slots| self.hot.get(slots.tenant as usize)).is_some_and(|hot| hot.is_open())
     }
 
+    /// Whether an event of the scope of tenant `tenant`'s class `cls` is open (see
+    /// [`Detector::tenant_open`]).
+    #[inline]
+    pub fn class_open(&self, tenant: usize, cls: u16) -> bool {
+        self.class_slot(tenant, cls).and_then(|slot| self.hot.get(slot)).is_some_and(|hot| hot.is_open())
+    }
+
+    /// The rate view of tenant `tenant`'s class `cls` at `now`, if its scope is watched.
+    pub fn class_rate(&mut self, tenant: usize, cls: u16, now: u64) -> Option<RateState> {
+        let slot = self.class_slot(tenant, cls)?;
+        Some(self.monitors[slot].rate_at(&mut self.hot[slot], now, &mut self.sink))
+    }
+
+    fn class_slot(&self, tenant: usize, cls: u16) -> Option<usize> {
+        let slots = self.tenants.get(tenant).filter(|slots| u32::from(cls) < slots.classes)?;
+        Some(self.class_slots[(slots.first_class + u32::from(cls)) as usize]).filter(|&slot| slot != NONE).map(|slot| slot as usize)
+    }
+
     /// Tenant `tenant`'s rate view at `now`, if its scope is watched (see [`RateState`]).
     pub fn tenant_rate(&mut self, tenant: usize, now: u64) -> Option<RateState> {
         let slot = self.tenants.get(tenant).map(|slots| slots.tenant).filter(|&slot| slot != NONE)? as usize;

@@ -395,7 +395,7 @@ impl Enforcer {
                 self.observe_burst(&arrival, verdict, info, out[first + i].outcome);
             }
             if adaptive {
-                self.adapt(verdict.tenant, self.clock_ns, Some(state));
+                self.adapt(verdict, self.clock_ns, Some(state));
             }
         }
     }
@@ -419,7 +419,7 @@ impl Enforcer {
             self.adapt_before(arrival.clock_ns, None);
             self.enforce_one(arrival, *verdict, first + i, false, slot);
             self.observe_burst(&arrival, verdict, info, slot.outcome);
-            self.adapt(verdict.tenant, arrival.clock_ns, None);
+            self.adapt(verdict, arrival.clock_ns, None);
         }
     }
 

@@ -285,9 +285,9 @@ class Engine:
     def profile_tenants(self) -> list[str]:
         """Tenant names, by the `tenant` of profile events."""
 
-    def profile_counts(self) -> list[tuple[str, list[int], int]]:
-        """Per tenant that had profiles, by name: packets enforced under each profile (by
-        `ProfileId`) and switches."""
+    def profile_counts(self) -> list[tuple[str, int | None, list[int], int]]:
+        """Per tenant and class that had profiles, by name and class id (None: the tenant's own):
+        packets enforced under each profile (by `ProfileId`) and switches."""
 
     def burst_stats(self) -> list[dict[str, Any]]:
         """One dict per scope watched for bursts: its setting, totals and polled views."""

@@ -52,8 +52,8 @@ PROFILE_EVENT_DTYPE: np.dtype = dtype_of(_core.profile_event_layout())
 """One row of :meth:`Engine.profile_events`, a switch of adaptive profile (``docs/qos.md``,
 "Adaptive profiles"): ``time_ns`` (packet time: the packet after which the tenant switched, or
 the instant a hold ended or a turn to return came), ``tenant`` (an index into
-:attr:`Engine.profile_tenants`), ``from`` and ``to`` (:class:`ProfileId`), ``cause``
-(:class:`SwitchCause`)."""
+:attr:`Engine.profile_tenants`), ``cls`` (the class that switched, -1: the tenant), ``from`` and
+``to`` (:class:`ProfileId`), ``cause`` (:class:`SwitchCause`)."""
 
 STATS_DTYPE: np.dtype = dtype_of(_core.stats_layout())
 """One row of :meth:`Engine.stats_array`, a tenant and class seen (``docs/qos.md``,
@@ -364,11 +364,13 @@ class Engine:
         return self._core.profile_tenants()
 
     def profile_stats(self) -> list[dict[str, Any]]:
-        """Per tenant that has or had adaptive profiles, by name: ``tenant``, ``packets`` (the
-        packets enforced under each profile: ``normal``, ``burst``, ``overload``) and
-        ``switches``, since the engine was made."""
+        """Per tenant and class that has or had adaptive profiles, by name and class:
+        ``tenant``, ``cls`` (the class id for a class's profile, None for the tenant's),
+        ``packets`` (the packets enforced under each profile: ``normal``, ``burst``,
+        ``overload``) and ``switches``, since the engine was made."""
         names = [p.name.lower() for p in ProfileId]
-        return [{"tenant": name, "packets": dict(zip(names, packets)), "switches": switches} for name, packets, switches in self._core.profile_counts()]
+        counts = self._core.profile_counts()
+        return [{"tenant": name, "cls": cls, "packets": dict(zip(names, packets)), "switches": switches} for name, cls, packets, switches in counts]
 
     def burst_stats(self) -> list[dict[str, Any]]:
         """Per scope watched, now or before (``docs/bursts.md``, "Polled counters"): ``scope``

@@ -14,10 +14,11 @@ use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
 
 use super::update::lane;
-use super::{Enforcer, Overload, PortState, ProfileQos, Profiles, QosSpec, Stage, TenantQos, TenantState};
+use super::{Contract, Enforcer, Overload, PortState, Profiles, QosSpec, Stage, TenantQos, TenantState};
 use crate::bursts::RateState;
 use crate::codes::codes;
 use crate::shaping::QueueConfig;
+use crate::verdict::Verdict;
 
 codes! {
     /// A tenant's profile (`isolane.ProfileId`).
@@ -54,10 +55,12 @@ pub struct ProfileEvent {
     pub time_ns: u64,
     /// Index into the names of `Enforcer::profile_tenants` (never removed).
     pub tenant: i32,
+    /// The class that switched, or -1: the tenant.
+    pub cls: i32,
     pub from: u8,
     pub to: u8,
     pub cause: u8,
-    pub _pad: u8,
+    pub _pad: [u8; 5],
 }
 
 /// The layout of [`ProfileEvent`] as numpy fields: (name, type, offset).
@@ -66,6 +69,7 @@ pub fn profile_event_fields() -> Vec<(&'static str, &'static str, usize)> {
     vec![
         ("time_ns", "=u8", offset_of!(ProfileEvent, time_ns)),
         ("tenant", "=i4", offset_of!(ProfileEvent, tenant)),
+        ("cls", "=i4", offset_of!(ProfileEvent, cls)),
         ("from", "u1", offset_of!(ProfileEvent, from)),
         ("to", "u1", offset_of!(ProfileEvent, to)),
         ("cause", "u1", offset_of!(ProfileEvent, cause)),
@@ -95,6 +99,8 @@ const NONE: u32 = u32::MAX;
 struct Switchable {
     tenant: u32,
     name: i32,
+    /// A class's profile: its class id and row (its stage, statistics row and port queue).
+    class: Option<(u16, u32)>,
     active: ProfileId,
     /// Each profile's slot in `stages`: profiles with the tenant's own contract share its state.
     stage_of: [usize; 3],
@@ -164,6 +170,8 @@ pub(super) struct Adaptive {
     /// What every packet reads, by the engine's tenant index: for a tenant with a burst
     /// profile its slot << 1 | whether it is in a burst, else [`NONE`].
     watch: Vec<u32>,
+    /// The same by class row, for classes with a burst profile; empty if none has one.
+    class_watch: Vec<u32>,
     switchable: Vec<Switchable>,
     /// (when, slot): a bursting tenant's window to settle, or its hold to end.
     due: BinaryHeap<Reverse<(u64, u32)>>,
@@ -171,15 +179,16 @@ pub(super) struct Adaptive {
     events: Vec<ProfileEvent>,
     names: Vec<String>,
     name_ids: FxHashMap<String, i32>,
-    /// Counts of tenants since the engine was made, by name, up to the latest update.
-    archive: FxHashMap<String, ProfileCounts>,
+    /// Counts since the engine was made, by tenant name and class, up to the latest update.
+    archive: FxHashMap<(String, Option<u16>), ProfileCounts>,
 }
 
 impl Adaptive {
     /// Whether a change of tenant `index` to `qos` concerns profiles (its own, or new ones):
     /// then the enforcer retargets rather than replacing its contract alone.
     pub(super) fn involves(&self, index: usize, qos: &TenantQos) -> bool {
-        self.slot_of.get(index).is_some_and(|&slot| slot != NONE) || qos.on_burst.is_some() || qos.on_overload.is_some()
+        let profiles = qos.on_burst.is_some() || qos.on_overload.is_some() || qos.classes.iter().any(|c| c.on_burst.is_some());
+        profiles || self.switchable.iter().any(|sw| sw.tenant as usize == index)
     }
 
     /// Whether any tenant has a profile: without one the enforcer calls nothing here.
@@ -191,7 +200,11 @@ impl Adaptive {
     fn set_in_burst(&mut self, slot: u32, in_burst: bool) {
         let sw = &mut self.switchable[slot as usize];
         sw.in_burst = in_burst;
-        if let Some(watch) = self.watch.get_mut(sw.tenant as usize).filter(|w| **w != NONE) {
+        let watch = match sw.class {
+            Some((_, row)) => self.class_watch.get_mut(row as usize),
+            None => self.watch.get_mut(sw.tenant as usize),
+        };
+        if let Some(watch) = watch.filter(|w| **w != NONE) {
             *watch = slot << 1 | u32::from(in_burst);
         }
     }
@@ -213,16 +226,22 @@ impl Adaptive {
 
     /// The profiles of the policy `spec` for the engine's tenants `names` (whose states are in
     /// `tenants`, all in their normal profile); the counts so far go to the archive.
-    pub(super) fn retarget(&mut self, spec: &QosSpec, names: &[String], tenants: &[TenantState], profiles: &mut Profiles) {
+    pub(super) fn retarget(&mut self, spec: &QosSpec, names: &[String], tenants: &[TenantState], class_stages: &[Stage], profiles: &mut Profiles) {
         for sw in std::mem::take(&mut self.switchable) {
-            self.archive.entry(self.names[sw.name as usize].clone()).or_default().add(&sw.counts);
+            let key = (self.names[sw.name as usize].clone(), sw.class.map(|(cls, _)| cls));
+            self.archive.entry(key).or_default().add(&sw.counts);
         }
         self.due.clear();
         self.slot_of = vec![NONE; names.len()];
         self.watch = vec![NONE; names.len()];
+        self.class_watch.clear();
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
         for (index, name) in names.iter().enumerate() {
-            let Some(qos) = by_name.get(name.as_str()).filter(|q| q.on_burst.is_some() || q.on_overload.is_some()) else { continue };
+            let Some(qos) = by_name.get(name.as_str()) else { continue };
+            self.add_classes(qos, index as u32, name, tenants, class_stages, spec, profiles);
+            if qos.on_burst.is_none() && qos.on_overload.is_none() {
+                continue;
+            }
             let name = self.name_id(name);
             let slot = self.switchable.len() as u32;
             self.slot_of[index] = slot;
@@ -240,6 +259,34 @@ impl Adaptive {
         });
     }
 
+    /// The switching state of `qos`'s classes that have a burst profile (tenant `index`).
+    #[allow(clippy::too_many_arguments)] // the parts of the enforcer it reads
+    fn add_classes(
+        &mut self,
+        qos: &TenantQos,
+        index: u32,
+        name: &str,
+        tenants: &[TenantState],
+        class_stages: &[Stage],
+        spec: &QosSpec,
+        profiles: &mut Profiles,
+    ) {
+        for (cls, class) in qos.classes.iter().enumerate() {
+            let Some(burst) = &class.on_burst else { continue };
+            let row = tenants[index as usize].first_row + cls as u32;
+            if self.class_watch.is_empty() {
+                self.class_watch = vec![NONE; class_stages.len()];
+            }
+            let slot = self.switchable.len() as u32;
+            self.class_watch[row as usize] = slot << 1;
+            let name = self.name_id(name);
+            let mut sw = new_switchable(index, name, &class_stages[row as usize], vec![class.queue], burst.hold_ns, burst.max_switches_per_s);
+            sw.class = Some((cls as u16, row));
+            sw.add_profile(ProfileId::Burst, &burst.contract, &class.contract, vec![burst.queue], spec, profiles);
+            self.switchable.push(sw);
+        }
+    }
+
     /// Tenant names, by the `tenant` of events.
     pub(super) fn names(&self) -> &[String] {
         &self.names
@@ -251,31 +298,46 @@ impl Adaptive {
 
     /// Every tenant that had profiles: its counts since the engine was made, by name order;
     /// `open`: each current tenant's packets since it took its profile.
-    fn counts(&self, open: Vec<u64>) -> Vec<(String, ProfileCounts)> {
+    fn counts(&self, open: Vec<u64>) -> Vec<(String, Option<u16>, ProfileCounts)> {
         let mut all = self.archive.clone();
         for (sw, open) in self.switchable.iter().zip(open) {
             let mut counts = sw.counts;
             counts.packets[sw.active as usize] += open;
-            all.entry(self.names[sw.name as usize].clone()).or_default().add(&counts);
+            all.entry((self.names[sw.name as usize].clone(), sw.class.map(|(cls, _)| cls))).or_default().add(&counts);
         }
-        let mut all: Vec<(String, ProfileCounts)> = all.into_iter().collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut all: Vec<(String, Option<u16>, ProfileCounts)> = all.into_iter().map(|((name, cls), counts)| (name, cls, counts)).collect();
+        all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         all
     }
 }
 
 /// A tenant's switching state from its spec; `normal`: its stage as installed.
 fn switchable(qos: &TenantQos, tenant: u32, name: i32, normal: &Stage, spec: &QosSpec, profiles: &mut Profiles) -> Switchable {
-    let mut sw = Switchable {
+    let (hold_ns, max_switches) = qos.on_burst.as_ref().map_or((0, 0), |b| (b.hold_ns, b.max_switches_per_s));
+    let mut sw = new_switchable(tenant, name, normal, qos.classes.iter().map(|c| c.queue).collect(), hold_ns, max_switches);
+    if let Some(burst) = &qos.on_burst {
+        sw.add_profile(ProfileId::Burst, &burst.profile.contract, &qos.contract, burst.profile.queues.clone(), spec, profiles);
+    }
+    if let Some(profile) = &qos.on_overload {
+        sw.add_profile(ProfileId::Overload, &profile.contract, &qos.contract, profile.queues.clone(), spec, profiles);
+    }
+    sw
+}
+
+/// A tenant's or a class's switching state in its normal profile: `normal` its stage,
+/// `queues` its port queues.
+fn new_switchable(tenant: u32, name: i32, normal: &Stage, queues: Vec<QueueConfig>, hold_ns: u64, max_switches_per_s: u32) -> Switchable {
+    Switchable {
         tenant,
         name,
+        class: None,
         active: ProfileId::Normal,
         stage_of: [0; 3],
         stages: [*normal; 3],
-        queues: [qos.classes.iter().map(|c| c.queue).collect(), Vec::new(), Vec::new()],
+        queues: [queues, Vec::new(), Vec::new()],
         has: [true, false, false],
-        hold_ns: qos.on_burst.as_ref().map_or(0, |b| b.hold_ns),
-        switch_interval_ns: qos.on_burst.as_ref().filter(|b| b.max_switches_per_s > 0).map_or(0, |b| 1_000_000_000 / u64::from(b.max_switches_per_s)),
+        hold_ns,
+        switch_interval_ns: if max_switches_per_s > 0 { 1_000_000_000 / u64::from(max_switches_per_s) } else { 0 },
         switch_tat_ns: 0,
         in_burst: false,
         granted: false,
@@ -283,21 +345,24 @@ fn switchable(qos: &TenantQos, tenant: u32, name: i32, normal: &Stage, spec: &Qo
         overloaded: false,
         counts: ProfileCounts::default(),
         mark: 0,
-    };
-    for (id, profile) in [(ProfileId::Burst, qos.on_burst.as_ref().map(|b| &b.profile)), (ProfileId::Overload, qos.on_overload.as_ref())] {
-        let Some(ProfileQos { contract, queues }) = profile else { continue };
+    }
+}
+
+impl Switchable {
+    /// Profile `id`: `contract` in place of the `own` one (a stage of its own unless they are
+    /// equal), `queues` at the port.
+    fn add_profile(&mut self, id: ProfileId, contract: &Contract, own: &Contract, queues: Vec<QueueConfig>, spec: &QosSpec, profiles: &mut Profiles) {
         let at = id as usize;
-        sw.has[at] = true;
-        sw.queues[at] = queues.clone();
-        if *contract != qos.contract {
+        self.has[at] = true;
+        self.queues[at] = queues;
+        if contract != own {
             let mut stage = Stage::new(contract);
             stage.profile = profiles.of(contract);
-            stage.classes_enforced = normal.classes_enforced;
+            stage.classes_enforced = self.stages[0].classes_enforced;
             stage.lane = lane(profiles, &stage, spec);
-            (sw.stages[at], sw.stage_of[at]) = (stage, at);
+            (self.stages[at], self.stage_of[at]) = (stage, at);
         }
     }
-    sw
 }
 
 impl Enforcer {
@@ -323,17 +388,43 @@ impl Enforcer {
     /// scope's state (which the detector just read): a rate event can have started only if an
     /// event of the scope is open.
     #[inline]
-    pub(super) fn adapt(&mut self, tenant: i32, now: u64, port: Option<&mut PortState>) {
-        let Some(&watch) = self.adaptive.watch.get(tenant as usize).filter(|&&watch| watch != NONE) else { return };
-        if self.bursts.tenant_open(tenant as usize) != (watch & 1 == 1) {
-            self.rate_changed(watch >> 1, tenant as usize, now, port);
+    pub(super) fn adapt(&mut self, verdict: &Verdict, now: u64, mut port: Option<&mut PortState>) {
+        let tenant = verdict.tenant as usize; // -1 is out of range
+        if let Some(&watch) = self.adaptive.watch.get(tenant).filter(|&&watch| watch != NONE) {
+            if self.bursts.tenant_open(tenant) != (watch & 1 == 1) {
+                self.rate_changed(watch >> 1, now, port.as_deref_mut());
+            }
+        }
+        if !self.adaptive.class_watch.is_empty() {
+            self.adapt_class(verdict, now, port);
+        }
+    }
+
+    /// [`adapt`](Enforcer::adapt) for the packet's class.
+    #[inline]
+    fn adapt_class(&mut self, verdict: &Verdict, now: u64, port: Option<&mut PortState>) {
+        let Some(state) = self.tenants.get(verdict.tenant as usize).filter(|t| (verdict.cls as u32) < t.classes) else { return };
+        let row = (state.first_row + verdict.cls as u32) as usize;
+        let Some(&watch) = self.adaptive.class_watch.get(row).filter(|&&watch| watch != NONE) else { return };
+        if self.bursts.class_open(verdict.tenant as usize, verdict.cls as u16) != (watch & 1 == 1) {
+            self.rate_changed(watch >> 1, now, port);
         }
     }
 
     #[cold]
-    fn rate_changed(&mut self, slot: u32, tenant: usize, now: u64, port: Option<&mut PortState>) {
-        if let Some(rate) = self.bursts.tenant_rate(tenant, now).filter(|rate| rate.open != self.adaptive.switchable[slot as usize].in_burst) {
+    fn rate_changed(&mut self, slot: u32, now: u64, port: Option<&mut PortState>) {
+        let in_burst = self.adaptive.switchable[slot as usize].in_burst;
+        if let Some(rate) = self.rate_of(slot, now).filter(|rate| rate.open != in_burst) {
             self.burst_changed(slot, rate, now, port);
+        }
+    }
+
+    /// The rate view of `slot`'s scope (its tenant's or its class's) at `now`.
+    fn rate_of(&mut self, slot: u32, now: u64) -> Option<RateState> {
+        let sw = &self.adaptive.switchable[slot as usize];
+        match sw.class {
+            Some((cls, _)) => self.bursts.class_rate(sw.tenant as usize, cls, now),
+            None => self.bursts.tenant_rate(sw.tenant as usize, now),
         }
     }
 
@@ -426,7 +517,7 @@ impl Enforcer {
             self.adaptive.due.pop();
             let sw = &self.adaptive.switchable[slot as usize];
             if sw.in_burst {
-                let Some(rate) = self.bursts.tenant_rate(sw.tenant as usize, now) else { continue };
+                let Some(rate) = self.rate_of(slot, now) else { continue };
                 if rate.open {
                     self.adaptive.due.push(Reverse((rate.next_leave_ns, slot)));
                 } else {
@@ -452,29 +543,43 @@ impl Enforcer {
         if to != ProfileId::Burst {
             sw.granted = sw.granted && sw.in_burst; // a burst that ended needs a new grant
         }
-        let line = &mut self.tenants[sw.tenant as usize];
+        let first_row = self.tenants[sw.tenant as usize].first_row;
+        let (stage, first_queue) = match sw.class {
+            Some((_, row)) => (&mut self.class_stages[row as usize], row),
+            None => (&mut self.tenants[sw.tenant as usize].stage, first_row),
+        };
         let (was, will) = (sw.stage_of[from as usize], sw.stage_of[to as usize]);
         if was != will {
-            sw.stages[was] = line.stage;
-            line.stage = sw.stages[will];
+            sw.stages[was] = *stage;
+            *stage = sw.stages[will];
         }
         if let Some(state) = port.filter(|_| sw.queues[from as usize] != sw.queues[to as usize]) {
-            for (class, queue) in sw.queues[to as usize].iter().enumerate() {
-                state.port.set_queue(line.first_row + class as u32, queue);
+            for (offset, queue) in sw.queues[to as usize].iter().enumerate() {
+                state.port.set_queue(first_queue + offset as u32, queue);
             }
         }
         sw.active = to;
         sw.counts.switches += 1;
-        self.adaptive.events.push(ProfileEvent { time_ns: time, tenant: sw.name, from: from as u8, to: to as u8, cause: cause as u8, _pad: 0 });
+        let cls = sw.class.map_or(-1, |(cls, _)| i32::from(cls));
+        self.adaptive.events.push(ProfileEvent { time_ns: time, tenant: sw.name, cls, from: from as u8, to: to as u8, cause: cause as u8, _pad: [0; 5] });
     }
 
     /// The packets of tenant `slot` since it took its profile go to that profile's count: the
     /// statistics rows count them (so that a packet pays nothing for the count).
     fn close_segment(&mut self, slot: u32) {
-        let packets = self.tenant_packets(self.adaptive.switchable[slot as usize].tenant as usize);
+        let packets = self.packets_of(slot);
         let sw = &mut self.adaptive.switchable[slot as usize];
         sw.counts.packets[sw.active as usize] += packets - sw.mark;
         sw.mark = packets;
+    }
+
+    /// Packets of `slot`'s tenant or class in the statistics rows.
+    fn packets_of(&self, slot: u32) -> u64 {
+        let sw = &self.adaptive.switchable[slot as usize];
+        match sw.class {
+            Some((_, row)) => self.rows.get(row as usize).map_or(0, |row| row.counters().packets),
+            None => self.tenant_packets(sw.tenant as usize),
+        }
     }
 
     /// Packets of tenant `tenant` in its statistics rows (its classes' and its own).
@@ -506,7 +611,7 @@ impl Enforcer {
         for slot in 0..self.adaptive.switchable.len() as u32 {
             let sw = &self.adaptive.switchable[slot as usize];
             if sw.in_burst {
-                if let Some(rate) = self.bursts.tenant_rate(sw.tenant as usize, u64::MAX) {
+                if let Some(rate) = self.rate_of(slot, u64::MAX) {
                     self.burst_changed(slot, rate, self.clock_ns, port.as_mut());
                 }
             }
@@ -536,8 +641,8 @@ impl Enforcer {
     }
 
     /// Per tenant that had profiles: packets under each, and switches.
-    pub fn profile_counts(&self) -> Vec<(String, ProfileCounts)> {
-        let open = self.adaptive.switchable.iter().map(|sw| self.tenant_packets(sw.tenant as usize) - sw.mark);
+    pub fn profile_counts(&self) -> Vec<(String, Option<u16>, ProfileCounts)> {
+        let open = (0..self.adaptive.switchable.len() as u32).map(|slot| self.packets_of(slot) - self.adaptive.switchable[slot as usize].mark);
         self.adaptive.counts(open.collect())
     }
 }

@@ -42,7 +42,8 @@ impl Enforcer {
                 .map(|(_, stage, classes)| (stage, classes))
                 .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
             stage.profile = profiles.of(&qos.contract);
-            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default());
+            // A class with a burst profile has a stage to switch, read as any enforced class's.
+            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default() || c.on_burst.is_some());
             for (class_stage, class) in classes.iter_mut().zip(&qos.classes) {
                 class_stage.profile = profiles.of(&class.contract);
             }
@@ -60,7 +61,7 @@ impl Enforcer {
         self.row_keys = row_keys(&contracts, names);
         self.class_rows = class_stages.len();
         self.rows = crate::memory::zeroed_vec(self.row_keys.len());
-        self.adaptive.retarget(&spec, names, &tenants, &mut profiles);
+        self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
         (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles);
         self.spec = spec;
     }
@@ -89,7 +90,8 @@ impl Enforcer {
             }
             let mut stage = Stage::new(&qos.contract);
             stage.profile = self.profiles.of(&qos.contract);
-            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default());
+            // A class with a burst profile has a stage to switch, read as any enforced class's.
+            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default() || c.on_burst.is_some());
             stage.lane = lane(&self.profiles, &stage, &self.spec);
             let first = self.tenants[index].first_row as usize;
             for (class_stage, class) in self.class_stages[first..].iter_mut().zip(&qos.classes) {

@@ -246,11 +246,11 @@ impl Engine {
         self.engine.with_enforcer(|enforcer| enforcer.profile_tenants())
     }
 
-    /// Per tenant that had profiles, by name: packets enforced under each profile (by
-    /// `ProfileId`) and switches.
-    fn profile_counts(&self) -> Vec<(String, [u64; 3], u64)> {
+    /// Per tenant and class that had profiles, by name and class id (None: the tenant's own):
+    /// packets enforced under each profile (by `ProfileId`) and switches.
+    fn profile_counts(&self) -> Vec<(String, Option<u16>, [u64; 3], u64)> {
         let counts = self.engine.with_enforcer(|enforcer| enforcer.profile_counts());
-        counts.into_iter().map(|(name, c)| (name, c.packets, c.switches)).collect()
+        counts.into_iter().map(|(name, cls, c)| (name, cls, c.packets, c.switches)).collect()
     }
 
     /// One dict per scope watched for bursts: its setting, totals and polled views.
