@@ -515,6 +515,14 @@ NO_CLASS_MICROBURST = (
 )
 
 
+def test_the_class_examples_of_the_docs_compile_to_what_they_say() -> None:
+    for doc in ("qos.md", "policy.md"):
+        blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / doc).read_text(), re.S)
+        [example] = [yaml.safe_load(b) for b in blocks if "on_burst: {shaper: {rate: 10Gbps, queue: 1MiB}" in b]
+        policy = quiet(example)
+        assert tenant_qos(policy.tenants[0], qos_context(policy)).classes[0].on_burst == COLLECTIVE_BURST, doc
+
+
 def test_a_class_profile_compiles_to_a_profile_row_of_the_class() -> None:
     policy = quiet(CLASS_PROFILE)
     qos = tenant_qos(policy.tenants[0], qos_context(policy))
