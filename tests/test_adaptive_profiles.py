@@ -260,3 +260,44 @@ def test_a_burst_profile_keeps_the_neighbours_queueing_delay_low_at_a_shared_fif
         # With: only the packet that starts a burst passes unshaped; the port then carries the
         # train at 3 MB/s beside their 4 MB/s, and they wait as at a port 70% busy.
         assert with_profile[name] < without[name] / 5, (name, with_profile[name], without[name])
+
+
+# ---------------------------------------------------------------------------------------------
+# A class's burst profile
+
+
+def test_a_class_burst_profile_follows_its_own_scope_and_leaves_the_other_class_alone() -> None:
+    """Class "bulk" (dst port 5001) of tenant t0 has a burst profile that drops every packet;
+    class "rest" has none. Against the reference fed the class's packets only."""
+    rng = np.random.default_rng(31)
+    times, vnis, sizes = bursty(rng, 100, 20_000_000, 60)
+    ports = np.where(rng.random(len(times)) < 0.5, 5001, 443)
+    rows = records(vnis, times, sizes, dst_port=ports)
+    window_ns, hold_ns = 10_000, 20_000
+    classes = [
+        {"name": "rest", "rate": f"{RATE_BPS // 2}bps"},
+        {
+            "name": "bulk",
+            "rate": f"{RATE_BPS // 2}bps",
+            "microburst": {"window": f"{window_ns}ns", "threshold": "400%"},
+            "on_burst": {"meter": DROP_ALL, "hold": f"{hold_ns}ns"},
+        },
+    ]
+    rules = [{"dst_ports": 5001, "action": "allow", "class": "bulk"}]
+    pol = policy({"count": "outer", "tenants": [{**tenant(0, None), "classes": classes, "default_class": "rest", "rules": rules}]})
+    engine = Engine(pol)
+    out = engine.process(rows)
+    engine.drain()
+    bulk = ports == 5001
+    assert not (out["outcome"][~bulk] == Outcome.DROP_METER).any(), "the other class is untouched"
+    limit = 400 * (RATE_BPS // 2) // 100 * window_ns // 8_000_000_000
+    reference = BurstProfileReference(window_ns, limit, hold_ns)
+    expected = np.array([reference.packet(int(t), int(b)) for t, b in zip(rows["timestamp_ns"][bulk], rows["wire_len"][bulk])])
+    reference.drain()
+    np.testing.assert_array_equal(out["outcome"][bulk] == Outcome.DROP_METER, expected == ProfileId.BURST)
+    events = engine.profile_events()
+    assert len(reference.switches) > 20 and (events["cls"] == 1).all()
+    assert [(int(e["time_ns"]), int(e["from"]), int(e["to"]), int(e["cause"])) for e in events] == reference.switches
+    (stats,) = engine.profile_stats()
+    assert (stats["tenant"], stats["cls"]) == ("t0", 1)
+    assert stats["packets"] == {"normal": int((expected == 0).sum()), "burst": int((expected == 1).sum()), "overload": 0}

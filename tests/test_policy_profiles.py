@@ -20,7 +20,7 @@ from isolane import Engine
 from isolane import policy as P
 from isolane.cli import main
 from isolane.policy import Policy, PolicyWarning, qos_context, qos_settings, tenant_qos
-from isolane.policy.qos import MeterRow, OverloadRow, ProfileRow, ShaperRow
+from isolane.policy.qos import ClassQos, MeterRow, OverloadRow, ProfileRow, ShaperRow
 from support.locations import ROOT
 from support.policy_edits import errors_of, quiet
 
@@ -473,3 +473,166 @@ def test_a_valid_policy_with_profiles_builds_an_engine(data: dict[str, Any]) -> 
         warnings.simplefilter("ignore", PolicyWarning)
         policy = Policy.from_dict(data)
     Engine(policy)
+
+
+# ---------------------------------------------------------------------------------------------
+# A class's on_burst (issue 17): its own microburst starts it, it changes the class's meter,
+# shaper and port queue
+# ---------------------------------------------------------------------------------------------
+
+CLASS_PROFILE_YAML = """
+port: {rate: 100Gbps, buffer: 32MiB}
+tenants:
+  - name: training
+    vnis: [100]
+    rate: 40Gbps
+    classes:
+      - name: bulk
+      - name: collective
+        rate: 30Gbps
+        ceil: 35Gbps
+        microburst: {window: 1ms, threshold: 100Mbps}
+        on_burst: {shaper: {rate: 10Gbps, queue: 1MiB}, priority: 6, weight: 1, hold: 200us, max_switches: 1000}
+      - name: control
+        rate: 1Gbps
+        microburst: {window: 10us, threshold: 150%}
+        on_burst: {meter: {kind: srtcm, cir: 500Mbps}, shaper: {max_delay: 100us}}
+"""
+CLASS_PROFILE = yaml.safe_load(CLASS_PROFILE_YAML)
+# 10 Gbit/s is 1.25 GB/s: 1 ms of burst; 1 MiB takes 838,860.8 ns to leave (rounded up).
+COLLECTIVE_BURST = ProfileRow(None, ShaperRow(1_250_000_000, 1_250_000, 1_048_576, 838_861), 6, 1, False, 200_000, 1000)
+
+
+def one_class(**keys: Any) -> dict[str, Any]:
+    """A tenant whose second class has ``keys``."""
+    return {"port": PORT, "tenants": [{"name": "a", "vnis": [1], "rate": "40Gbps", "classes": [{"name": "x"}, {"name": "c", "rate": "1Gbps", **keys}]}]}
+
+
+CLASS_MICROBURST = {"window": "10us", "threshold": "2Gbps"}
+NO_CLASS_MICROBURST = (
+    "a burst profile is taken when a rate event of the class's own microburst setting starts, and the class has none: give it one, "
+    "e.g. microburst: {window: 10us, threshold: 150%} (its tenant's microburst does not switch the class)"
+)
+
+
+def test_the_class_examples_of_the_docs_compile_to_what_they_say() -> None:
+    for doc in ("qos.md", "policy.md"):
+        blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / doc).read_text(), re.S)
+        [example] = [yaml.safe_load(b) for b in blocks if "on_burst: {shaper: {rate: 10Gbps, queue: 1MiB}" in b]
+        policy = quiet(example)
+        assert tenant_qos(policy.tenants[0], qos_context(policy)).classes[0].on_burst == COLLECTIVE_BURST, doc
+
+
+def test_a_class_profile_compiles_to_a_profile_row_of_the_class() -> None:
+    policy = quiet(CLASS_PROFILE)
+    qos = tenant_qos(policy.tenants[0], qos_context(policy))
+    assert qos.on_burst is None and qos.classes[0].on_burst is None
+    assert qos.classes[1].on_burst == COLLECTIVE_BURST
+    assert ClassQos._fields[-1] == "on_burst"
+    # its meter and shaper compile as the class's own: a shaper without a rate shapes to the class's ceil, else its rate
+    control = qos.classes[2]
+    assert control.on_burst is not None and (control.on_burst.priority, control.on_burst.weight) == (None, None)
+    same = quiet(one_class(microburst=CLASS_MICROBURST, meter={"kind": "srtcm", "cir": "500Mbps"}, shaper={"max_delay": "100us"}))
+    own = tenant_qos(same.tenants[0], qos_context(same)).classes[1]
+    assert (control.on_burst.meter, control.on_burst.shaper) == (own.meter, own.shaper)
+    assert own.shaper.rate == 1_000_000_000 // 8
+    assert policy.tenants[0].classes[1].on_burst == P.Profile(None, P.Shaper(10_000_000_000, None, 1_048_576, None), 6, 1, True, 200_000, 1000)
+    Engine(policy)
+
+
+CLASS_ERRORS: list[tuple[dict[str, Any], list[tuple[str, str]]]] = [
+    (one_class(on_burst={"priority": 1}), [("tenants[0].classes[1].on_burst", NO_CLASS_MICROBURST)]),
+    # the tenant's microburst does not start a class's profile
+    (
+        {"tenants": [{"name": "a", "vnis": [1], "microburst": MICROBURST | {"threshold": "1Gbps"}, "classes": [{"name": "c", "on_burst": {"weight": 2}}]}]},
+        [("tenants[0].classes[0].on_burst", NO_CLASS_MICROBURST)],
+    ),
+    (one_class(microburst=CLASS_MICROBURST, on_burst={}), [("tenants[0].classes[1].on_burst", NOTHING_BURST)]),
+    (one_class(microburst=CLASS_MICROBURST, on_burst={"hold": "1ms", "max_switches": 5}), [("tenants[0].classes[1].on_burst", NOTHING_BURST)]),
+    (
+        one_class(microburst=CLASS_MICROBURST, on_burst={"wieght": 2}),
+        [("tenants[0].classes[1].on_burst.wieght", "unknown key; did you mean 'weight'?"), ("tenants[0].classes[1].on_burst", NOTHING_BURST)],
+    ),
+    (
+        one_class(microburst=CLASS_MICROBURST, on_burst={"priority": 1, "borrow": False}),
+        [
+            (
+                "tenants[0].classes[1].on_burst.borrow",
+                "unknown key: a class's profile cannot take borrow (only a tenant's on_overload profile caps its queues at their guarantees)",
+            )
+        ],
+    ),
+    (one_class(microburst=CLASS_MICROBURST, on_burst={"priority": 8}), [("tenants[0].classes[1].on_burst.priority", "priority 8 is outside 0-7")]),
+    (one_class(microburst=CLASS_MICROBURST, on_burst={"priority": 1, "hold": "11s"}), [("tenants[0].classes[1].on_burst.hold", f"'11s' {OVER_10S}")]),
+    (
+        one_class(microburst=CLASS_MICROBURST, on_overload={"priority": 1}),
+        [
+            (
+                "tenants[0].classes[1].on_overload",
+                "unknown key (expected one of: name, description, priority, weight, rate, burst, ceil, meter, shaper, microburst, on_burst)",
+            )
+        ],
+    ),
+    (
+        {"tenants": [{"name": "a", "vnis": [1], "classes": [{"name": "c", "microburst": CLASS_MICROBURST, "on_burst": {"shaper": {"queue": "1MiB"}}}]}]},
+        [
+            (
+                "tenants[0].classes[0].on_burst.shaper",
+                "a shaper needs a rate: give it 'rate', or give its tenant or class a 'ceil' or 'rate' (it then shapes to the ceil, else the rate)",
+            )
+        ],
+    ),
+    # the port weighs the class by its tenant's weight times the profile's
+    (
+        {
+            "tenants": [
+                {"name": "a", "vnis": [1], "weight": 2, "classes": [{"name": "c", "microburst": CLASS_MICROBURST, "on_burst": {"weight": 2**31}}]},
+            ]
+        },
+        [
+            (
+                "tenants[0].classes[0].on_burst.weight",
+                "the port weighs this class by its tenant's weight times its own, 2 x 2147483648, which is over 4294967295 (32 bits)",
+            )
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), CLASS_ERRORS, ids=range(len(CLASS_ERRORS)))
+def test_class_profile_errors_name_the_place(data: dict[str, Any], expected: list[tuple[str, str]]) -> None:
+    assert errors_of(data) == expected
+
+
+def test_class_profile_queue_changes_without_per_tenant_queues_are_warned_about() -> None:
+    data = one_class(microburst=CLASS_MICROBURST, on_burst={"priority": 1, "weight": 2})
+    del data["port"]
+    assert policy_warnings(data) == [
+        f"tenants[0].classes[1].on_burst.{key}: {key} changes the class's queue at the port, and the policy has no port: it changes nothing"
+        for key in ("priority", "weight")
+    ]
+    quiet(one_class(microburst=CLASS_MICROBURST, on_burst={"priority": 1, "weight": 2}))
+
+
+def test_a_class_profile_is_written_back_and_described_by_the_schema() -> None:
+    policy = quiet(CLASS_PROFILE)
+    out = policy.to_dict()
+    collective = out["tenants"][0]["classes"][1]
+    assert list(collective) == ["name", "rate", "ceil", "microburst", "on_burst"]
+    assert collective["on_burst"] == {"shaper": {"rate": "10Gbps", "queue": "1MiB"}, "priority": 6, "weight": 1, "hold": "200us", "max_switches": 1000}
+    assert "on_burst" not in out["tenants"][0]["classes"][0]
+    assert Policy.from_dict(out) == policy and VALIDATOR.is_valid(out)
+    assert Policy.from_dict(yaml.safe_load(yaml.safe_dump(out, sort_keys=False))) == policy
+    assert SCHEMA["$defs"]["TrafficClass"]["properties"]["on_burst"]["$ref"] == "#/$defs/BurstProfile"
+    assert VALIDATOR.is_valid(CLASS_PROFILE)
+    for data in (
+        one_class(microburst=CLASS_MICROBURST, on_burst={}),
+        one_class(microburst=CLASS_MICROBURST, on_burst={"hold": "1ms"}),
+        one_class(microburst=CLASS_MICROBURST, on_burst={"priority": 1, "borrow": False}),
+        one_class(microburst=CLASS_MICROBURST, on_overload={"priority": 1}),
+    ):
+        assert not VALIDATOR.is_valid(data), data
+        assert errors_of(data)
+    # a change of a class's profile makes its tenant different
+    changed = quiet(yaml.safe_load(CLASS_PROFILE_YAML.replace("hold: 200us", "hold: 300us")))
+    assert changed.tenants[0] != policy.tenants[0]

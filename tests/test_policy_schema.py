@@ -238,6 +238,7 @@ FULL: dict[str, Any] = {
                     "meter": {"kind": "srtcm", "cir": "5Gbps", "cbs": "1MiB", "ebs": "1MiB"},
                     "shaper": {"rate": "10Gbps"},
                     "microburst": {"window": "1us", "threshold": "50%"},
+                    "on_burst": {"shaper": {"queue": "256KiB"}, "priority": 1, "weight": 1, "hold": "100us"},
                 },
                 {"name": "bulk"},
             ],

@@ -457,11 +457,13 @@ impl Enforcer {
         } else if overload.next_return.is_none() && depth <= config.below_bytes {
             overload.next_return = Some(now);
         }
-        if switching > 0 {
-            for slot in overload.order[..switching].to_vec() {
-                self.adaptive.switchable[slot as usize].overloaded = true;
-                self.switch(slot, now, SwitchCause::Overload, Some(&mut *state));
-            }
+        let order = std::mem::take(&mut overload.order);
+        for &slot in &order[..switching] {
+            self.adaptive.switchable[slot as usize].overloaded = true;
+            self.switch(slot, now, SwitchCause::Overload, Some(&mut *state));
+        }
+        if let Some(overload) = &mut self.adaptive.overload {
+            overload.order = order;
         }
         self.return_staggered(now, config, state);
     }

@@ -98,6 +98,13 @@ def _port_weight_checks(ck: _Shapes, tenants: Sequence[Tenant]) -> None:
                     f"tenants[{i}].classes[{k}].weight",
                     f"the port weighs this class by {whose} times its own, {tenant_weight} x {tc.weight}, which is over {MAX_WEIGHT} (32 bits)",
                 )
+            burst_weight = tc.on_burst.weight if tc.on_burst is not None else None
+            if burst_weight is not None and tenant_weight * burst_weight > MAX_WEIGHT:
+                whose = "its tenant's weight" if tenant.weight is not None else "its tenant's weight from the guarantees"
+                ck.error(
+                    f"tenants[{i}].classes[{k}].on_burst.weight",
+                    f"the port weighs this class by {whose} times its own, {tenant_weight} x {burst_weight}, which is over {MAX_WEIGHT} (32 bits)",
+                )
 
 
 def _policy_warnings(policy: Policy) -> list[str]:

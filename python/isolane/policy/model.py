@@ -222,10 +222,10 @@ class Contract:
 
 @dataclass(frozen=True)
 class Profile:
-    """An adaptive profile of a tenant (``docs/qos.md``, "Adaptive profiles"): what it changes
-    while it holds; ``None`` keeps the tenant's own. ``meter`` and ``shaper`` replace the
-    tenant's; ``priority`` is every class queue's at the port and ``weight`` the tenant's port
-    weight. An ``on_overload`` profile may cap every class queue at its guarantee
+    """An adaptive profile of a tenant or a class (``docs/qos.md``, "Adaptive profiles"): what it
+    changes while it holds; ``None`` keeps its owner's own. ``meter`` and ``shaper`` replace the
+    owner's; ``priority`` is every class queue's at the port (a class's: its queue's) and ``weight``
+    the tenant's port weight (a class's: its weight within its tenant). An ``on_overload`` profile may cap every class queue at its guarantee
     (``borrow=False``); an ``on_burst`` profile is kept ``hold_ns`` after the burst and taken at
     most ``max_switches`` times in a second (``None``: no limit)."""
 
@@ -261,10 +261,13 @@ class TrafficClass:
     weight: int | None = None
     contract: Contract = field(default_factory=Contract)
     description: str | None = None
+    on_burst: Profile | None = None
+    """Taken while a rate event of its own ``microburst`` setting is open (``docs/qos.md``, "Adaptive profiles")."""
 
     def to_dict(self) -> dict[str, Any]:
         out = _given(name=self.name, description=self.description, priority=self.priority, weight=self.weight)
         out.update(self.contract.to_dict())
+        out.update(_given(on_burst=_unless_none(Profile.to_dict, self.on_burst)))
         return out
 
 

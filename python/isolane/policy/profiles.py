@@ -1,5 +1,5 @@
-"""Reading a tenant's adaptive profiles (``on_burst``, ``on_overload``) and the port's
-``overload`` setting (``docs/qos.md``, "Adaptive profiles")."""
+"""Reading a tenant's adaptive profiles (``on_burst``, ``on_overload``), a class's
+(``on_burst``) and the port's ``overload`` setting (``docs/qos.md``, "Adaptive profiles")."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from isolane.policy.validate_qos import _QosChecks
 
 ProfileKind = Literal["on_burst", "on_overload"]
+Owner = Literal["tenant", "class"]
 
 #: The keys that change something (a profile must give one, or ``borrow: false``).
 _CHANGES = ("meter", "shaper", "priority", "weight")
@@ -36,8 +37,12 @@ _ONE_KIND: dict[str, tuple[ProfileKind, str]] = {
     "hold": ("on_burst", "an overload profile is kept while the port is overloaded; port.overload.stagger spaces the returns"),
     "max_switches": ("on_burst", "an overload profile is taken once per overload"),
 }
+#: Why a class's profile takes no ``borrow``.
+_NO_CLASS_BORROW = "unknown key: a class's profile cannot take borrow (only a tenant's on_overload profile caps its queues at their guarantees)"
 #: What a key that changes the tenant's port queues is called in the warning when there is no port.
 _AT_THE_PORT = {"priority": "priority", "weight": "weight", "borrow": "borrow: false"}
+#: What the keys at the port change, by the profile's owner.
+_QUEUES = {"tenant": "the tenant's queues", "class": "the class's queue"}
 
 
 def read_profiles(
@@ -64,21 +69,46 @@ def read_profiles(
     return on_burst, on_overload
 
 
-def _profile(ck: _QosChecks, value: Any, path: str, kind: ProfileKind, contract: Contract, classes: Sequence[TrafficClass] | None) -> Profile | None:
+def read_class_profile(ck: _QosChecks, data: Mapping[str, Any], path: str, contract: Contract) -> Profile | None:
+    """The class's ``on_burst`` at ``path`` (the class's), if it has one; ``contract`` is the class's:
+    the profile's meter and shaper replace the class's, a shaper without a rate shapes to the class's
+    ceil, else its rate."""
+    if "on_burst" not in data:
+        return None
+    profile = _profile(ck, data["on_burst"], _at(path, "on_burst"), "on_burst", contract, None, owner="class")
+    if "microburst" not in data:
+        ck.error(
+            _at(path, "on_burst"),
+            "a burst profile is taken when a rate event of the class's own microburst setting starts, and the class has none: "
+            "give it one, e.g. microburst: {window: 10us, threshold: 150%} (its tenant's microburst does not switch the class)",
+        )
+        return None
+    return profile
+
+
+def _profile(
+    ck: _QosChecks,
+    value: Any,
+    path: str,
+    kind: ProfileKind,
+    contract: Contract,
+    classes: Sequence[TrafficClass] | None,
+    owner: Owner = "tenant",
+) -> Profile | None:
     keys = _BURST_PROFILE_KEYS if kind == "on_burst" else _OVERLOAD_PROFILE_KEYS
     if isinstance(value, Mapping):
         # A key of the other kind of profile gets its own message rather than a did-you-mean.
         misplaced = [key for key in value if key in _ONE_KIND and key not in keys]
         for key in misplaced:
-            owner, why = _ONE_KIND[key]
-            ck.error(_at(path, key), f"unknown key: only {owner} profiles take {key} ({why})")
+            taker, why = _ONE_KIND[key]
+            ck.error(_at(path, key), _NO_CLASS_BORROW if owner == "class" else f"unknown key: only {taker} profiles take {key} ({why})")
         value = {key: item for key, item in value.items() if key not in misplaced}
     data = ck.mapping(value, path, keys)
     if data is None:
         return None
     before = len(ck.errors)
     meter = ck.meter(data["meter"], _at(path, "meter")) if "meter" in data else None
-    # Without a rate of its own, the profile's shaper shapes to what the tenant's would.
+    # Without a rate of its own, the profile's shaper shapes to what its owner's would.
     owner_bps = contract.ceil_bps if contract.ceil_bps is not None else contract.rate_bps
     shaper = ck.shaper(data["shaper"], _at(path, "shaper"), owner_bps) if "shaper" in data else None
     priority = ck.integer(data["priority"], _at(path, "priority"), 0, MAX_PRIORITY, "priority") if "priority" in data else None
@@ -95,7 +125,8 @@ def _profile(ck: _QosChecks, value: Any, path: str, kind: ProfileKind, contract:
         ck.error(path, f"the profile changes nothing: give it {changes}")
     if isinstance(weight, int) and classes is not None:
         for tc in classes:
-            class_weight = tc.weight or 1
+            # The class's own weight, or its burst profile's while that holds: the larger is checked.
+            class_weight = max(tc.weight or 1, (tc.on_burst.weight if tc.on_burst is not None else None) or 1)
             if weight * class_weight > MAX_WEIGHT:
                 ck.error(
                     _at(path, "weight"),
@@ -106,7 +137,7 @@ def _profile(ck: _QosChecks, value: Any, path: str, kind: ProfileKind, contract:
     if len(ck.errors) > before:
         return None
     assert not isinstance(priority, _Bad) and not isinstance(weight, _Bad) and not isinstance(max_switches, _Bad) and hold is not None
-    _port_warnings(ck, data, path)
+    _port_warnings(ck, data, path, owner)
     return Profile(meter, shaper, priority, weight, borrow, hold, max_switches)
 
 
@@ -132,15 +163,15 @@ def _check_guarantees(ck: _QosChecks, path: str, contract: Contract, classes: Se
         )
 
 
-def _port_warnings(ck: _QosChecks, data: Mapping[str, Any], path: str) -> None:
-    """The keys that change the tenant's queues at the port do nothing without per-tenant queues."""
+def _port_warnings(ck: _QosChecks, data: Mapping[str, Any], path: str, owner: Owner) -> None:
+    """The keys that change the tenant's (or class's) queues at the port do nothing without per-tenant queues."""
     port = ck.egress
     if port is not None and port.mode == "per_tenant":
         return
     why = "the policy has no port" if port is None else "the port is a shared_fifo (one FIFO: priorities, weights and ceilings do not apply)"
     for key, shown in _AT_THE_PORT.items():
         if key in data and (key != "borrow" or data[key] is False):
-            ck.warnings.append(f"{_at(path, key)}: {shown} changes the tenant's queues at the port, and {why}: it changes nothing")
+            ck.warnings.append(f"{_at(path, key)}: {shown} changes {_QUEUES[owner]} at the port, and {why}: it changes nothing")
 
 
 def read_overload(ck: _QosChecks, value: Any, path: str, buffer: int | None) -> Overload | None:

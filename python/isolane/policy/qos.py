@@ -137,6 +137,24 @@ class BurstRow(NamedTuple):
     queue: tuple[int, int] | None
 
 
+class ProfileRow(NamedTuple):
+    """An adaptive profile (docs/qos.md, "Adaptive profiles"): what it changes of its tenant's
+    (or class's) contract and class queues, ``None`` keeping the owner's own. The meter and
+    shaper are compiled as the owner's are."""
+
+    meter: MeterRow | None
+    shaper: ShaperRow | None
+    priority: int | None
+    """Every class queue's priority (a class's profile: its queue's)."""
+    weight: int | None
+    """The tenant's port weight (a class's profile: the class's weight within its tenant)."""
+    no_borrowing: bool
+    """Every class queue capped at its guarantee (``borrow: false``)."""
+    hold_ns: int
+    max_switches_per_s: int
+    """0: no limit."""
+
+
 class ClassQos(NamedTuple):
     """A class's contract and the inputs of its port queue (the engine works out the queue)."""
 
@@ -149,26 +167,8 @@ class ClassQos(NamedTuple):
     meter: MeterRow
     shaper: ShaperRow
     microburst: BurstRow | None
-    on_burst: ProfileRow | None = None
-    """Its burst profile: not yet in the policy."""
-
-
-class ProfileRow(NamedTuple):
-    """An adaptive profile (docs/qos.md, "Adaptive profiles"): what it changes of its tenant's
-    contract and class queues, ``None`` keeping the tenant's own. The meter and shaper are
-    compiled as the tenant's are."""
-
-    meter: MeterRow | None
-    shaper: ShaperRow | None
-    priority: int | None
-    """Every class queue's priority."""
-    weight: int | None
-    """The tenant's port weight."""
-    no_borrowing: bool
-    """Every class queue capped at its guarantee (``borrow: false``)."""
-    hold_ns: int
-    max_switches_per_s: int
-    """0: no limit."""
+    on_burst: ProfileRow | None
+    """Taken while a rate event of the class's own microburst setting is open."""
 
 
 class TenantQos(NamedTuple):
@@ -257,11 +257,11 @@ def _burst_row(setting: Microburst | None) -> BurstRow | None:
     return BurstRow(setting.window_ns, setting.threshold_bps, queue)
 
 
-def _profile_row(profile: Profile | None, tenant: Contract, context: QosContext) -> ProfileRow | None:
+def _profile_row(profile: Profile | None, owner: Contract, context: QosContext) -> ProfileRow | None:
     if profile is None:
         return None
-    # The profile's shaper in the tenant's contract: without a rate it shapes to the tenant's ceil, else its rate.
-    shaper = ShaperRow(*_shaper_row(replace(tenant, shaper=profile.shaper), context.largest_frame)) if profile.shaper is not None else None
+    # The profile's shaper in its owner's (tenant's or class's) contract: without a rate it shapes to the owner's ceil, else its rate.
+    shaper = ShaperRow(*_shaper_row(replace(owner, shaper=profile.shaper), context.largest_frame)) if profile.shaper is not None else None
     return ProfileRow(
         meter=_meter_row(profile.meter, context) if profile.meter is not None else None,
         shaper=shaper,
@@ -293,6 +293,7 @@ def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
                 meter=_meter_row(cc.meter, context),
                 shaper=ShaperRow(*_shaper_row(cc, lf)),
                 microburst=_burst_row(cc.microburst),
+                on_burst=_profile_row(tc.on_burst, cc, context),
             )
         )
     return TenantQos(

@@ -260,7 +260,14 @@ class _ClassKeys(_Mapping):
     weight: Weight = Field(1, description="share within its priority")
 
 
-class TrafficClass(_Contract, _ClassKeys):
+class _ClassProfiles(_Mapping):
+    on_burst: BurstProfile | None = Field(
+        None, description="taken while the class bursts (needs its own microburst); its meter and shaper replace the class's, its weight is the class's"
+    )
+
+
+# The keys in the order to_dict writes them: _ClassKeys's, the contract's, then the profile.
+class TrafficClass(_ClassProfiles, _Contract, _ClassKeys):
     """A traffic class of a tenant; its id is its position in the tenant's classes."""
 
 

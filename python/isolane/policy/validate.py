@@ -27,7 +27,7 @@ from isolane.policy.constants import (
 )
 from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text
 from isolane.policy.model import Contract, Rule, Tenant, TrafficClass
-from isolane.policy.profiles import read_profiles
+from isolane.policy.profiles import read_class_profile, read_profiles
 from isolane.policy.units import (
     format_rate,
     read_number,
@@ -183,10 +183,11 @@ class _Checker(_QosChecks):
         priority = self.integer(data["priority"], _at(path, "priority"), 0, MAX_PRIORITY, "priority") if "priority" in data else None
         weight = self.weight(data["weight"], _at(path, "weight")) if "weight" in data else None
         contract = self.contract(data, path)
+        on_burst = read_class_profile(self, data, path, contract)
         if len(self.errors) > before or isinstance(name, _Bad):
             return None
         assert not isinstance(priority, _Bad) and not isinstance(weight, _Bad) and not isinstance(description, _Bad)
-        return TrafficClass(name, priority, weight, contract, description)
+        return TrafficClass(name, priority, weight, contract, description, on_burst)
 
     def tenant(self, value: Any, path: str) -> Tenant | None:
         data = self.mapping(value, path, _TENANT_KEYS, required=("name",))

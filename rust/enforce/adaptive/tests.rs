@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::bursts::{BurstConfig, BurstSpec, TenantBursts};
-use crate::enforce::{BurstProfile, ClassQos, ColorAction, Contract, Count, MeterSpec, Outcome, Processed};
+use crate::enforce::{BurstProfile, ClassQos, ColorAction, Contract, Count, MeterSpec, Outcome, Processed, ProfileQos};
 use crate::meter::{MeterKind, MeterParams};
 use crate::parse::PacketInfo;
 use crate::shaping::QueueConfig;
@@ -58,7 +58,7 @@ fn the_packet_after_the_one_that_starts_a_burst_takes_the_profile_until_the_hold
     assert_eq!(dropped(&out), [false, false, false, true, true, true, false]);
     let events: Vec<(u64, u8, u8, u8)> = e.profile_events().iter().map(|ev| (ev.time_ns, ev.from, ev.to, ev.cause)).collect();
     assert_eq!(events, [(101_000, 0, 1, SwitchCause::BurstStarted as u8), (112_000 + HOLD_NS, 1, 0, SwitchCause::BurstEnded as u8)]);
-    assert_eq!(e.profile_counts()[0].1, ProfileCounts { packets: [4, 3, 0], switches: 2 });
+    assert_eq!(e.profile_counts()[0].2, ProfileCounts { packets: [4, 3, 0], switches: 2 });
 }
 
 #[test]
@@ -71,6 +71,6 @@ fn an_update_puts_a_tenant_back_in_its_normal_profile_and_its_counts_run_on() {
     assert_eq!((events[events.len() - 1].to, events[events.len() - 1].cause), (ProfileId::Normal as u8, SwitchCause::Update as u8));
     let out = run(&mut e, &[3_000]); // the detector's window kept its packets: the burst goes on, and switches the tenant again
     assert!(!dropped(&out)[0], "the first packet after the update finds the normal profile");
-    let counts = e.profile_counts()[0].1;
+    let counts = e.profile_counts()[0].2;
     assert_eq!((counts.packets.iter().sum::<u64>(), counts.packets[ProfileId::Burst as usize]), (4, 1));
 }
