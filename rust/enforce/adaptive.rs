@@ -400,8 +400,9 @@ impl Enforcer {
         }
     }
 
-    /// [`adapt`](Enforcer::adapt) for the packet's class.
-    #[inline]
+    /// [`adapt`](Enforcer::adapt) for the packet's class (out of line: most policies have no
+    /// class profile, and the loop keeps its registers).
+    #[inline(never)]
     fn adapt_class(&mut self, verdict: &Verdict, now: u64, port: Option<&mut PortState>) {
         let Some(state) = self.tenants.get(verdict.tenant as usize).filter(|t| (verdict.cls as u32) < t.classes) else { return };
         let row = (state.first_row + verdict.cls as u32) as usize;
