@@ -23,7 +23,7 @@ import numpy.typing as npt
 from isolane import _core
 from isolane.codes import Color, Outcome, Reason
 from isolane.commands.replay_bursts import ScopeBursts, burst_events, format_bursts, scope_summaries, with_window
-from isolane.commands.replay_profiles import format_profiles, profile_switches
+from isolane.commands.replay_profiles import format_profiles, profile_counts, profile_switches
 from isolane.engine import DEFAULT_POLLS, Engine, stats_delays, stats_key
 from isolane.policy import Policy
 
@@ -269,7 +269,7 @@ def replay(
         tenants=_tenant_reports(policy, stats, classifier_drops),
         microbursts=events,
         burst_scopes=scope_summaries(engine, events, _drops(stats)),
-        profiles=engine.profile_stats(),
+        profiles=profile_counts(engine),
         profile_switches=profile_switches(engine, start_ns or 0),
     )
 

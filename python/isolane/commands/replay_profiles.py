@@ -34,6 +34,12 @@ def profile_switches(engine: Engine, start_ns: int) -> list[dict[str, Any]]:
     ]
 
 
+def profile_counts(engine: Engine) -> list[dict[str, Any]]:
+    """Per tenant and class with profiles: :meth:`Engine.profile_stats`, with the class's name."""
+    class_names = {t.name: t.class_names for t in engine.policy.tenants}
+    return [{**entry, "class": _class_name(class_names, entry["tenant"], -1 if entry["cls"] is None else entry["cls"])} for entry in engine.profile_stats()]
+
+
 def _class_name(class_names: dict[str, list[str]], tenant: str, cls: int) -> str | None:
     classes = class_names.get(tenant, [])
     return classes[cls] if 0 <= cls < len(classes) else None
