@@ -19,13 +19,13 @@ Environment: ``ISOLANE_BENCH_PROFILE_ROUNDS`` (5), ``ISOLANE_BENCH_MAX_PROFILE_S
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 
 import isolane
 import test_qos_bench as qos
 from machine_load import ForeignLoad
+from test_burst_bench import _timed_process
 
 ROUNDS = int(os.environ.get("ISOLANE_BENCH_PROFILE_ROUNDS", "5"))
 MAX_SLOWDOWN = float(os.environ.get("ISOLANE_BENCH_MAX_PROFILE_SLOWDOWN", "1.5"))
@@ -44,13 +44,6 @@ def _watched(policy: isolane.Policy, window: str, threshold: str, profiles: bool
     return isolane.Policy.from_dict(data)
 
 
-def _timed(policy: isolane.Policy, batch: isolane.PacketBatch) -> tuple[float, isolane.Engine, np.ndarray]:
-    engine = isolane.Engine(policy)
-    start = time.perf_counter()
-    rows = engine.process(batch)
-    return time.perf_counter() - start, engine, rows
-
-
 def test_profiles_cost_in_the_one_core_pipeline_with_1000_tenants(bench_report) -> None:
     flows = qos._pipeline_traffic()
     batch, plain, tenant_count = qos._vxlan_pipeline(flows)
@@ -63,7 +56,7 @@ def test_profiles_cost_in_the_one_core_pipeline_with_1000_tenants(bench_report) 
         for round_ in range(ROUNDS):
             for label in settings:
                 for profiles in (False, True) if round_ % 2 == 0 else (True, False):
-                    elapsed, engine, out = _timed(policies[(label, profiles)], batch)
+                    elapsed, engine, out = _timed_process(policies[(label, profiles)], batch)
                     seconds[(label, profiles)].append(elapsed)
                     if round_ == 0:
                         rows[(label, profiles)] = out

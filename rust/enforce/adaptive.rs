@@ -165,8 +165,6 @@ struct OverloadState {
 /// Every tenant's profiles; see the module documentation.
 #[derive(Debug, Default)]
 pub(super) struct Adaptive {
-    /// By the engine's tenant index: its slot in `switchable`, or [`NONE`].
-    slot_of: Vec<u32>,
     /// What every packet reads, by the engine's tenant index: for a tenant with a burst
     /// profile its slot << 1 | whether it is in a burst, else [`NONE`].
     watch: Vec<u32>,
@@ -232,7 +230,6 @@ impl Adaptive {
             self.archive.entry(key).or_default().add(&sw.counts);
         }
         self.due.clear();
-        self.slot_of = vec![NONE; names.len()];
         self.watch = vec![NONE; names.len()];
         self.class_watch.clear();
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
@@ -244,7 +241,6 @@ impl Adaptive {
             }
             let name = self.name_id(name);
             let slot = self.switchable.len() as u32;
-            self.slot_of[index] = slot;
             if qos.on_burst.is_some() {
                 self.watch[index] = slot << 1;
             }
