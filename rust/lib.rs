@@ -30,6 +30,7 @@ pub mod parse;
 pub mod pcap;
 mod pool;
 pub mod shaping;
+pub mod timeline;
 pub mod verdict;
 pub mod yaml;
 

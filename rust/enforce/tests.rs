@@ -391,3 +391,54 @@ fn a_queue_changed_in_place_keeps_the_port_within_its_line_rate_and_buffer() {
     assert_eq!(e.contract_of(1).map(|q| q.classes[0].queue.guarantee), Some(600));
     assert!(!e.replace_contracts(vec![(0, with_queue("a", queue(401, 100)))]), "the sums follow the change before");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// A timeline changes no outcome, and its series add up to the statistics: bytes, packets,
+    /// drops at every stage, and the port's delays.
+    #[test]
+    fn the_timeline_adds_up_to_the_statistics(
+        meter in any_meter(),
+        shaper in any_shaper(),
+        packets in any_packets(),
+        buffer_bytes in 3_000u64..100_000,
+    ) {
+        let with_port = || {
+            let classes = vec![Contract::default(), Contract { meter: Some(meter), shaper: Some(shaper) }];
+            let tenants = (0..3).map(|t| tenant(&format!("t{t}"), Contract { meter: Some(meter), shaper: None }, classes.clone())).collect();
+            let mut s = spec(tenants);
+            s.port = Some(PortConfig { line_rate: 1_000_000, buffer_bytes, mode: PortMode::SharedFifo });
+            enforcer(s)
+        };
+        let (mut plain, mut observed) = (with_port(), with_port());
+        observed.keep_timeline(10_000);
+        let mut time = 1i64 << 40;
+        let packets: Vec<(PacketInfo, Verdict)> = packets
+            .into_iter()
+            .map(|(step, back, wire_len, tenant, cls, dropped, _)| {
+                time = if back { time - step as i64 } else { time + step as i64 };
+                (packet(time, wire_len), verdict(tenant, cls, if dropped { DROP } else { ALLOW }))
+            })
+            .collect();
+        for batch in packets.chunks(packets.len().div_ceil(3)) {
+            prop_assert_eq!(run(&mut plain, batch), run(&mut observed, batch));
+        }
+        observed.drain();
+        let (tenants, classes) = observed.timeline().unwrap().snapshot();
+        let sum = |values: &[u64]| values.iter().sum::<u64>();
+        let mut tenant_bytes: FxHashMap<Option<String>, u64> = FxHashMap::default();
+        for (key, stats) in observed.stats() {
+            let series = &classes.iter().find(|(k, _)| *k == key).expect("a series for every row").1;
+            let c = &stats.counters;
+            let dropped = c.outcome_packets[Outcome::DropClassifier as usize..].iter().sum::<u64>();
+            prop_assert_eq!((sum(&series.bytes), sum(&series.packets), sum(&series.dropped)), (c.bytes, c.packets, dropped), "{:?} {:?}", key, c.outcome_packets);
+            prop_assert_eq!(sum(&series.delay_count), stats.delay_ns.count());
+            prop_assert_eq!(series.delay_max_ns.iter().max().copied().unwrap_or(0), stats.delay_ns.max());
+            *tenant_bytes.entry(key.0).or_default() += c.bytes;
+        }
+        for (name, series) in &tenants {
+            prop_assert_eq!(sum(&series.bytes), tenant_bytes.get(name).copied().unwrap_or(0));
+        }
+    }
+}
