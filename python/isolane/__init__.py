@@ -24,10 +24,12 @@ from isolane._core import (
     read_pcap,
 )
 from isolane.codes import Action, BurstScope, BurstView, Color, Outcome, ProfileId, Reason, Status, SwitchCause, Tunnel
-from isolane.commands.replay import ReplayReport, format_report, replay
+from isolane.commands.replay import replay
 from isolane.engine import BURST_DTYPE, BURST_FLOW_DTYPE, DEFAULT_POLLS, PROCESSED_DTYPE, PROFILE_EVENT_DTYPE, STATS_DTYPE, VERDICT_DTYPE, Engine, UpdateReport
 from isolane.parsing import PARSED_DTYPE, LinkType, format_addresses, parse
 from isolane.policy import Policy, PolicyError, PolicyWarning
+from isolane.report.model import Report
+from isolane.report.table import format_report
 
 __all__ = [
     "BURST_DTYPE",
@@ -60,7 +62,7 @@ __all__ = [
     "PolicyError",
     "PolicyWarning",
     "Reason",
-    "ReplayReport",
+    "Report",
     "RuleIndexError",
     "RuleTable",
     "Status",

@@ -13,9 +13,12 @@ from typing import Any
 
 from isolane import _core
 from isolane.commands.inspect import CaptureSummary, summarize
-from isolane.commands.replay import align, format_report, replay
+from isolane.commands.replay import replay
 from isolane.engine import DEFAULT_POLLS
 from isolane.policy import MAX_WINDOW_NS, MIN_WINDOW_NS, Policy, PolicyWarning, parse_duration, schema_text
+from isolane.report.schema import report_schema
+from isolane.report.table import format_report
+from isolane.report.text import align
 
 #: Files at least this big get a progress line on a terminal.
 PROGRESS_MIN_BYTES = 64 << 20
@@ -72,8 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.set_defaults(run=_replay)
     schema = commands.add_parser(
-        "schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML)."
+        "schema",
+        help="print the JSON Schema of policy files (or of the replay report)",
+        description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML), or with --report of the JSON that "
+        "`isolane replay --json` writes.",
     )
+    schema.add_argument("--report", action="store_true", help="the replay report's schema instead of the policy's")
     schema.set_defaults(run=_schema)
     return parser
 
@@ -97,7 +104,7 @@ def _capture_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    print(schema_text())
+    print(json.dumps(report_schema(), indent=2) if args.report else schema_text())
     return 0
 
 
@@ -112,6 +119,8 @@ def _replay(args: argparse.Namespace) -> int:
     poll = [interval.strip() for interval in args.poll.split(",") if interval.strip()]
     options = {"threads": args.threads, "drain": args.drain, "window_ns": window_ns, "poll": poll}
     report = replay(args.file, _read_policy(args.policy), **options, **_capture_options(args))
+    for warning in report.warnings:
+        print(f"isolane: warning: {warning}", file=sys.stderr)
     _print(report.to_json() if args.json else format_report(report))
     problems = report.discrepancies()
     for problem in problems:
