@@ -218,6 +218,9 @@ struct InFlight {
     batch: u64,
     index: usize,
     remarked: bool,
+    /// Green after the meters: within its contract (a drop at the port is then a conforming
+    /// packet lost).
+    green: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -532,7 +535,7 @@ impl Enforcer {
             let result = port.arrive(packet.release_ns, packet.bytes, packet.row, packet.sequence);
             let outcome = Outcome::of_port(result, packet.remarked);
             if let (Some(timeline), true) = (&mut self.timeline, result.is_err()) {
-                timeline.dropped(packet.row as usize, packet.release_ns);
+                timeline.dropped(packet.row as usize, packet.release_ns, packet.green);
             }
             if self.bursts.active() {
                 self.hand_departures(port); // they started before this arrival
@@ -638,8 +641,9 @@ impl Enforcer {
                 result.release_ns = i64::try_from(release_ns).unwrap_or(i64::MAX);
                 if has_port && in_class {
                     *sequence += 1;
-                    let remarked = metered.dscp.is_some();
-                    in_flight.push(Reverse(InFlight { release_ns, sequence: *sequence, row: row as u32, bytes, batch: *batch, index, remarked }));
+                    let (remarked, green) = (metered.dscp.is_some(), metered.color == Color::Green);
+                    let row = row as u32;
+                    in_flight.push(Reverse(InFlight { release_ns, sequence: *sequence, row, bytes, batch: *batch, index, remarked, green }));
                     result.outcome = Outcome::Pending as u8;
                     return result; // counted when it reaches the port
                 }

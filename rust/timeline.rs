@@ -30,8 +30,10 @@ pub struct Series {
     /// Bytes (as the policy counts them) and packets arriving in each bin.
     pub bytes: Vec<u64>,
     pub packets: Vec<u64>,
-    /// Packets dropped in each bin, at any stage (the port's at their arrival there).
+    /// Packets dropped in each bin, at any stage (the port's at their arrival there), and of
+    /// those the ones the meters had coloured green: conforming to their contract.
     pub dropped: Vec<u64>,
+    pub conforming_dropped: Vec<u64>,
     /// The most bytes that arrived in one window inside each bin.
     pub peak_bytes: Vec<u64>,
     /// Packets the port started sending that reached it in the bin, their summed and largest
@@ -71,8 +73,11 @@ impl Series {
         }
     }
 
-    fn drop_at(&mut self, bin: usize) {
+    fn drop_at(&mut self, bin: usize, green: bool) {
         allocated(&mut self.dropped)[bin] += 1;
+        if green {
+            allocated(&mut self.conforming_dropped)[bin] += 1;
+        }
     }
 
     fn depart(&mut self, bin: usize, delay_ns: u64) {
@@ -85,7 +90,7 @@ impl Series {
 
     /// Merges bins pairwise: bin `i` becomes bins `2i` and `2i + 1`.
     fn halve(&mut self) {
-        for array in [&mut self.bytes, &mut self.packets, &mut self.dropped, &mut self.delay_count, &mut self.delay_sum_ns] {
+        for array in [&mut self.bytes, &mut self.packets, &mut self.dropped, &mut self.conforming_dropped, &mut self.delay_count, &mut self.delay_sum_ns] {
             merge_pairs(array, |a, b| a + b);
         }
         for array in [&mut self.peak_bytes, &mut self.delay_max_ns] {
@@ -170,12 +175,12 @@ impl Timeline {
         self.classes[class].1.arrive(bin, window, now_ns, bytes, bin_of);
     }
 
-    /// A packet of row `row` dropped at `at_ns`.
-    pub fn dropped(&mut self, row: usize, at_ns: u64) {
+    /// A packet of row `row` dropped at `at_ns`; `green`: coloured green by the meters.
+    pub fn dropped(&mut self, row: usize, at_ns: u64, green: bool) {
         let Some(&(tenant, class)) = self.rows.get(row) else { return };
         let bin = self.bin_at(at_ns);
-        self.tenants[tenant].1.drop_at(bin);
-        self.classes[class].1.drop_at(bin);
+        self.tenants[tenant].1.drop_at(bin, green);
+        self.classes[class].1.drop_at(bin, green);
     }
 
     /// A packet of row `row` held `hold_ns` by the shapers.
@@ -244,6 +249,7 @@ impl Timeline {
                 &mut series.bytes,
                 &mut series.packets,
                 &mut series.dropped,
+                &mut series.conforming_dropped,
                 &mut series.peak_bytes,
                 &mut series.delay_count,
                 &mut series.delay_sum_ns,

@@ -3,6 +3,7 @@
 //! are and cost nothing more when no timeline is kept.
 
 use super::{packet_time, Arrival, Enforcer, Outcome, Processed};
+use crate::meter::Color;
 use crate::parse::PacketInfo;
 use crate::timeline::Timeline;
 use crate::verdict::Verdict;
@@ -34,7 +35,7 @@ impl Enforcer {
                 timeline.held(row, (release_ns as u64).saturating_sub(clock_ns));
             }
             if dropped_before_port(outcome) {
-                timeline.dropped(row, clock_ns);
+                timeline.dropped(row, clock_ns, processed.color == Color::Green as u8);
             }
         }
         self.timeline = Some(timeline);

@@ -442,3 +442,29 @@ proptest! {
         }
     }
 }
+
+/// A packet the meters coloured green and the port then dropped is a conforming packet lost;
+/// one coloured red and dropped there is not.
+#[test]
+fn the_timeline_counts_the_green_packets_lost_at_the_port_as_conforming() {
+    let passing_red = srtcm(1, 150, 0, [ColorAction::Pass; 3]);
+    let mut s = spec(vec![
+        tenant("metered", Contract { meter: Some(passing_red), shaper: None }, vec![Contract::default()]),
+        tenant("open", Contract::default(), vec![Contract::default()]),
+    ]);
+    s.port = Some(PortConfig { line_rate: 1000, buffer_bytes: 350, mode: PortMode::SharedFifo });
+    let mut e = enforcer(s);
+    e.keep_timeline(1_000);
+    // At 0: metered's first packet is green (its bucket holds 150 B), its next three red; then
+    // open's three, green. The buffer holds 350 B: three of the seven.
+    let packets: Vec<_> = (0..4).map(|_| (packet(0, 100), verdict(0, 0, ALLOW))).chain((0..3).map(|_| (packet(0, 100), verdict(1, 0, ALLOW)))).collect();
+    run(&mut e, &packets);
+    e.drain();
+    let (tenants, _) = e.timeline().unwrap().snapshot();
+    let of = |name: &str| {
+        let series = &tenants.iter().find(|(n, _)| n.as_deref() == Some(name)).unwrap().1;
+        (series.dropped.iter().sum::<u64>(), series.conforming_dropped.iter().sum::<u64>())
+    };
+    assert_eq!(of("metered"), (1, 0), "a red packet lost at the port");
+    assert_eq!(of("open"), (3, 3), "green packets lost at the port");
+}

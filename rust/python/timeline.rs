@@ -8,7 +8,7 @@ use crate::shaping::LogHistogram;
 use crate::timeline::{ClassKey, Series, Timeline};
 
 /// The fields of a series, in the order of the arrays' second axis.
-pub(super) const SERIES_FIELDS: [&str; 7] = ["bytes", "packets", "dropped", "peak_bytes", "delay_count", "delay_sum_ns", "delay_max_ns"];
+pub(super) const SERIES_FIELDS: [&str; 8] = ["bytes", "packets", "dropped", "conforming_dropped", "peak_bytes", "delay_count", "delay_sum_ns", "delay_max_ns"];
 
 /// What `Engine.timeline()` returns: the bins' geometry, the series' names and their values.
 #[pyclass(frozen, module = "isolane._core")]
@@ -74,7 +74,7 @@ fn series_array<'a>(py: Python<'_>, series: impl ExactSizeIterator<Item = &'a Se
     let count = series.len();
     let mut values = Vec::with_capacity(count * SERIES_FIELDS.len() * bins);
     for s in series {
-        for field in [&s.bytes, &s.packets, &s.dropped, &s.peak_bytes, &s.delay_count, &s.delay_sum_ns, &s.delay_max_ns] {
+        for field in [&s.bytes, &s.packets, &s.dropped, &s.conforming_dropped, &s.peak_bytes, &s.delay_count, &s.delay_sum_ns, &s.delay_max_ns] {
             values.extend_from_slice(&field[..bins]);
         }
     }

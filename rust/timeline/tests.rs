@@ -83,16 +83,17 @@ fn delays_drops_and_holds_go_to_the_class_of_their_row() {
     timeline.arrive(1, 10_000, 100);
     timeline.departed(1, 10_500, 700);
     timeline.departed(1, 10_900, 300);
-    timeline.dropped(1, 12_000);
+    timeline.dropped(1, 12_000, true);
+    timeline.dropped(1, 13_000, false);
     timeline.held(1, 0);
     timeline.held(1, 5_000);
     let (tenants, classes) = timeline.snapshot();
     let b = &classes.iter().find(|(key, _)| key.0.as_deref() == Some("b")).unwrap().1;
     assert_eq!((b.delay_count.iter().sum::<u64>(), b.delay_sum_ns.iter().sum::<u64>()), (2, 1_000));
     assert_eq!(b.delay_max_ns.iter().max(), Some(&700));
-    assert_eq!(b.dropped.iter().sum::<u64>(), 1);
+    assert_eq!((b.dropped.iter().sum::<u64>(), b.conforming_dropped.iter().sum::<u64>()), (2, 1));
     assert_eq!((b.hold_ns.count(), b.hold_ns.max()), (2, 5_000));
-    assert_eq!(series_of(&tenants, "b").dropped.iter().sum::<u64>(), 1, "the tenant counts its classes' drops");
+    assert_eq!(series_of(&tenants, "b").dropped.iter().sum::<u64>(), 2, "the tenant counts its classes' drops");
     assert!(series_of(&tenants, "a").bytes.iter().all(|&x| x == 0));
 }
 

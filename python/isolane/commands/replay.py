@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
+from isolane._core import SERIES_FIELDS
 from isolane.codes import Outcome, Reason
 from isolane.commands.replay_bursts import burst_events, scope_summaries, with_window
 from isolane.commands.replay_profiles import profile_counts, profile_switches
@@ -24,6 +25,7 @@ from isolane.engine import DEFAULT_POLLS, Engine, stats_delays, stats_key
 from isolane.parsing import parse
 from isolane.policy import Policy
 from isolane.report.model import COLORS, DROP_OUTCOMES, DROP_STAGES, METERED_COLORS, NO_DELAYS, REASONS, ClassReport, Counts, Report, TenantReport
+from isolane.report.isolation import AUTO_ALONE_MAX, ClassDelay, Isolation, TenantIsolation
 from isolane.report.timeline import holds_by_key, rates_by_key, timeline_json
 
 DEFAULT_WINDOW_NS = 10_000
@@ -45,6 +47,7 @@ def replay(
     drain: bool = True,
     window_ns: int | None = None,
     poll: Iterable[int | str] = DEFAULT_POLLS,
+    alone: Iterable[str] | None = None,
 ) -> Report:
     """Process ``captures`` (a path or several) through a new ``Engine(policy, threads=threads)``
     batch by batch and report per tenant and class, with the bursts it saw (``docs/bursts.md``)
@@ -52,20 +55,39 @@ def replay(
     the port is drained (:meth:`Engine.drain`), so that every packet has its fate and every
     burst has ended; ``drain=False`` reports what was still in flight. ``window_ns`` watches
     every scope of the policy at that window instead of its own (and is the timeline's
-    window); ``poll``: the polled views' intervals."""
+    window); ``poll``: the polled views' intervals. ``alone``: the tenants also replayed alone
+    through the same port, to measure how much the others inflate their queueing delays
+    (``docs/report.md``, "Isolation"); by default every tenant when the policy has a port and at
+    most 16 tenants."""
     paths = [os.fspath(captures)] if isinstance(captures, (str, os.PathLike)) else [os.fspath(p) for p in captures]
     parse_options = {"vxlan_ports": list(vxlan_ports), "geneve_ports": list(geneve_ports)}
     reader = _Captures(paths, batch_size)
     engine = Engine(policy if window_ns is None else with_window(policy, window_ns), threads=threads, poll=poll)
     engine.keep_timeline(window_ns or _port_window(policy))
-    replayed = _Replayed(engine, policy, parse_options)
+    replayed = _Replayed(engine, policy, parse_options, _alone_engines(policy, alone, poll))
     for batch in reader:
         replayed.add(batch)
         if progress is not None:
             progress(reader.position, reader.size)
     if drain:
-        engine.drain()
+        for each in [engine, *(e for _, e in replayed.alone.values())]:
+            each.drain()
     return replayed.report(paths, reader.format, reader.warnings())
+
+
+def _alone_engines(policy: Policy, alone: Iterable[str] | None, poll: Iterable[int | str]) -> dict[str, tuple[int, Engine]]:
+    """An engine for each tenant to replay alone (by its index in ``policy``), on a policy of
+    that tenant only, with the same port."""
+    names = policy.tenant_names
+    if alone is None:
+        alone = names if policy.port is not None and len(names) <= AUTO_ALONE_MAX else []
+    chosen = list(dict.fromkeys(alone))
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        raise ValueError(f"no tenant {', '.join(map(repr, unknown))} in the policy to replay alone; its tenants are {', '.join(names)}")
+    data = policy.to_dict() if chosen else {}
+    single = {name: Policy.from_dict({**data, "tenants": [t for t in data["tenants"] if t["name"] == name]}) for name in chosen}
+    return {name: (names.index(name), Engine(single[name], poll=poll)) for name in chosen}
 
 
 def _port_window(policy: Policy) -> int:
@@ -112,8 +134,8 @@ class _Replayed:
     reason, the VNIs no tenant claims, the capture's first and last times, frames too big for
     the policy."""
 
-    def __init__(self, engine: Engine, policy: Policy, parse_options: dict[str, list[int]]) -> None:
-        self.engine, self.policy, self.parse_options = engine, policy, parse_options
+    def __init__(self, engine: Engine, policy: Policy, parse_options: dict[str, list[int]], alone: dict[str, tuple[int, Engine]]) -> None:
+        self.engine, self.policy, self.parse_options, self.alone = engine, policy, parse_options, alone
         self.packets = 0
         self.start_ns: int | None = None
         self.end_ns: int | None = None
@@ -132,13 +154,15 @@ class _Replayed:
         self.oversized += int(np.count_nonzero(batch.wire_lengths > self.policy.largest_frame))
         unknown = np.flatnonzero(rows["reason"] == Reason.UNKNOWN_TENANT)
         if len(unknown):
-            self._count_vnis(batch, unknown)
+            self._count_vnis(_packets(batch, unknown))
+        for index, engine in self.alone.values():
+            mine = np.flatnonzero(rows["tenant"] == index)
+            if len(mine):
+                engine.process(_packets(batch, mine), **self.parse_options)
 
-    def _count_vnis(self, batch: _core.PacketBatch, rows: npt.NDArray[np.intp]) -> None:
+    def _count_vnis(self, packets: _core.PacketBatch) -> None:
         """Parses again the packets of no tenant (few, usually) to name their VNIs."""
-        columns = (batch.offsets, batch.lengths, batch.timestamps_ns, batch.wire_lengths, batch.link_types)
-        some = _core.PacketBatch.from_arrays(batch.data, *(column[rows] for column in columns))
-        vnis = parse(some, vxlan_ports=self.parse_options["vxlan_ports"], geneve_ports=self.parse_options["geneve_ports"])["vni"]
+        vnis = parse(packets, vxlan_ports=self.parse_options["vxlan_ports"], geneve_ports=self.parse_options["geneve_ports"])["vni"]
         values, counts = np.unique(vnis[vnis >= 0], return_counts=True)
         self.unclaimed_vnis.update(dict(zip(values.tolist(), counts.tolist())))
 
@@ -182,7 +206,43 @@ class _Replayed:
         )
         if view is not None:
             _add_rates(report, view, duration_ns)
+            report.isolation = self._isolation(stats, view, duration_ns)
         return report
+
+    def _isolation(self, stats: dict[StatsKey, np.void], view: _core.TimelineView, duration_ns: int) -> Isolation:
+        seconds = duration_ns / 1e9 or float("inf")
+        conforming = {name: int(series[SERIES_FIELDS.index("conforming_dropped")].sum()) for name, series in zip(view.tenants, view.tenant_series)}
+        tenants = []
+        for tenant in self.policy.tenants:
+            mine = [row for (name, _), row in stats.items() if name == tenant.name]
+            offered = sum(int(row["bytes"]) for row in mine)
+            achieved = sum(int(row["outcome_bytes"][Outcome.PASS]) + int(row["outcome_bytes"][Outcome.REMARKED]) for row in mine)
+            entry = TenantIsolation(tenant.name, tenant.contract.rate_bps, offered * 8 / seconds, achieved * 8 / seconds, conforming.get(tenant.name, 0))
+            if tenant.name in self.alone:
+                entry.delays = _delays_alone(tenant.name, tenant.class_names, stats, self.alone[tenant.name][1])
+            tenants.append(entry)
+        return Isolation(tenants)
+
+
+def _delays_alone(name: str, class_names: list[str], stats: dict[StatsKey, np.void], alone: Engine) -> list[ClassDelay]:
+    """Each class's p99 queueing delay with the others (``stats``) and alone."""
+    rows = alone.stats_array()
+    by_key = {stats_key(row, alone.stats_tenants): row for row in rows}
+    out = []
+    for cls, class_name in enumerate(class_names):
+        together, by_itself = stats.get((name, cls)), by_key.get((name, cls))
+        out.append(ClassDelay(cls, class_name, _p99(together), _p99(by_itself)))
+    return out
+
+
+def _p99(row: np.void | None) -> int | None:
+    return int(row["delay_p99_ns"]) if row is not None and int(row["delay_count"]) else None
+
+
+def _packets(batch: _core.PacketBatch, rows: npt.NDArray[np.intp]) -> _core.PacketBatch:
+    """Packets ``rows`` of ``batch``, their bytes not copied."""
+    columns = (batch.offsets, batch.lengths, batch.timestamps_ns, batch.wire_lengths, batch.link_types)
+    return _core.PacketBatch.from_arrays(batch.data, *(column[rows] for column in columns))
 
 
 def _add_rates(report: Report, view: _core.TimelineView, duration_ns: int) -> None:

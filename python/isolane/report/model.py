@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from isolane.codes import Color, Outcome, Reason
+from isolane.report.isolation import Isolation
 
 if TYPE_CHECKING:  # replay_bursts reads report.text: importing it here would go round in a circle
     from isolane.commands.replay_bursts import ScopeBursts
@@ -205,6 +206,8 @@ class Report:
     """Every switch of adaptive profile, in order."""
     timeline: dict[str, Any] | None = None
     """Per tenant and class over time (``docs/report.md``, "Timeline")."""
+    isolation: Isolation | None = None
+    """How well each tenant was kept from the others (``docs/report.md``, "Isolation")."""
 
     @property
     def capture(self) -> str:
@@ -263,6 +266,7 @@ class Report:
             "profiles": self.profiles,
             "profile_switches": self.profile_switches,
             "timeline": self.timeline,
+            "isolation": self.isolation.to_json() if self.isolation is not None else None,
         }
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:

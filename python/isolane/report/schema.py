@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from isolane.report.model import COLORS, DROP_STAGES, REASONS, SCHEMA_VERSION
+from isolane.report.timeline import TENANT_FIELDS
 
 _COUNT = {"type": "integer", "minimum": 0}
 _NS = {"type": ["integer", "null"]}
@@ -48,7 +49,7 @@ _TIMELINE = _object(
         "bin_ns": {"type": "integer", "minimum": 1},
         "window_ns": {"type": "integer", "minimum": 1},
         "bins": _COUNT,
-        "tenants": {"type": "array", "items": _object({"tenant": _NAME, **{f: _series(_COUNT) for f in ("bytes", "packets", "dropped", "peak_bytes")}})},
+        "tenants": {"type": "array", "items": _object({"tenant": _NAME, **{f: _series(_COUNT) for f in TENANT_FIELDS}})},
         "classes": {
             "type": "array",
             "items": _object(

@@ -13,12 +13,14 @@ from isolane.report.model import Rates
 
 _FIELD = {name: index for index, name in enumerate(_core.SERIES_FIELDS)}
 Key = tuple[str | None, int | None]
+TENANT_FIELDS = ("bytes", "packets", "dropped", "conforming_dropped", "peak_bytes")
+"""A tenant's series in the report's timeline."""
 
 
 def timeline_json(view: _core.TimelineView, class_names: dict[str, list[str]]) -> dict[str, Any]:
     """Every tenant's and class's series as lists, one number a bin; a bin without delays has
     null delays."""
-    tenants = [{"tenant": name, **{field: series[_FIELD[field]].tolist() for field in ("bytes", "packets", "dropped", "peak_bytes")}}
+    tenants = [{"tenant": name, **{field: series[_FIELD[field]].tolist() for field in TENANT_FIELDS}}
                for name, series in zip(view.tenants, view.tenant_series)]
     classes = []
     for (tenant, cls), series in zip(view.classes, view.class_series):
