@@ -297,9 +297,13 @@ def _profiles(report: dict[str, Any]) -> list[str]:
     switches = report.get("profile_switches") or []
     if not switches:
         return []
-    keys = list(dict.fromkeys(k for s in switches for k in s))
-    rows = ["<tr>" + "".join(_cell("" if s.get(k) is None else str(s[k]), numeric=False) for k in keys) + "</tr>" for s in switches]
-    return ["<h2>Profile switches</h2>", _table(keys, rows)]
+    rows = []
+    for s in switches:
+        scope = scope_label("tenant" if s["cls"] is None else "class", s["tenant"], s["class"], s["cls"])
+        cells = [_cell(duration_text(s["offset_ns"]), s["offset_ns"]), _cell(scope, numeric=False)]
+        rows.append(f"<tr>{''.join(cells + [_cell(s[key], numeric=False) for key in ('from', 'to', 'cause')])}</tr>")
+    note = '<p class="note">at: from the first packet (docs/qos.md, "Adaptive profiles").</p>'
+    return ["<h2>Profile switches</h2>", _table(["at", "tenant / class", "from", "to", "cause"], rows) + note]
 
 
 def _pictures(report: dict[str, Any], pictures: Sequence[Picture], plots: bool, tenants: Iterable[str | None] | None, max_tenants: int) -> list[str]:
