@@ -153,11 +153,12 @@ def replay_packets(batch: isolane.PacketBatch, policy: isolane.Policy) -> Timeli
 
 
 def scenario_policy(
-    names: Sequence[str], *, port: bool = True, port_rate: str = "10Gbps", buffer: str = "64KiB", window: str = "20us"
+    names: Sequence[str], *, port: bool = True, buffer: str = "64KiB", window: str = "20us"
 ) -> dict[str, Any]:
     """Tenant ``names[i]`` owns VNI ``VNI_BASE + i``, with a class ``collective`` (traffic to the
     RDMA port, watched for bursts above 5 Gbit/s) and a class ``bulk`` (the rest); each tenant
-    is watched above 200% of its 3 Gbit/s, and the port (if any) above 90% of its line rate."""
+    is watched above 200% of its 3 Gbit/s, and the port (if any: 10 Gbit/s, more when the
+    tenants' guarantees need it) above 90% of its line rate."""
     tenants = [
         {
             "name": name,
@@ -176,7 +177,7 @@ def scenario_policy(
     ]
     policy: dict[str, Any] = {"tenants": tenants}
     if port:
-        policy["port"] = {"rate": port_rate, "buffer": buffer, "microburst": {"window": window, "threshold": "90%"}}
+        policy["port"] = {"rate": f"{max(10, 3 * len(names) + 1)}Gbps", "buffer": buffer, "microburst": {"window": window, "threshold": "90%"}}
     return policy
 
 

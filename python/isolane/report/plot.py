@@ -42,7 +42,9 @@ BURST_COLORS = {
     ("class", "queue"): "#c5b0d5",
 }
 SHADE_ALPHA = 0.3
-"""How opaque a burst's band is over a tenant's rates."""
+"""How opaque a tenant's burst's band is over its rates."""
+CLASS_STRIP = 0.04
+"""The height of the strip (a share of the axes) that marks a class's bursts on its tenant's rates."""
 BURST_BANDS = {"port": (-0.35, 0.7), "tenant": (-0.4, 0.38), "class": (0.02, 0.38)}
 """Where a burst's bar lies in its lane (offset from the lane's middle, height; y grows down):
 a tenant's own bursts above its classes'."""
@@ -152,7 +154,13 @@ def _picture(canvas: Any, figure: Any, name: str) -> Picture:
     canvas(figure)
     out = io.BytesIO()
     figure.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
-    return Picture(name, figure._suptitle.get_text(), out.getvalue())
+    return Picture(name, figure.get_label(), out.getvalue())
+
+
+def _title(figure: Any, text: str) -> None:
+    """The figure's title, kept as its label too (the picture's alt text)."""
+    figure.suptitle(text)
+    figure.set_label(text)
 
 
 def _slug(name: str | None) -> str:
@@ -213,11 +221,12 @@ def _rate_figure(report: dict[str, Any], timeline: dict[str, Any], series: dict[
     last_ns = start + report["duration_ns"] if "duration_ns" in report else None
     poll_edges, polled = polled_rates(series["bytes"], start, bin_ns, last_ns=last_ns)
     threshold = _threshold(report, name)
-    rate_scale, rate_unit = unit_for(max(float(peak.max()), threshold or 0.0, 1.0), RATE_UNITS)
+    highest = max(float(peak.max()), threshold or 0.0, 1.0)
+    rate_scale, rate_unit = unit_for(highest, RATE_UNITS)
 
     figure = _new_figure(11, 5.6)
     rates, drops = figure.subplots(2, 1, sharex=True, height_ratios=[4, 1])
-    figure.suptitle(f"{tenant_label(name)}: arrival rate over time ({_capture(report)})")
+    _title(figure, f"{tenant_label(name)}: arrival rate over time ({_capture(report)})")
     _shade_bursts(rates, report, name, start, scale)
     _steps(rates, edges, peak / rate_scale, color="#1f77b4", linewidth=1.0, label=f"peak rate: the busiest {duration_text(window_ns)} window in each bin")
     _steps(rates, edges, mean / rate_scale, color="#ff7f0e", linewidth=1.0, label=f"mean rate over each {duration_text(bin_ns)} bin")
@@ -229,7 +238,7 @@ def _rate_figure(report: dict[str, Any], timeline: dict[str, Any], series: dict[
     if threshold is not None:
         rates.axhline(threshold / rate_scale, color="#d62728", linestyle=":", linewidth=1.2, label=f"burst threshold {rate_text(threshold)}")
     rates.set_ylabel(f"rate ({rate_unit})")
-    rates.set_ylim(bottom=0)
+    rates.set_ylim(0, highest / rate_scale * 1.08)  # room for the strip of the classes' bursts
     rates.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=2, fontsize=9, frameon=False)
     rates.annotate(
         f"what a {duration_text(POLL_NS)} poll shows", (0.5, polled.max() / rate_scale), xycoords=("axes fraction", "data"), xytext=(0, 6),
@@ -254,15 +263,18 @@ def _threshold(report: dict[str, Any], name: str | None) -> float | None:
 
 
 def _shade_bursts(axes: Any, report: dict[str, Any], name: str | None, origin_ns: int, scale: int) -> None:
-    """The tenant's own bursts (its scope and its classes') as bands, one legend entry per kind."""
+    """The tenant's own bursts as bands over the whole height, its classes' as a strip along the
+    top (so that the two do not blend), one legend entry per kind."""
     mine = [e for e in report["microbursts"] if e["scope"] != "port" and e["tenant"] == name]
     low, high = axes.get_xlim()
     for kind in BURST_COLORS:
         events = [e for e in mine if (e["scope"], e["view"]) == kind]
+        strip = kind[0] == "class"
+        where = {"ymin": 1 - CLASS_STRIP, "alpha": 1.0} if strip else {"alpha": SHADE_ALPHA}
         for i, e in enumerate(events):
             left = (e["start_ns"] - origin_ns) / scale
-            label = f"{_burst_kind(kind)} ({len(events):,})" if i == 0 else None
-            axes.axvspan(left, left + e["duration_ns"] / scale, color=BURST_COLORS[kind], alpha=SHADE_ALPHA, linewidth=0, label=label)
+            label = f"{_burst_kind(kind)} ({len(events):,}{', strip at the top' if strip else ''})" if i == 0 else None
+            axes.axvspan(left, left + e["duration_ns"] / scale, color=BURST_COLORS[kind], linewidth=0, label=label, **where)
     axes.set_xlim(low, high)
 
 
@@ -291,13 +303,13 @@ def _delay_figure(report: dict[str, Any], timeline: dict[str, Any], drawn: set[s
     rows = math.ceil(len(shown) / columns)
     figure = _new_figure(11, 1.2 + 2.3 * rows)
     panels = np.atleast_1d(figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False)).reshape(-1)
-    figure.suptitle(f"queueing delay at the port, per class ({_capture(report)})")
+    _title(figure, f"queueing delay at the port, per class ({_capture(report)})")
     for axes, entry in zip(panels, shown):
         label = f"{tenant_label(entry['tenant'])} / {entry['class'] if entry['class'] is not None else entry['cls']}"
         quantiles = p99.get((entry["tenant"], entry["cls"]))
         axes.set_title(f"{label} (p99 {duration_text(quantiles)})", fontsize=10)
-        _steps(axes, edges, _nan(entry["delay_max_ns"]) / delay_scale, color="#d62728", linewidth=1.0, label="max in the bin")
-        _steps(axes, edges, _nan(entry["delay_mean_ns"]) / delay_scale, color="#1f77b4", linewidth=1.0, label="mean in the bin")
+        _steps(axes, edges, _nan(entry["delay_max_ns"]) / delay_scale, color="#e8575a", linewidth=1.8, label="max in the bin")
+        _steps(axes, edges, _nan(entry["delay_mean_ns"]) / delay_scale, color="#1f4e99", linewidth=0.8, label="mean in the bin")
         axes.set_ylim(bottom=0)
         axes.set_xlim(0, edges[-1])
     for axes in panels[len(shown) :]:
@@ -346,7 +358,7 @@ def _burst_figure(report: dict[str, Any], selection: Selection) -> Any:
     scale, unit = time_axis(span)
     figure = _new_figure(11, 1.9 + 0.42 * max(len(lanes), 2))
     axes = figure.subplots()
-    figure.suptitle(f"microbursts by tenant over time ({_capture(report)})")
+    _title(figure, f"microbursts by tenant over time ({_capture(report)})")
     minimum = span * MIN_BAR_SHARE
     drawn_kinds: Counter[tuple[str, str]] = Counter()
     for row, (scope, tenant) in enumerate(lanes):
