@@ -114,6 +114,13 @@ def test_profile_switches_are_listed(report: dict[str, Any]) -> None:
     assert "<h2>Profile switches</h2>" in page and f"{html.escape(HOSTILE)} / bulk" in page and "1.5 ms" in page
 
 
+def test_without_a_port_there_are_no_delay_columns(tmp_path: Path) -> None:
+    report = scenario_report(tmp_path, ["solo"], duration_ns=2_000_000, port=False)
+    page = html_report(report, plots=False)
+    assert "delay p99" not in page and "none in the policy: no queueing delays" in page
+    assert page.count('<tr class="class">') == 2 and "<h2>Bursts</h2>" in page
+
+
 # --- in a browser -----------------------------------------------------------------------------
 
 
@@ -156,3 +163,4 @@ def test_chromium_draws_the_page(page: str, tmp_path: Path) -> None:
     assert shot.shape[:2] == (2000, 1280)
     colours = np.unique(np.round(shot[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
     assert len(colours) > 50, "tables and text drawn, not a blank page"
+

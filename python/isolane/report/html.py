@@ -127,15 +127,17 @@ def _tenant_table(report: dict[str, Any]) -> str:
         header += [f"delay {label}" for _, label in QUANTILES]
     duration = report.get("duration_ns") or 0
     peaks = _peak_rates(report)
+    blank = ["<td></td>"] * len(QUANTILES) if delays else []  # delays are per class: they do not add up
     rows = []
     for tenant in report["tenants"]:
         name = tenant["tenant"]
-        rows.append(_counts_row("tenant", tenant_label(name), tenant, duration, peaks.get((name, None)), None if delays else False))
+        rows.append(_counts_row("tenant", tenant_label(name), tenant, duration, peaks.get((name, None)), blank))
         if any(cls["cls"] is not None for cls in tenant["classes"]):
             for cls in tenant["classes"]:
                 label = cls["class"] if cls["class"] is not None else ("(no class)" if cls["cls"] is None else f"class {cls['cls']}")
-                rows.append(_counts_row("class", label, cls, duration, peaks.get((name, cls["cls"])), cls["delay_ns"] if delays else False))
-    rows.append(_counts_row("total", "total", report["total"], duration, None, None if delays else False))
+                quantiles = _delay_cells(cls["delay_ns"]) if delays else []
+                rows.append(_counts_row("class", label, cls, duration, peaks.get((name, cls["cls"])), quantiles))
+    rows.append(_counts_row("total", "total", report["total"], duration, None, blank))
     note = (
         '<p class="note">mean rate: bytes × 8 over the capture\'s duration; peak rate: the busiest burst window '
         "(the timeline's, else the scope's where it is watched for bursts); delays: queueing at the port, per class.</p>"
@@ -157,9 +159,7 @@ def _peak_rates(report: dict[str, Any]) -> dict[tuple[str | None, int | None], i
     return peaks
 
 
-def _counts_row(kind: str, label: str, counts: dict[str, Any], duration_ns: int, peak_bps: int | None, delay: dict[str, Any] | None | bool) -> str:
-    """A row of the tenant table; ``delay``: the class's quantiles, None for blank delay cells,
-    False for none (no port)."""
+def _counts_row(kind: str, label: str, counts: dict[str, Any], duration_ns: int, peak_bps: int | None, delay_cells: list[str]) -> str:
     mean = counts["bytes"] * 8e9 / duration_ns if duration_ns else None
     cells = [
         _cell(label, numeric=False),
@@ -172,10 +172,11 @@ def _counts_row(kind: str, label: str, counts: dict[str, Any], duration_ns: int,
         _count(counts["dropped"]),
         f'<td class="nowrap">{_e(drop_reasons(counts))}</td>',
     ]
-    if delay is not False:
-        quantiles = delay if isinstance(delay, dict) else {}
-        cells += [_cell(duration_text(quantiles.get(key)) if delay else "", quantiles.get(key)) for key, _ in QUANTILES]
-    return f'<tr class="{kind}">{"".join(cells)}</tr>'
+    return f'<tr class="{kind}">{"".join(cells + delay_cells)}</tr>'
+
+
+def _delay_cells(quantiles: dict[str, int | None] | None) -> list[str]:
+    return [_cell(duration_text((quantiles or {}).get(key)), (quantiles or {}).get(key)) for key, _ in QUANTILES]
 
 
 def drop_reasons(counts: dict[str, Any]) -> str:
