@@ -29,7 +29,7 @@ from isolane.report.units import RATE_UNITS, TIME_UNITS, duration_text, rate_tex
 POLL_NS = 1_000_000_000
 """The polled counter drawn beside the truth: read every second, as switches' counters are."""
 MAX_DELAY_PANELS = 6
-MIN_BAR_SHARE = 1 / 500
+MIN_BAR_SHARE = 1 / 250
 """A burst is drawn at least this share of the time axis wide, so that a 1 µs burst shows."""
 DPI = 100
 INSTALL_HINT = "pip install 'isolane[plot]'"
@@ -227,7 +227,7 @@ def _rate_figure(report: dict[str, Any], timeline: dict[str, Any], series: dict[
     figure = _new_figure(11, 5.6)
     rates, drops = figure.subplots(2, 1, sharex=True, height_ratios=[4, 1])
     _title(figure, f"{tenant_label(name)}: arrival rate over time ({_capture(report)})")
-    _shade_bursts(rates, report, name, start, scale)
+    _shade_bursts(rates, report, name, start, scale, narrowest=edges[-1] * MIN_BAR_SHARE)
     _steps(rates, edges, peak / rate_scale, color="#1f77b4", linewidth=1.0, label=f"peak rate: the busiest {duration_text(window_ns)} window in each bin")
     _steps(rates, edges, mean / rate_scale, color="#ff7f0e", linewidth=1.0, label=f"mean rate over each {duration_text(bin_ns)} bin")
     polls = len(polled)
@@ -262,11 +262,10 @@ def _threshold(report: dict[str, Any], name: str | None) -> float | None:
     return next((float(s["threshold_bps"]) for s in report["burst_scopes"] if s["scope"] == "tenant" and s["tenant"] == name), None)
 
 
-def _shade_bursts(axes: Any, report: dict[str, Any], name: str | None, origin_ns: int, scale: int) -> None:
+def _shade_bursts(axes: Any, report: dict[str, Any], name: str | None, origin_ns: int, scale: int, narrowest: float) -> None:
     """The tenant's own bursts as bands over the whole height, its classes' as a strip along the
-    top (so that the two do not blend), one legend entry per kind."""
+    top (so that the two do not blend), at least ``narrowest`` wide, one legend entry per kind."""
     mine = [e for e in report["microbursts"] if e["scope"] != "port" and e["tenant"] == name]
-    low, high = axes.get_xlim()
     for kind in BURST_COLORS:
         events = [e for e in mine if (e["scope"], e["view"]) == kind]
         strip = kind[0] == "class"
@@ -274,8 +273,7 @@ def _shade_bursts(axes: Any, report: dict[str, Any], name: str | None, origin_ns
         for i, e in enumerate(events):
             left = (e["start_ns"] - origin_ns) / scale
             label = f"{_burst_kind(kind)} ({len(events):,}{', strip at the top' if strip else ''})" if i == 0 else None
-            axes.axvspan(left, left + e["duration_ns"] / scale, color=BURST_COLORS[kind], linewidth=0, label=label, **where)
-    axes.set_xlim(low, high)
+            axes.axvspan(left, left + max(e["duration_ns"] / scale, narrowest), color=BURST_COLORS[kind], linewidth=0, label=label, **where)
 
 
 def _burst_kind(kind: tuple[str, str]) -> str:
