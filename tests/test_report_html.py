@@ -88,7 +88,7 @@ def test_the_page_has_the_tables_the_warnings_and_the_pictures(report: dict[str,
     assert 'alt="training: arrival rate over time (scenario.pcap)"' in page and f'alt="{html.escape(HOSTILE)}: arrival rate' in page
     training = next(s for s in report["burst_scopes"] if s["scope"] == "tenant" and s["tenant"] == "training")
     second = next(p for p in training["polls"] if p["interval_ns"] == 1_000_000_000)
-    assert f"{rate_text(second['peak_bps'])}, 0 B (1 polls)" in page and rate_text(training["peak_window_bps"]) in page
+    assert f"{rate_text(second['peak_bps'])}, 0 B (1 poll)" in page and rate_text(training["peak_window_bps"]) in page
     assert f"all {len(report['microbursts']):,}" in page
 
 

@@ -29,9 +29,10 @@ import numpy as np
 import isolane
 from isolane.codes import Outcome
 from isolane.commands.replay import replay
+from isolane.policy import PORT_MODES
 from support.burst_reference import packet_bytes
 from support.burst_traffic import VNI_BASE, Burst, make_trace, write_pcap
-from support.port_reference import PORT_MODES, Port, port_queues
+from support.port_reference import Port, port_queues
 
 MAX_BINS = 1024
 SCHEMA_VERSION = 1

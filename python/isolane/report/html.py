@@ -245,7 +245,7 @@ def _poll_table(scopes: Sequence[dict[str, Any]]) -> str:
         cells.append(_cell(f"{rate_text(s['peak_window_bps'])}, {size_text(s['max_queue_bytes'])}", s["peak_window_bps"]))
         for interval in intervals:
             p = polls.get(interval)
-            text = f"{rate_text(p['peak_bps'])}, {size_text(p['queue_max_at_polls'])} ({p['polls']:,} polls)" if p else MISSING
+            text = f"{rate_text(p['peak_bps'])}, {size_text(p['queue_max_at_polls'])} ({p['polls']:,} poll{'' if p['polls'] == 1 else 's'})" if p else MISSING
             cells.append(_cell(text, p["peak_bps"] if p else None))
         rows.append(f"<tr>{''.join(cells)}</tr>")
     note = (
