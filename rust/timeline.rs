@@ -1,13 +1,14 @@
 //! A packet stream's time series per tenant and per class, for the pictures and the report of
 //! a replay (docs/report.md, "Timeline"): bytes, packets and drops per time bin, the most
-//! bytes in one burst window inside each bin, queueing delays at the port, and how long the
-//! shapers held each class's packets.
+//! bytes in one burst window (sliding, as the burst detector's) ending inside each bin,
+//! queueing delays at the port, and how long the shapers held each class's packets.
 //!
 //! Memory is bounded whatever the stream's length: at most [`MAX_BINS`] bins, each a power of
 //! two of windows wide. When time runs past the last bin, neighbouring bins merge (sums add,
 //! maxima take the larger) and bins double in width, so a peak seen at the window stays in the
-//! series however coarse its bins become. Bins start on a window boundary, so a window never
-//! straddles two bins.
+//! series however coarse its bins become.
+
+use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
@@ -34,7 +35,8 @@ pub struct Series {
     /// those the ones the meters had coloured green: conforming to their contract.
     pub dropped: Vec<u64>,
     pub conforming_dropped: Vec<u64>,
-    /// The most bytes that arrived in one window inside each bin.
+    /// The most bytes that arrived in one window `(t - window, t]` ending at a packet's time `t`
+    /// in the bin.
     pub peak_bytes: Vec<u64>,
     /// Packets the port started sending that reached it in the bin, their summed and largest
     /// queueing delays.
@@ -46,31 +48,28 @@ pub struct Series {
     pub last_ns: u64,
     /// Shaper release minus arrival of every packet the shapers let through (0 when not held).
     pub hold_ns: LogHistogram,
-    /// The window being counted (its index from time 0) and its bytes so far.
-    window: u64,
-    window_bytes: u64,
+    /// The packets of the window ending now (time, bytes) and their bytes.
+    recent: VecDeque<(u64, u32)>,
+    in_window: u64,
 }
 
 impl Series {
-    fn arrive(&mut self, bin: usize, window: u64, now_ns: u64, bytes: u32, bin_of: impl Fn(u64) -> usize) {
-        if window != self.window {
-            self.commit_window(&bin_of);
-            self.window = window;
+    fn arrive(&mut self, bin: usize, window_ns: u64, now_ns: u64, bytes: u32) {
+        self.recent.push_back((now_ns, bytes));
+        self.in_window += u64::from(bytes);
+        while let Some(&(time, size)) = self.recent.front() {
+            if time + window_ns > now_ns {
+                break;
+            }
+            self.recent.pop_front();
+            self.in_window -= u64::from(size);
         }
-        self.window_bytes += u64::from(bytes);
+        let peaks = allocated(&mut self.peak_bytes);
+        peaks[bin] = peaks[bin].max(self.in_window);
         allocated(&mut self.bytes)[bin] += u64::from(bytes);
         allocated(&mut self.packets)[bin] += 1;
         self.first_ns.get_or_insert(now_ns);
         self.last_ns = now_ns;
-    }
-
-    /// Puts the bytes of the window being counted into its bin's peak.
-    fn commit_window(&mut self, bin_of: &impl Fn(u64) -> usize) {
-        if self.window_bytes > 0 {
-            let (bin, peaks) = (bin_of(self.window), allocated(&mut self.peak_bytes));
-            peaks[bin] = peaks[bin].max(self.window_bytes);
-            self.window_bytes = 0;
-        }
     }
 
     fn drop_at(&mut self, bin: usize, green: bool) {
@@ -122,7 +121,7 @@ fn merge_pairs(array: &mut [u64], merge: impl Fn(u64, u64) -> u64) {
 #[derive(Debug, Clone)]
 pub struct Timeline {
     window_ns: u64,
-    /// Bin 0's start: the first sample's time, down to a window boundary.
+    /// Bin 0's start: the first sample's time.
     start_ns: Option<u64>,
     bin_ns: u64,
     /// The latest time of any sample.
@@ -168,11 +167,8 @@ impl Timeline {
     pub fn arrive(&mut self, row: usize, now_ns: u64, bytes: u32) {
         let Some(&(tenant, class)) = self.rows.get(row) else { return };
         let bin = self.bin_at(now_ns);
-        let (start, bin_ns, window_ns) = (self.start_ns.unwrap_or(0), self.bin_ns, self.window_ns);
-        let bin_of = |window: u64| ((window * window_ns).saturating_sub(start) / bin_ns) as usize;
-        let window = now_ns / window_ns;
-        self.tenants[tenant].1.arrive(bin, window, now_ns, bytes, bin_of);
-        self.classes[class].1.arrive(bin, window, now_ns, bytes, bin_of);
+        self.tenants[tenant].1.arrive(bin, self.window_ns, now_ns, bytes);
+        self.classes[class].1.arrive(bin, self.window_ns, now_ns, bytes);
     }
 
     /// A packet of row `row` dropped at `at_ns`; `green`: coloured green by the meters.
@@ -200,7 +196,7 @@ impl Timeline {
 
     /// The bin of `time_ns`, merging bins until it has one.
     fn bin_at(&mut self, time_ns: u64) -> usize {
-        let start = *self.start_ns.get_or_insert(time_ns / self.window_ns * self.window_ns);
+        let start = *self.start_ns.get_or_insert(time_ns);
         self.end_ns = self.end_ns.max(time_ns);
         let since = time_ns.saturating_sub(start);
         while since / self.bin_ns >= MAX_BINS as u64 {
@@ -209,8 +205,7 @@ impl Timeline {
         (since / self.bin_ns) as usize
     }
 
-    /// Doubles the bins' width. A window still being counted goes to its bin when it ends, at
-    /// the width of then.
+    /// Doubles the bins' width.
     fn halve(&mut self) {
         for series in self.tenants.iter_mut().map(|(_, s)| s).chain(self.classes.iter_mut().map(|(_, s)| s)) {
             series.halve();
@@ -236,15 +231,13 @@ impl Timeline {
         self.start_ns.map_or(0, |start| ((self.end_ns - start) / self.bin_ns) as usize + 1)
     }
 
-    /// Every tenant's series and every class's, in the order first seen, their windows being
-    /// counted put in their peaks; arrays cut to [`bins`](Timeline::bins).
+    /// Every tenant's series and every class's, in the order first seen, their arrays cut to
+    /// [`bins`](Timeline::bins).
     pub fn snapshot(&self) -> Snapshot {
-        let mut copy = self.clone();
-        let (start, bin_ns, window_ns) = (copy.start_ns.unwrap_or(0), copy.bin_ns, copy.window_ns);
-        let bin_of = |window: u64| ((window * window_ns).saturating_sub(start) / bin_ns) as usize;
         let bins = self.bins();
-        let finish = |series: &mut Series| {
-            series.commit_window(&bin_of);
+        let cut = |series: &Series| {
+            let mut series = series.clone();
+            series.recent.clear();
             for array in [
                 &mut series.bytes,
                 &mut series.packets,
@@ -257,10 +250,9 @@ impl Timeline {
             ] {
                 array.resize(bins, 0);
             }
+            series
         };
-        copy.tenants.iter_mut().for_each(|(_, s)| finish(s));
-        copy.classes.iter_mut().for_each(|(_, s)| finish(s));
-        (copy.tenants, copy.classes)
+        (self.tenants.iter().map(|(name, s)| (name.clone(), cut(s))).collect(), self.classes.iter().map(|(key, s)| (key.clone(), cut(s))).collect())
     }
 }
 

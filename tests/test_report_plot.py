@@ -17,7 +17,7 @@ import pytest
 from isolane.report import plot
 from support.burst_traffic import Burst
 from support.pcapfiles import pcap
-from support.report_fixture import MS, report_for, scenario_policy, scenario_report
+from support.report_fixture import DEFAULT_NAMES, MS, reference_for, report_for, scenario_policy, scenario_report
 
 matplotlib_image = pytest.importorskip("matplotlib.image", reason="matplotlib is the extra isolane[plot]")
 
@@ -57,9 +57,25 @@ def shade(hex_colour: str) -> tuple[float, float, float]:
 # --- the fixture's timeline against the engine --------------------------------------------------
 
 
-def test_the_reference_timeline_adds_up_to_what_the_engine_reported(report: dict[str, Any]) -> None:
+def test_the_engines_timeline_is_the_reference_timeline(tmp_path: Path) -> None:
+    """The Rust timeline against reference_timeline's numpy, on a scenario with bursts that
+    overflow the port: every series, bin for bin."""
+    report = scenario_report(tmp_path)
     timeline = report["timeline"]
-    assert 0 < timeline["bins"] <= 1024 and timeline["bin_ns"] % timeline["window_ns"] == 0
+    expected = reference_for(tmp_path / "scenario.pcap", scenario_policy(list(DEFAULT_NAMES)), timeline["window_ns"])
+    assert {k: timeline[k] for k in ("start_ns", "bin_ns", "window_ns", "bins")} == {k: expected[k] for k in ("start_ns", "bin_ns", "window_ns", "bins")}
+    fields = ("bytes", "packets", "dropped", "peak_bytes")
+    assert [{k: t[k] for k in ("tenant", *fields)} for t in timeline["tenants"]] == expected["tenants"]
+    assert sum(sum(t["dropped"]) for t in timeline["tenants"]) > 0
+    queued = [c for c in expected["classes"] if sum(c["delay_count"])]
+    assert [{**c, "delay_mean_ns": None} for c in timeline["classes"]] == [{**c, "delay_mean_ns": None} for c in queued]
+    for mine, theirs in zip(timeline["classes"], queued):
+        assert mine["delay_mean_ns"] == pytest.approx(theirs["delay_mean_ns"], abs=0.1)
+
+
+def test_the_timeline_adds_up_to_what_the_engine_reported(report: dict[str, Any]) -> None:
+    timeline = report["timeline"]
+    assert 0 < timeline["bins"] <= 512 and timeline["bin_ns"] % timeline["window_ns"] == 0
     assert (timeline["bins"] - 1) * timeline["bin_ns"] <= report["duration_ns"] < timeline["bins"] * timeline["bin_ns"]
     series = {s["tenant"]: s for s in timeline["tenants"]}
     scopes = {s["tenant"]: s for s in report["burst_scopes"] if s["scope"] == "tenant"}
@@ -159,8 +175,9 @@ def test_a_long_capture_gets_seconds_and_several_polls(tmp_path: Path) -> None:
     report = scenario_report(tmp_path, ["training"], duration_ns=3_000 * MS, background_bps=2_000_000, bursts=[burst])
     assert plot.time_axis(report["timeline"]["bins"] * report["timeline"]["bin_ns"]) == (10**9, "s")
     series = report["timeline"]["tenants"][0]
-    edges, _ = plot.polled_rates(series["bytes"], report["timeline"]["start_ns"], report["timeline"]["bin_ns"])
-    assert len(edges) - 1 == 3
+    edges, _ = plot.polled_rates(series["bytes"], report["timeline"]["start_ns"], report["timeline"]["bin_ns"], last_ns=report["end_ns"])
+    seconds_touched = report["end_ns"] // 10**9 - report["start_ns"] // 10**9 + 1
+    assert len(edges) - 1 == seconds_touched >= 3, "a poll for every second the capture touches"
     assert [p.name for p in plot.render(report)][0] == "rate-01-training.png"
 
 

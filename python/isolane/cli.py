@@ -9,6 +9,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from isolane import _core
@@ -73,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
         default=",".join(DEFAULT_POLLS),
         help=f"polling intervals to compare the bursts with, each a multiple of the shortest (default {','.join(DEFAULT_POLLS)})",
     )
+    replay.add_argument("-o", "--output", metavar="FILE", help="write the table (or with --json the JSON) to FILE instead of standard output")
+    replay.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page, with its pictures (needs isolane[plot])")
+    replay.add_argument("--plot", metavar="DIR", help="also write the report's pictures (PNG) into DIR (needs isolane[plot])")
+    replay.add_argument(
+        "--alone",
+        metavar="TENANTS",
+        help="tenants (comma-separated) also replayed alone, to measure how much the others inflate their queueing delays "
+        "(default: every tenant when the policy has a port and at most 16 tenants; '' for none)",
+    )
     replay.set_defaults(run=_replay)
     schema = commands.add_parser(
         "schema",
@@ -117,11 +127,16 @@ def _inspect(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     window_ns = _window(args.window) if args.window is not None else None
     poll = [interval.strip() for interval in args.poll.split(",") if interval.strip()]
-    options = {"threads": args.threads, "drain": args.drain, "window_ns": window_ns, "poll": poll}
+    alone = None if args.alone is None else [name.strip() for name in args.alone.split(",") if name.strip()]
+    options = {"threads": args.threads, "drain": args.drain, "window_ns": window_ns, "poll": poll, "alone": alone}
     report = replay(args.file, _read_policy(args.policy), **options, **_capture_options(args))
     for warning in report.warnings:
         print(f"isolane: warning: {warning}", file=sys.stderr)
-    _print(report.to_json() if args.json else format_report(report))
+    _print(report.to_json() if args.json else format_report(report), args.output)
+    if args.html:
+        Path(args.html).write_text(report.to_html())
+    if args.plot:
+        report.plot(args.plot)
     problems = report.discrepancies()
     for problem in problems:
         print(f"isolane: error: the report does not add up (a bug in isolane): {problem}", file=sys.stderr)
@@ -146,13 +161,13 @@ def _read_policy(path: str) -> Policy:
     return policy
 
 
-def _print(output: str | dict[str, object]) -> None:
-    """A table as it is, JSON indented."""
-    if isinstance(output, str):
-        print(output)
+def _print(output: str | dict[str, object], path: str | None = None) -> None:
+    """A table as it is, JSON indented; to standard output, or to ``path``."""
+    text = output if isinstance(output, str) else json.dumps(output, indent=2)
+    if path is None:
+        print(text)
     else:
-        json.dump(output, sys.stdout, indent=2)
-        print()
+        Path(path).write_text(text + "\n")
 
 
 def _terminal_progress() -> Callable[[int, int], None] | None:

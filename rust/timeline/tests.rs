@@ -35,19 +35,17 @@ fn bins_hold_the_sums_and_the_peak_windows_of_the_samples() {
             timeline.arrive(row, now, bytes);
         }
         let (start, bin_ns, bins) = (timeline.start_ns().unwrap(), timeline.bin_ns(), timeline.bins());
-        assert!(bins <= MAX_BINS && bin_ns % WINDOW == 0 && (bin_ns / WINDOW).is_power_of_two() && start % WINDOW == 0);
+        assert!(bins <= MAX_BINS && bin_ns % WINDOW == 0 && (bin_ns / WINDOW).is_power_of_two() && start == samples[0].1);
         let (tenants, _) = timeline.snapshot();
         for (row, name) in ["a", "b", "c"].iter().enumerate() {
+            let mine: Vec<(u64, u64)> = samples.iter().filter(|s| s.0 == row).map(|&(_, now, size)| (now, u64::from(size))).collect();
             let mut bytes = vec![0u64; bins];
-            let mut windows: FxHashMap<u64, u64> = FxHashMap::default();
-            for &(_, now, size) in samples.iter().filter(|s| s.0 == row) {
-                bytes[((now - start) / bin_ns) as usize] += u64::from(size);
-                *windows.entry(now / WINDOW).or_default() += u64::from(size);
-            }
             let mut peaks = vec![0u64; bins];
-            for (window, sum) in windows {
-                let bin = ((window * WINDOW - start) / bin_ns) as usize;
-                peaks[bin] = peaks[bin].max(sum);
+            for (i, &(now, size)) in mine.iter().enumerate() {
+                let bin = ((now - start) / bin_ns) as usize;
+                bytes[bin] += size;
+                let in_window: u64 = mine[..=i].iter().filter(|&&(time, _)| time + WINDOW > now).map(|&(_, size)| size).sum();
+                peaks[bin] = peaks[bin].max(in_window);
             }
             let series = series_of(&tenants, name);
             if bytes.iter().all(|&b| b == 0) {
@@ -63,18 +61,21 @@ fn bins_hold_the_sums_and_the_peak_windows_of_the_samples() {
 #[test]
 fn bins_double_in_width_when_time_runs_past_the_last() {
     let mut timeline = Timeline::new(WINDOW, &keys(&["a"]));
-    timeline.arrive(0, 5 * WINDOW + 3, 100);
-    assert_eq!((timeline.start_ns(), timeline.bin_ns(), timeline.bins()), (Some(5 * WINDOW), WINDOW, 1));
-    timeline.arrive(0, 5 * WINDOW + (MAX_BINS as u64) * WINDOW, 200);
+    let start = 5 * WINDOW + 3;
+    timeline.arrive(0, start, 100);
+    assert_eq!((timeline.start_ns(), timeline.bin_ns(), timeline.bins()), (Some(start), WINDOW, 1));
+    timeline.arrive(0, start + (MAX_BINS as u64) * WINDOW - 1, 200);
+    assert_eq!(timeline.bin_ns(), WINDOW, "the last bin");
+    timeline.arrive(0, start + (MAX_BINS as u64) * WINDOW, 300);
     assert_eq!(timeline.bin_ns(), 2 * WINDOW, "one bin too far: the width doubles");
-    timeline.arrive(0, 5 * WINDOW + 10 * (MAX_BINS as u64) * WINDOW, 300);
+    timeline.arrive(0, start + 10 * (MAX_BINS as u64) * WINDOW, 400);
     assert_eq!(timeline.bin_ns(), 16 * WINDOW);
     let (tenants, _) = timeline.snapshot();
     let a = series_of(&tenants, "a");
-    assert_eq!(a.bytes.iter().sum::<u64>(), 600);
-    assert_eq!(a.packets.iter().sum::<u64>(), 3);
-    assert_eq!((a.first_ns, a.last_ns), (Some(5 * WINDOW + 3), 5 * WINDOW + 10 * (MAX_BINS as u64) * WINDOW));
-    assert_eq!(a.peak_bytes.iter().max(), Some(&300));
+    assert_eq!(a.bytes.iter().sum::<u64>(), 1_000);
+    assert_eq!(a.packets.iter().sum::<u64>(), 4);
+    assert_eq!((a.first_ns, a.last_ns), (Some(start), start + 10 * (MAX_BINS as u64) * WINDOW));
+    assert_eq!(a.peak_bytes.iter().max(), Some(&500), "the 200 B and 300 B packets 1 ns apart share a window");
 }
 
 #[test]

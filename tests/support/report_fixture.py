@@ -8,13 +8,14 @@ The timeline's rules, as this reference reads the report's contract:
 
 - a packet's time is its time as enforced: its timestamp, or the latest before it if earlier;
 - bin 0 starts at the first packet's time, and the bin of time ``t`` is ``(t - start) // bin_ns``;
-  ``bin_ns`` is the burst window times the smallest power of two that needs at most 1,024 bins;
+  ``bin_ns`` is the burst window times the smallest power of two that needs at most 512 bins;
 - a tenant's ``bytes``, ``packets`` and ``dropped`` count every packet of the tenant (as the
   report's tenant rows do: classifier drops included), ``bytes`` as the policy's ``count`` says;
 - ``peak_bytes``: the most bytes of the tenant's packets in one window ``(t - W, t]`` ending at
   the time ``t`` of one of its packets in the bin (the burst detector's window, docs/bursts.md);
 - a class's ``delay_*``: the port's queueing delays of the class's packets by the bin of their
-  arrival (their time, not their release by a shaper), None in a bin without one.
+  arrival at the port (their release by the shapers; the scenarios here shape nothing), None in
+  a bin without one.
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ from support.burst_reference import packet_bytes
 from support.burst_traffic import VNI_BASE, Burst, make_trace, write_pcap
 from support.port_reference import Port, port_queues
 
-MAX_BINS = 1024
-SCHEMA_VERSION = 1
+MAX_BINS = 512
 MS = 1_000_000
 DEFAULT_NAMES = ("training", "inference", "evaluation")
 RDMA_PORT = 4791  # the class "collective" holds a tenant's traffic to this port
@@ -195,19 +195,15 @@ def default_bursts(tenants: int, duration_ns: int) -> list[Burst]:
 
 
 def report_for(capture: Path, policy_dict: dict[str, Any]) -> dict[str, Any]:
-    """``capture`` replayed through the policy: the report's JSON dict with ``schema_version``,
-    ``duration_ns``, ``warnings`` and ``timeline`` added (the timeline from :func:`reference_timeline`)."""
+    """``capture`` replayed through the policy: the report's JSON dict."""
+    return replay(capture, isolane.Policy.from_dict(policy_dict)).to_json()
+
+
+def reference_for(capture: Path, policy_dict: dict[str, Any], window_ns: int) -> dict[str, Any]:
+    """The timeline of ``capture`` through the policy as :func:`reference_timeline` computes it."""
     policy = isolane.Policy.from_dict(policy_dict)
-    report = replay(capture, policy).to_json()
-    batch = isolane.read_pcap(capture)
-    window_ns = min(scope["window_ns"] for scope in report["burst_scopes"]) if report["burst_scopes"] else 20_000
     class_names = [t.class_names for t in policy.tenants] if policy.port is not None else None
-    times = batch.timestamps_ns
-    report["schema_version"] = SCHEMA_VERSION
-    report["duration_ns"] = int(times.max() - times.min()) if len(times) else 0
-    report["warnings"] = list(policy.warnings)
-    report["timeline"] = reference_timeline(replay_packets(batch, policy), policy.tenant_names, class_names, window_ns)
-    return report
+    return reference_timeline(replay_packets(isolane.read_pcap(capture), policy), policy.tenant_names, class_names, window_ns)
 
 
 def scenario_report(

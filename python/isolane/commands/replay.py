@@ -24,8 +24,8 @@ from isolane.commands.replay_profiles import profile_counts, profile_switches
 from isolane.engine import DEFAULT_POLLS, Engine, stats_delays, stats_key
 from isolane.parsing import parse
 from isolane.policy import Policy
-from isolane.report.model import COLORS, DROP_OUTCOMES, DROP_STAGES, METERED_COLORS, NO_DELAYS, REASONS, ClassReport, Counts, Report, TenantReport
 from isolane.report.isolation import AUTO_ALONE_MAX, ClassDelay, Isolation, TenantIsolation
+from isolane.report.model import COLORS, DROP_OUTCOMES, DROP_STAGES, METERED_COLORS, NO_DELAYS, REASONS, ClassReport, Counts, Report, TenantReport
 from isolane.report.timeline import holds_by_key, rates_by_key, timeline_json
 
 DEFAULT_WINDOW_NS = 10_000

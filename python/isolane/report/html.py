@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from isolane.commands.replay import COUNT_MEANINGS
 from isolane.commands.replay_bursts import PROTOCOL_NAMES
+from isolane.report.model import COUNT_MEANINGS
 from isolane.report.plot import Picture, render, select_tenants, tenant_label
 from isolane.report.units import MISSING, duration_text, rate_text, size_text
 
@@ -87,6 +87,7 @@ def html_report(report: dict[str, Any], *, plots: bool = True, tenants: Iterable
         "<h2>Tenants</h2>",
         _tenant_table(report),
         _reasons(report),
+        *_isolation(report),
         *_bursts(report),
         *_profiles(report),
         *_pictures(report, pictures, plots, tenants, max_tenants),
@@ -122,27 +123,67 @@ def _header(report: dict[str, Any]) -> str:
 
 def _tenant_table(report: dict[str, Any]) -> str:
     delays = bool(report["port"])
-    header = ["tenant / class", "packets", "bytes", "mean rate", "peak rate", "passed", "remarked", "dropped", "drop reasons"]
+    held = any((cls.get("hold_ns") or {}).get("max") for tenant in report["tenants"] for cls in tenant["classes"])
+    header = ["tenant / class", "packets", "bytes", "mean rate", "peak rate", "passed", "remarked", "dropped"]
     if delays:
         header += [f"delay {label}" for _, label in QUANTILES]
+    header += ["held p99", "held max"] * held + ["drop reasons"]
     duration = report.get("duration_ns") or 0
     peaks = _peak_rates(report)
-    blank = ["<td></td>"] * len(QUANTILES) if delays else []  # delays are per class: they do not add up
+    # Delays and holds are per class: they do not add up.
+    blank = ["<td></td>"] * ((len(QUANTILES) if delays else 0) + 2 * held)
     rows = []
     for tenant in report["tenants"]:
         name = tenant["tenant"]
-        rows.append(_counts_row("tenant", tenant_label(name), tenant, duration, peaks.get((name, None)), blank))
+        rows.append(_counts_row("tenant", tenant_label(name), tenant, duration, tenant.get("peak_bps", peaks.get((name, None))), blank))
         if any(cls["cls"] is not None for cls in tenant["classes"]):
             for cls in tenant["classes"]:
                 label = cls["class"] if cls["class"] is not None else ("(no class)" if cls["cls"] is None else f"class {cls['cls']}")
                 quantiles = _delay_cells(cls["delay_ns"]) if delays else []
-                rows.append(_counts_row("class", label, cls, duration, peaks.get((name, cls["cls"])), quantiles))
+                holds = [_cell(duration_text(cls["hold_ns"].get(key)), cls["hold_ns"].get(key)) for key in ("p99", "max")] if held else []
+                rows.append(_counts_row("class", label, cls, duration, cls.get("peak_bps", peaks.get((name, cls["cls"]))), quantiles + holds))
     rows.append(_counts_row("total", "total", report["total"], duration, None, blank))
     note = (
-        '<p class="note">mean rate: bytes × 8 over the capture\'s duration; peak rate: the busiest burst window '
-        "(the timeline's, else the scope's where it is watched for bursts); delays: queueing at the port, per class.</p>"
+        '<p class="note">mean rate: bytes × 8 over the capture\'s duration; peak rate: the busiest burst window; '
+        "delays: queueing at the port, per class; held: time in the shapers (release minus arrival), per class.</p>"
     )
-    return _table(header, rows) + note
+    return _table(header, rows) + note + _unclaimed(report)
+
+
+def _unclaimed(report: dict[str, Any]) -> str:
+    vnis = sorted(report.get("unclaimed_vnis") or [], key=lambda v: -v["packets"])
+    if not vnis:
+        return ""
+    listed = ", ".join(f"{v['vni']} ({v['packets']:,} packets)" for v in vnis)
+    return f'<p class="note">VNIs no tenant claims: {_e(listed)}</p>'
+
+
+def _isolation(report: dict[str, Any]) -> list[str]:
+    """Per tenant: what it got against its guarantee, conforming packets lost, and the worst
+    inflation of a class's p99 delay by the others (``docs/report.md``, "Isolation")."""
+    isolation = report.get("isolation")
+    if not isolation:
+        return []
+    header = ["tenant", "guarantee", "offered", "achieved", "share", "conforming lost", "p99 delay: with others / alone (worst class)"]
+    rows = []
+    for t in isolation["tenants"]:
+        worst = max((d for d in t["delays"] if d["inflation"] is not None), key=lambda d: d["inflation"], default=None)
+        inflation = MISSING
+        if worst is not None:
+            inflation = f"{worst['class']}: {duration_text(worst['p99_ns'])} / {duration_text(worst['alone_p99_ns'])} = {worst['inflation']:.3g}x"
+        cells = [_cell(tenant_label(t["tenant"]), numeric=False), _cell(rate_text(t["entitled_bps"]), t["entitled_bps"])]
+        cells += [_cell(rate_text(t["offered_bps"]), t["offered_bps"]), _cell(rate_text(t["achieved_bps"]), t["achieved_bps"])]
+        share = t["share"]
+        cells += [_cell(MISSING if share is None else f"{share:.3g}", share), _count(t["conforming_dropped"]), _cell(inflation, worst and worst["inflation"])]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    index = isolation["fairness_index"]
+    note = (
+        f'<p class="note">Jain\'s fairness index over the shares: {_e("-" if index is None else f"{index:.3f}")} (1: every tenant got the same share '
+        "of what it could claim). share: achieved over its guarantee, or over what it offered if less. conforming lost: packets the meters "
+        "coloured green that were dropped after. with others / alone: the class's p99 queueing delay, and the same when the tenant is "
+        "replayed alone through the same port.</p>"
+    )
+    return ["<h2>Isolation</h2>", _table(header, rows), note]
 
 
 def _peak_rates(report: dict[str, Any]) -> dict[tuple[str | None, int | None], int]:
@@ -170,9 +211,8 @@ def _counts_row(kind: str, label: str, counts: dict[str, Any], duration_ns: int,
         _count(counts["passed"]),
         _count(counts["remarked"]),
         _count(counts["dropped"]),
-        f'<td class="nowrap">{_e(drop_reasons(counts))}</td>',
     ]
-    return f'<tr class="{kind}">{"".join(cells + delay_cells)}</tr>'
+    return f'<tr class="{kind}">{"".join(cells + delay_cells)}<td>{_e(drop_reasons(counts))}</td></tr>'
 
 
 def _delay_cells(quantiles: dict[str, int | None] | None) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -274,4 +274,18 @@ class Report:
         out = Path(path)
         out.write_text(json.dumps(self.to_json(), indent=2) + "\n")
         return out
+
+    def to_html(self, *, plots: bool = True, tenants: Sequence[str | None] | None = None, max_tenants: int = 12) -> str:
+        """One self-contained HTML page: the tables, the bursts and (``plots``, with matplotlib)
+        the pictures (``docs/report.md``, "Pictures and the HTML page")."""
+        from isolane.report.html import html_report
+
+        return html_report(self.to_json(), plots=plots, tenants=tenants, max_tenants=max_tenants)
+
+    def plot(self, out_dir: str | os.PathLike[str], *, tenants: Sequence[str | None] | None = None, max_tenants: int = 12) -> list[Path]:
+        """Writes the pictures (PNG, with matplotlib: ``pip install 'isolane[plot]'``) into
+        ``out_dir``; returns their paths."""
+        from isolane.report.plot import plot_report
+
+        return plot_report(self.to_json(), Path(out_dir), tenants=tenants, max_tenants=max_tenants)
 

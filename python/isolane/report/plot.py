@@ -285,9 +285,10 @@ def _burst_kind(kind: tuple[str, str]) -> str:
 
 
 def _delay_figure(report: dict[str, Any], timeline: dict[str, Any], drawn: set[str | None]) -> Any:
-    """A panel per class with queueing (the highest p99 first, at most MAX_DELAY_PANELS)."""
+    """A panel per class whose packets waited at the port (the highest p99 first, at most
+    MAX_DELAY_PANELS); None when no packet waited (an axis of zeros tells nothing)."""
     p99 = {(t["tenant"], c["cls"]): (c["delay_ns"] or {}).get("p99") or 0 for t in report["tenants"] for c in t["classes"]}
-    classes = [c for c in timeline["classes"] if c["tenant"] in drawn and sum(c["delay_count"])]
+    classes = [c for c in timeline["classes"] if c["tenant"] in drawn and any(m for m in c["delay_max_ns"] if m is not None)]
     if not classes:
         return None
     classes.sort(key=lambda c: -p99.get((c["tenant"], c["cls"]), 0))
@@ -320,7 +321,7 @@ def _delay_figure(report: dict[str, Any], timeline: dict[str, Any], drawn: set[s
             axes.set_xlabel(f"packet arrival, from the start of the capture ({unit})")
     note = f"bins of {duration_text(bin_ns)}; no line where no packet of the class arrived"
     if len(classes) > len(shown):
-        note += f"; {len(shown)} of {len(classes)} classes with queued packets, the highest p99 first"
+        note += f"; {len(shown)} of {len(classes)} classes whose packets waited, the highest p99 first"
     figure.supxlabel(note, fontsize=9, color="#444444")
     return figure
 

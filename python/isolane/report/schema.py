@@ -65,6 +65,29 @@ _TIMELINE = _object(
         },
     }
 )
+_RATIO = {"type": ["number", "null"], "minimum": 0}
+_ISOLATION = _object(
+    {
+        "fairness_index": _RATIO,
+        "tenants": {
+            "type": "array",
+            "items": _object(
+                {
+                    "tenant": {"type": "string"},
+                    "entitled_bps": {"type": ["integer", "null"], "minimum": 0},
+                    "offered_bps": _NUMBER,
+                    "achieved_bps": _NUMBER,
+                    "share": _RATIO,
+                    "conforming_dropped": _COUNT,
+                    "delays": {
+                        "type": "array",
+                        "items": _object({"cls": _COUNT, "class": {"type": "string"}, "p99_ns": _NS, "alone_p99_ns": _NS, "inflation": _RATIO}),
+                    },
+                }
+            ),
+        },
+    }
+)
 
 
 def report_schema() -> dict[str, Any]:
@@ -97,6 +120,7 @@ def report_schema() -> dict[str, Any]:
                 "profiles": events,
                 "profile_switches": events,
                 "timeline": {"oneOf": [_TIMELINE, {"type": "null"}]},
+                "isolation": {"oneOf": [_ISOLATION, {"type": "null"}]},
             }
         ),
     }

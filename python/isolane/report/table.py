@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from isolane.commands.replay_bursts import format_bursts
 from isolane.commands.replay_profiles import format_profiles
+from isolane.report.isolation import Isolation
 from isolane.report.model import COUNT_MEANINGS, ClassReport, Counts, Rates, Report, TenantReport
 from isolane.report.text import align, rate_text, time_text
 
@@ -34,6 +35,7 @@ def format_report(report: Report) -> str:
     lines += _drop_lines(report.tenants) + _vni_lines(report.unclaimed_vnis)
     reasons = ", ".join(f"{name} {count:,}" for name, count in report.reasons.items() if count)
     lines.append(f"verdict reasons: {reasons or 'none'}")
+    lines += _isolation_lines(report.isolation)
     lines += format_bursts(report.burst_scopes, report.microbursts, align)
     lines += format_profiles(report.profiles, report.profile_switches, align)
     return "\n".join(lines)
@@ -77,3 +79,19 @@ def _vni_lines(unclaimed: dict[int, int]) -> list[str]:
     named = ", ".join(f"{vni} ({packets:,} packets)" for vni, packets in biggest[:LISTED_VNIS])
     more = f" and {len(biggest) - LISTED_VNIS:,} more (in the JSON)" if len(biggest) > LISTED_VNIS else ""
     return [f"VNIs no tenant claims: {named}{more}"]
+
+
+def _isolation_lines(isolation: Isolation | None) -> list[str]:
+    """Per tenant: its share of what it could claim, conforming packets lost, and the worst
+    inflation of a class's p99 delay by the others; then Jain's index."""
+    if isolation is None or not isolation.tenants:
+        return []
+    rows = [["isolation", "guarantee", "share", "conforming lost", "p99 with others / alone (worst class)"]]
+    for t in isolation.tenants:
+        worst = max((d for d in t.delays if d.inflation is not None), key=lambda d: d.inflation or 0, default=None)
+        inflation = f"{worst.inflation:.3g}x ({_cut(worst.name, 16)}: {time_text(worst.p99_ns)} / {time_text(worst.alone_p99_ns)})" if worst else "-"
+        share = "-" if t.share is None else f"{t.share:.3g}"
+        rows.append([_cut(t.tenant), rate_text(t.entitled_bps) if t.entitled_bps else "-", share, f"{t.conforming_dropped:,}", inflation])
+    index = isolation.fairness_index
+    fairness = f"Jain's fairness index over the shares: {'-' if index is None else f'{index:.3f}'} (1: all got the same share of their claim)"
+    return ["", *align(rows, right={1, 2, 3}), fairness]

@@ -1,34 +1,30 @@
-"""Numbers for people, as the tables print them: three significant digits and a unit."""
+"""Numbers for people as the terminal table prints them: three significant digits and a unit,
+in ASCII and the policy's units (``Gbps``, ``us``); the pictures and the page use
+:mod:`isolane.report.units`' typographic ones."""
 
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
 
+from isolane.report.units import SIZE_UNITS, Units, human
+
+TERMINAL_RATES: Units = ((10**12, "Tbps"), (10**9, "Gbps"), (10**6, "Mbps"), (10**3, "kbps"), (1, "bps"))
+TERMINAL_TIMES: Units = ((10**9, "s"), (10**6, "ms"), (10**3, "us"), (1, "ns"))
+
 
 def rate_text(bps: float) -> str:
-    """A rate in bits per second (``1.23 Gbps``)."""
-    for scale, unit in ((10**12, "Tbps"), (10**9, "Gbps"), (10**6, "Mbps"), (10**3, "kbps")):
-        if bps >= scale:
-            return f"{bps / scale:.3g} {unit}"
-    return f"{bps:.3g} bps" if bps else "0"
+    """A rate in bits per second (``1.23 Gbps``), with the policy's units."""
+    return human(bps, TERMINAL_RATES) if bps else "0"
 
 
 def size_text(size: int) -> str:
     """A size in bytes (``1.5 MB``)."""
-    for scale, unit in ((10**9, "GB"), (10**6, "MB"), (10**3, "KB")):
-        if size >= scale:
-            return f"{size / scale:.3g} {unit}"
-    return f"{size} B"
+    return human(size, SIZE_UNITS).replace("kB", "KB")
 
 
 def time_text(ns: int | None) -> str:
-    """A duration in nanoseconds (``4.2 ms``); ``-`` for none."""
-    if ns is None:
-        return "-"
-    for scale, unit in ((10**9, "s"), (10**6, "ms"), (10**3, "us")):
-        if ns >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns} ns"
+    """A duration in nanoseconds (``4.2 ms``), ASCII; ``-`` for none."""
+    return "-" if ns is None else human(ns, TERMINAL_TIMES)
 
 
 def align(rows: Sequence[Sequence[str]], right: Container[int]) -> list[str]:

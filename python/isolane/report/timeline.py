@@ -18,10 +18,13 @@ TENANT_FIELDS = ("bytes", "packets", "dropped", "conforming_dropped", "peak_byte
 
 
 def timeline_json(view: _core.TimelineView, class_names: dict[str, list[str]]) -> dict[str, Any]:
-    """Every tenant's and class's series as lists, one number a bin; a bin without delays has
-    null delays."""
-    tenants = [{"tenant": name, **{field: series[_FIELD[field]].tolist() for field in TENANT_FIELDS}}
-               for name, series in zip(view.tenants, view.tenant_series)]
+    """Every tenant's series (the packets of no tenant's if any) and every class's with delays,
+    as lists, one number a bin; a bin without delays has null delays."""
+    tenants = [
+        {"tenant": name, **{field: series[_FIELD[field]].tolist() for field in TENANT_FIELDS}}
+        for name, series in zip(view.tenants, view.tenant_series)
+        if name is not None or series[_FIELD["packets"]].any()  # packets of no tenant: only if there were some
+    ]
     classes = []
     for (tenant, cls), series in zip(view.classes, view.class_series):
         count, total, largest = series[_FIELD["delay_count"]], series[_FIELD["delay_sum_ns"]], series[_FIELD["delay_max_ns"]]
