@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from isolane import _core
+from isolane.commands import gen
 from isolane.commands.inspect import CaptureSummary, summarize
 from isolane.commands.replay import align, format_report, replay
 from isolane.engine import DEFAULT_POLLS
@@ -75,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         "schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML)."
     )
     schema.set_defaults(run=_schema)
+    gen.add_parser(commands)
     return parser
 
 
