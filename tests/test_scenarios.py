@@ -1,5 +1,6 @@
-"""`isolane gen`'s incidents, each shown by what `isolane replay` reports on the capture it
-writes (the JSON report), never by the generator's own bookkeeping. "Inflation" is a victim's
+"""`isolane gen`'s incidents, each shown by what `isolane replay` reports on the samples shipped
+in pcaps/scenarios (the JSON report), never by the generator's own bookkeeping; test_gen.py
+checks that the samples are what `isolane gen` writes. "Inflation" is a victim's
 p99 queueing delay with the others present over its p99 when the same capture holds only the
 victim's packets, replayed through the same policy and port."""
 
@@ -13,24 +14,37 @@ import numpy as np
 import pytest
 
 import isolane
-from isolane.cli import main
 from isolane.commands.replay import replay
 from isolane.gen import pcapwriter
-from isolane.gen.scenarios import build
+from isolane.gen.scenarios import Scenario, build
+from isolane.policy import parse_duration
+from support.locations import ROOT
 
 pytest.importorskip("scapy", reason="isolane gen builds its headers with scapy")
 
-SEED = 0
 SECOND_NS = 1_000_000_000
+SAMPLES = ROOT / "pcaps" / "scenarios"
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every scenario written by `isolane gen` with the default duration."""
-    folder = tmp_path_factory.mktemp("scenarios")
-    for name in ("invisible-loss", "noisy-neighbour", "update-mid-burst", "overload", "drift"):
-        assert main(["gen", name, "-o", str(folder / f"{name}.pcap"), "--seed", str(SEED)]) == 0
-    return folder
+def generated() -> Path:
+    """The shipped samples."""
+    return SAMPLES
+
+
+def sample_command(policy: Path) -> list[str]:
+    """The `isolane gen` arguments that wrote a sample: the first line of its policy."""
+    words = policy.read_text().splitlines()[0].split()
+    assert words[:3] == ["#", "isolane", "gen"], f"{policy} does not start with the command that wrote it"
+    return words[3:]
+
+
+def sample_scenario(name: str) -> Scenario:
+    """The scenario as built for its sample (what its packets' times are, say)."""
+    command = sample_command(SAMPLES / f"{name}.yaml")
+    options = dict(zip(command[1::2], command[2::2]))
+    tenants = int(options["--tenants"]) if "--tenants" in options else None
+    return build(name, seed=int(options["--seed"]), duration_ns=parse_duration(options["--duration"]), tenants=tenants)
 
 
 def report(capture: Path, policy: Path | dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +83,7 @@ def test_invisible_loss_is_lost_in_short_bursts_that_polls_do_not_see(generated:
     result = report(capture, policy)
     training = tenant(result, "training")
     loss = training["dropped"] / training["packets"]
-    assert 0.015 <= loss <= 0.03, f"training lost {loss:.2%} of its packets"
+    assert 0.01 <= loss <= 0.03, f"training lost {loss:.2%} of its packets"  # 1.2% to 2.3% over seeds 0 to 7
     scope = next(s for s in result["burst_scopes"] if s["scope"] == "tenant" and s["tenant"] == "training")
     assert scope["dropped_in_bursts"] == scope["dropped"] == training["dropped"]
     lossy = [e for e in result["microbursts"] if e["tenant"] == "training" and e["view"] == "rate" and e["dropped"]]
@@ -102,7 +116,7 @@ def test_noisy_neighbour_inflates_inference_through_a_fifo_not_through_per_tenan
 
 def test_an_update_in_the_middle_of_a_burst_loses_nothing_and_counters_run_on(generated: Path) -> None:
     capture, policy = generated / "update-mid-burst.pcap", isolane.Policy.from_file(generated / "update-mid-burst.yaml")
-    update_ns = build("update-mid-burst", seed=SEED).facts["update_ns"]
+    update_ns = sample_scenario("update-mid-burst").facts["update_ns"]
     rows = isolane.parse(isolane.read_pcap(capture))
     before = rows[rows["timestamp_ns"] < update_ns]
     engine = isolane.Engine(policy)

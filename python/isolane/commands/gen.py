@@ -46,10 +46,11 @@ def run(args: argparse.Namespace) -> int:
         path = base.with_name(f"{base.name}.{name}.pcap") if name else output
         frames.write_capture(path, packets, snaplen)
         written.append(f"{path} ({len(packets):,} packets, {os.path.getsize(path):,} bytes)")
-    summary = " ".join(scenario.summary.split())
+    summary = " ".join(scenario.summary.replace("``", "").split())
     for name, document in {"": scenario.policy, **scenario.variants}.items():
         path = base.with_name(f"{base.name}.{name}.yaml" if name else f"{base.name}.yaml")
-        comment = f"isolane gen {args.scenario} --seed {args.seed} --duration {args.duration}\n\n" + textwrap.fill(summary, 96)
+        tenants = f" --tenants {args.tenants}" if args.tenants is not None else ""
+        comment = f"isolane gen {args.scenario} --seed {args.seed} --duration {args.duration}{tenants}\n\n" + textwrap.fill(summary, 96)
         path.write_text(yamlwriter.dump(document, comment))
         written.append(str(path))
     total = sum(len(c) for c in scenario.captures.values())

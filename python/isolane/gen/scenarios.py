@@ -115,11 +115,11 @@ def update_mid_burst(rng: np.random.Generator, start: int, duration: int) -> Sce
 
 
 def overload(rng: np.random.Generator, start: int, duration: int) -> Scenario:
-    """Four tenants guaranteed 40, 30, 20 and 10 Gbit/s offer 60% of their guarantees (95%
-    for a while), but for 40% of the capture ``bulk`` writes a checkpoint at 70 Gbit/s: 130 Gbit/s offered to a
-    100 Gbit/s port. While its buffer holds more than 30%, every tenant's ``on_overload``
-    profile caps it at its guarantee; once it falls to 5% they return one every 100 µs. The
-    ``static`` variant returns them all at once."""
+    """Four tenants guaranteed 40, 30, 20 and 10 Gbit/s write at 60% of their guarantees, but
+    for 40% of the capture the other three write at 95% of theirs and ``bulk`` at 70 Gbit/s:
+    127 Gbit/s offered to a 100 Gbit/s port. While its buffer holds more than 30%, every
+    tenant's ``on_overload`` profile caps it at its guarantee; once it falls to 5% they return
+    one every 100 µs. The ``static`` variant returns them all at once."""
     names = [("bulk", 40), ("training", 30), ("serving", 20), ("batch", 10)]
     tenants = [Tenant(name, number, 1000 * number + 1) for number, (name, _) in enumerate(names, start=1)]
     surge = (start + duration // 4, start + duration // 4 + duration * 2 // 5)
