@@ -175,7 +175,8 @@ def test_every_policy_written_reads_back_as_built(tmp_path: Path, scenario: str)
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["overload", "--tenants", "2"], "needs at least 4 tenants"),
+        (["overload", "--tenants", "2"], "takes 4 to 4095 tenants, not 2"),
+        (["overload", "--tenants", "4096"], "takes 4 to 4095 tenants, not 4096"),
         (["drift", "--duration", "1ms"], "at least 2ms"),
         (["invisible-loss", "--snaplen", "64"], "snaplen 64 cuts the headers"),
         (["drift", "--duration", "fast"], "fast"),

@@ -27,24 +27,28 @@ DSCP_AF41, DSCP_CS6, DSCP_AF21 = 34, 48, 18
 Ints = npt.NDArray[np.int64]
 
 
+MAX_TENANT_NUMBER = 4095
+"""Tenants are numbered 1 to this: their tunnel endpoints' addresses stay in 172.16.0.0/12."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Tenant:
-    """A tenant's addresses: VNI, its hosts 10.<number>.0.<host>, behind tunnel endpoints
-    192.168.<number>.<host>."""
+    """A tenant's addresses: its VNI, its hosts ``10.0.<number>.<host>`` behind tunnel
+    endpoints ``172.16.<number>.<host>`` (numbers above 255 carry into the second octet)."""
 
     name: str
     number: int
     vni: int
 
     def host(self, host: npt.ArrayLike) -> npt.NDArray[np.uint32]:
-        return np.uint32((10 << 24) | (self.number << 16)) + np.asarray(host, dtype=np.uint32)
+        return np.uint32((10 << 24) | (self.number << 8)) + np.asarray(host, dtype=np.uint32)
 
     def vtep(self, host: npt.ArrayLike) -> npt.NDArray[np.uint32]:
-        return np.uint32((192 << 24) | (168 << 16) | (self.number << 8)) + np.asarray(host, dtype=np.uint32)
+        return np.uint32((172 << 24) | (16 << 16) + (self.number << 8)) + np.asarray(host, dtype=np.uint32)
 
     @property
     def subnet(self) -> str:
-        return f"10.{self.number}.0.0/16"
+        return f"10.{self.number >> 8}.{self.number & 255}.0/24"
 
 
 def wire_ns(frame_len: npt.ArrayLike, rate_bps: float) -> npt.NDArray[np.float64]:
