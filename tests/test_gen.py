@@ -55,7 +55,16 @@ def tshark_fields(capture: Path, *fields: str) -> list[list[str]]:
 
 
 def test_tshark_decodes_every_packet_as_built_with_good_checksums(whole_packets: Path) -> None:
-    fields = ("frame.protocols", "_ws.expert.severity", "ip.checksum.status", "tcp.checksum.status", "udp.checksum.status", "vxlan.vni", "udp.dstport")
+    fields = (
+        "frame.protocols",
+        "_ws.expert.severity",
+        "ip.checksum.status",
+        "tcp.checksum.status",
+        "udp.checksum.status",
+        "vxlan.vni",
+        "udp.dstport",
+        "ip.dsfield.ecn",
+    )
     rows = tshark_fields(whole_packets, *fields)
     assert len(rows) == len(isolane.read_pcap(whole_packets).timestamps_ns)
     stacks = {row[0] for row in rows}
@@ -69,6 +78,9 @@ def test_tshark_decodes_every_packet_as_built_with_good_checksums(whole_packets:
     vnis = {int(row[5]) for row in rows}
     assert vnis == {t.vnis[0] for t in isolane.Policy.from_file(whole_packets.with_suffix(".yaml")).tenants}
     assert {row[6].split(",")[0] for row in rows} == {"4789"}
+    assert {row[7] for row in rows if "infiniband" in row[0]} == {"2,2"} and {row[7] for row in rows if "infiniband" not in row[0]} == {"0,0"}, (
+        "RoCEv2 is ECN-capable (ECT(0)), in the outer header too"
+    )
 
 
 @pytest.mark.parametrize("capture", sorted(path.name for path in SAMPLES.glob("*.pcap")))

@@ -39,6 +39,9 @@ DEFAULT_SNAPLEN = 128
 packet broker slices a capture); the wire length is kept."""
 
 _IPV4_PROTOCOL = {ROCE: 17, TCP: 6, BFD: 17}
+_ECN = {ROCE: 0b10, TCP: 0, BFD: 0}
+"""ECT(0) on RoCEv2, whose congestion control (DCQCN) reacts to ECN marks; copied to the outer
+header as RFC 6040 asks of a tunnel."""
 
 
 def write_capture(path: str | os.PathLike[str], packets: npt.NDArray[np.void], snaplen: int = DEFAULT_SNAPLEN) -> None:
@@ -82,8 +85,9 @@ def _capture(
 def _headers(kind: int, packets: npt.NDArray[np.void], wire: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint8]:
     """Every packet's headers of one kind: the template with the packet's fields written in."""
     out = np.tile(templates()[kind].header, (len(packets), 1))
-    _outer(out, packets, wire)
-    _inner_ip(out, packets, _IPV4_PROTOCOL[kind])
+    traffic_class = packets["dscp"].astype(np.uint32) << 2 | np.uint32(_ECN[kind])
+    _outer(out, packets, wire, traffic_class)
+    _inner_ip(out, packets, _IPV4_PROTOCOL[kind], traffic_class)
     put(out, TRANSPORT, packets["src_port"], 2)
     put(out, TRANSPORT + 2, packets["dst_port"], 2)
     if kind == ROCE:
@@ -101,10 +105,10 @@ def _headers(kind: int, packets: npt.NDArray[np.void], wire: npt.NDArray[np.uint
     return out
 
 
-def _outer(out: npt.NDArray[np.uint8], packets: npt.NDArray[np.void], wire: npt.NDArray[np.uint32]) -> None:
-    """Outer IPv4 (DSCP copied from the tenant's packet, an IP id per packet), UDP (source port
-    from the inner flow's hash, RFC 7348 section 5) and VXLAN (the tenant's VNI)."""
-    put(out, OUTER_IP + 1, packets["dscp"].astype(np.uint32) << 2, 1)
+def _outer(out: npt.NDArray[np.uint8], packets: npt.NDArray[np.void], wire: npt.NDArray[np.uint32], traffic_class: npt.NDArray[np.integer[Any]]) -> None:
+    """Outer IPv4 (DSCP and ECN copied from the tenant's packet, an IP id per packet), UDP
+    (source port from the inner flow's hash, RFC 7348 section 5) and VXLAN (the tenant's VNI)."""
+    put(out, OUTER_IP + 1, traffic_class, 1)
     put(out, OUTER_IP + 2, wire - OUTER_IP, 2)
     put(out, OUTER_IP + 4, flow_hash(packets) ^ (packets["seq"] & 0xFFFF), 2)
     put(out, OUTER_IP + 12, packets["outer_src"], 4)
@@ -115,10 +119,10 @@ def _outer(out: npt.NDArray[np.uint8], packets: npt.NDArray[np.void], wire: npt.
     put(out, VXLAN + 4, packets["vni"], 3)
 
 
-def _inner_ip(out: npt.NDArray[np.uint8], packets: npt.NDArray[np.void], protocol: int) -> None:
+def _inner_ip(out: npt.NDArray[np.uint8], packets: npt.NDArray[np.void], protocol: int, traffic_class: npt.NDArray[np.integer[Any]]) -> None:
     put(out, INNER_ETH + 3, packets["dst"], 3)  # locally administered MACs: 02:00:00 and the host's address
     put(out, INNER_ETH + 9, packets["src"], 3)
-    put(out, INNER_IP + 1, packets["dscp"].astype(np.uint32) << 2, 1)
+    put(out, INNER_IP + 1, traffic_class, 1)
     put(out, INNER_IP + 2, packets["frame_len"] - (INNER_IP - INNER_ETH), 2)
     put(out, INNER_IP + 4, packets["seq"] & 0xFFFF, 2)
     out[:, INNER_IP + 9] = protocol
