@@ -95,6 +95,7 @@ def test_headers_agree_with_scapys_reading(whole_packets: Path) -> None:
     packets = scapy_all.rdpcap(str(whole_packets))
     by_qp: dict[tuple[str, int], list[int]] = defaultdict(list)
     by_tcp_flow: dict[tuple[str, str, int, int], list[tuple[int, int]]] = defaultdict(list)
+    acks_checked = 0
     for packet in packets:
         outer, inner = packet[scapy_all.IP], packet[scapy_all.VXLAN][scapy_all.IP]
         for ip in (outer, inner):
@@ -107,11 +108,15 @@ def test_headers_agree_with_scapys_reading(whole_packets: Path) -> None:
             rebuilt = inner.copy()
             del rebuilt[scapy_all.TCP].chksum
             assert scapy_all.IP(bytes(rebuilt))[scapy_all.TCP].chksum == segment.chksum
+            reverse = by_tcp_flow.get((inner.dst, inner.src, segment.dport, segment.sport))
+            if reverse:  # it acknowledges what the other side sent before it
+                assert segment.ack == (reverse[-1][0] + reverse[-1][1]) % (1 << 32)
+                acks_checked += 1
             by_tcp_flow[(inner.src, inner.dst, segment.sport, segment.dport)].append((segment.seq, inner.len - 40))
         elif inner[scapy_all.UDP].dport == templates.ROCE_PORT:
             bth = BTH(bytes(inner[scapy_all.UDP].payload))
             by_qp[(inner.src, bth.dqpn)].append(bth.psn)
-    assert by_qp and by_tcp_flow
+    assert by_qp and by_tcp_flow and acks_checked
     for psns in by_qp.values():
         assert all((b - a) % (1 << 24) == 1 for a, b in zip(psns, psns[1:])), "each QP's PSNs run on by one"
     for segments in by_tcp_flow.values():

@@ -73,11 +73,12 @@ def all_reduce(
     times = starts[:, None, None] + jitter + offsets.astype(np.int64)[None, None, :]
     out = np.zeros(times.shape, dtype=PACKET_DTYPE)
     flow = np.arange(flows)[None, :, None]
+    sender, receiver = flow + 1, (flow + 1) % max(flows, 2) + 1  # the ring's next host
     out["time_ns"] = times
     out["kind"] = ROCE
     out["dscp"] = DSCP_AF41
-    out["src"], out["dst"] = tenant.host(flow + 1), tenant.host((flow + 1) % flows + 1 + (flows == 1))
-    out["outer_src"], out["outer_dst"] = tenant.vtep(flow + 1), tenant.vtep((flow + 1) % flows + 1 + (flows == 1))
+    out["src"], out["dst"] = tenant.host(sender), tenant.host(receiver)
+    out["outer_src"], out["outer_dst"] = tenant.vtep(sender), tenant.vtep(receiver)
     out["src_port"] = 49152 + ((first_qp + flow) * 2654435761 % 16384)  # RoCEv2: a source port per QP
     out["dst_port"] = 4791
     out["frame_len"] = payload + ROCE_HEADERS
@@ -118,8 +119,8 @@ def inference(
     sizes = np.where(index < segments[owner] - 1, TCP_MSS, response[owner] - TCP_MSS * (segments[owner] - 1))
     times = replies[owner] + (index * wire_ns(TCP_MSS + TCP_HEADERS, server_rate_bps)).astype(np.int64)
     connection = client * 64 + server
-    asks = _tcp(tenant, arrivals, client, server, 8001, request, connection, rng, TCP_PSH_ACK)
-    answers = _tcp(tenant, times, server[owner], client[owner], None, sizes, connection[owner], rng, TCP_ACK)
+    asks = _tcp(tenant, arrivals, client, server, 8001, request, connection, TCP_PSH_ACK)
+    answers = _tcp(tenant, times, server[owner], client[owner], None, sizes, connection[owner], TCP_ACK)
     answers["src_port"], answers["dst_port"] = 8001, asks["src_port"][owner]
     _sequence(asks, answers, connection, connection[owner], request, sizes)
     return _tagged(np.concatenate([asks, answers]), tenant)
@@ -133,8 +134,8 @@ def checkpoint(
     gap = float(wire_ns(TCP_MSS + TCP_HEADERS, rate_bps))
     times = np.arange(start_ns, end_ns, gap).astype(np.int64)
     sizes = np.full(len(times), TCP_MSS)
-    out = _tcp(tenant, times, np.full(len(times), host), np.full(len(times), storage), 9000, sizes, np.zeros(len(times), np.int64), rng, TCP_ACK)
-    out["seq"] = rng.integers(0, 1 << 32, dtype=np.uint64) + np.arange(len(times), dtype=np.uint64) * TCP_MSS
+    out = _tcp(tenant, times, np.full(len(times), host), np.full(len(times), storage), 9000, sizes, np.zeros(len(times), np.int64), TCP_ACK)
+    out["seq"] = (rng.integers(0, 1 << 32, dtype=np.uint64) + np.arange(len(times), dtype=np.uint64) * TCP_MSS) & 0xFFFFFFFF
     out["ack"] = rng.integers(0, 1 << 32, dtype=np.uint64)
     return _tagged(out, tenant)
 
@@ -164,17 +165,9 @@ def merge(*parts: npt.NDArray[np.void]) -> npt.NDArray[np.void]:
     return packets[np.argsort(packets["time_ns"], kind="stable")]
 
 
-def _tcp(
-    tenant: Tenant,
-    times: Ints,
-    src: Ints,
-    dst: Ints,
-    dst_port: int | None,
-    payload: Ints,
-    connection: Ints,
-    rng: np.random.Generator,
-    flags: int,
-) -> npt.NDArray[np.void]:
+def _tcp(tenant: Tenant, times: Ints, src: Ints, dst: Ints, dst_port: int | None, payload: Ints, connection: Ints, flags: int) -> npt.NDArray[np.void]:
+    """TCP segments of ``payload`` bytes from host ``src`` to ``dst``, the client's port from
+    its ``connection``; sequence numbers are the caller's."""
     out = np.zeros(len(times), dtype=PACKET_DTYPE)
     out["time_ns"] = times
     out["kind"] = TCP
@@ -199,7 +192,7 @@ def _sequence(
 ) -> None:
     """Sequence numbers of both directions of each connection, in time order, and each
     segment's acknowledgement: what the other side had sent before it."""
-    origin = min(int(asks["time_ns"].min(initial=0)), int(answers["time_ns"].min(initial=0)))
+    origin = int(np.concatenate([asks["time_ns"], answers["time_ns"]]).min(initial=np.iinfo(np.int64).max))
     for side, other, conn, sizes, other_conn, other_sizes, salt in (
         (asks, answers, ask_conn, ask_bytes, answer_conn, answer_bytes, 0),
         (answers, asks, answer_conn, answer_bytes, ask_conn, ask_bytes, 1),
