@@ -210,7 +210,7 @@ def test_an_unknown_scenario_lists_the_scenarios(capsys: pytest.CaptureFixture[s
     assert "invisible-loss" in capsys.readouterr().err
 
 
-def test_without_scapy_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_scapy_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     real_import = builtins.__import__
 
     def no_scapy(name: str, *args: Any, **kwargs: Any) -> Any:
@@ -223,6 +223,9 @@ def test_without_scapy_the_error_says_what_to_install(monkeypatch: pytest.Monkey
     try:
         with pytest.raises(ImportError, match=r"pip install 'isolane\[gen\]'"):
             templates.templates()
+        assert main(["gen", "drift", "-o", str(tmp_path / "x.pcap")]) == 2
+        assert capsys.readouterr().err == "isolane: error: isolane gen needs scapy: pip install 'isolane[gen]'\n"
+        assert not list(tmp_path.iterdir())
     finally:
         monkeypatch.undo()
         templates.templates.cache_clear()

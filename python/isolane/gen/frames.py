@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from isolane._core import PacketBatch
 from isolane.gen import pcapwriter
 from isolane.gen.templates import BFD, BTH, INNER_ETH, INNER_IP, KINDS, OUTER_IP, OUTER_OVERHEAD, OUTER_UDP, ROCE, TCP, TRANSPORT, VXLAN, templates
 
@@ -55,10 +56,8 @@ def capture_bytes(packets: npt.NDArray[np.void], snaplen: int = DEFAULT_SNAPLEN)
     return _capture(packets, snaplen)[0]
 
 
-def packet_batch(packets: npt.NDArray[np.void], snaplen: int = DEFAULT_SNAPLEN) -> Any:
+def packet_batch(packets: npt.NDArray[np.void], snaplen: int = DEFAULT_SNAPLEN) -> PacketBatch:
     """The packets as an :class:`isolane.PacketBatch` over the capture's bytes (not written)."""
-    from isolane import PacketBatch
-
     buffer, offsets, captured, wire = _capture(packets, snaplen)
     return PacketBatch.from_arrays(buffer, offsets.astype(np.uint64), captured, packets["time_ns"].astype(np.int64), wire_lengths=wire)
 

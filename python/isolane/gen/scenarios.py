@@ -12,8 +12,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from isolane.engine import Engine
 from isolane.gen import workloads
+from isolane.gen.frames import packet_batch
 from isolane.gen.workloads import Tenant
+from isolane.policy import Policy
 
 SECOND_NS = 10**9
 EPOCH_NS = 1_764_115_200 * SECOND_NS
@@ -184,9 +187,6 @@ def _steps_for_rise(
     class closest to :data:`DRIFT_RISE` times its p99 with ``base`` alone, replayed by
     isolane's engine. A p99 moves by jumps, so a few orders of the spare steps are tried, each
     bisected for the fewest steps that reach the rise (a dozen replays for thousands of steps)."""
-    from isolane.engine import Engine
-    from isolane.gen.frames import packet_batch
-    from isolane.policy import Policy
 
     def p99(steps: Ints) -> int:
         engine = Engine(Policy.from_dict(policy))
