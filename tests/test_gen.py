@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 import isolane
 from isolane.cli import main
 from isolane.commands.inspect import summarize
-from isolane.gen import frames, templates
+from isolane.gen import frames, templates, yamlwriter
 from isolane.gen.scenarios import SCENARIOS, build
 from test_scenarios import SAMPLES, sample_command
 
@@ -240,3 +241,14 @@ def test_a_million_packets_take_seconds(tmp_path: Path) -> None:
     assert packets > 1_000_000
     print(f"{packets:,} packets in {elapsed:.1f} s: {packets / elapsed:,.0f} packets/s", file=sys.stderr)
     assert elapsed < 30
+
+
+def test_policy_yaml_keeps_every_value_as_it_was() -> None:
+    """Strings YAML would read as numbers, booleans or nulls are quoted; isolane's YAML 1.2
+    reader and PyYAML's 1.1 both read back the document written."""
+    tricky = ["100Gbps", "10.0.1.0/24", "1e3", "0x1F", "12", "yes", "no", "on", "null", "~", "cs6", "1:30", "x y", ".5", "-3", ".inf", "a: b", "#x", ""]
+    document = {"strings": tricky, "numbers": [0, 7, -1, 2.5], "flags": [True, False], "nested": {"list": [{"k": "v", "n": 1}], "empty": {}}}
+    text = yamlwriter.dump(document, "a comment\nover two lines")
+    assert text.startswith("# a comment\n# over two lines\n")
+    assert isolane._core.load_yaml(text) == document
+    assert yaml.safe_load(text) == document

@@ -140,7 +140,7 @@ def overload(rng: np.random.Generator, start: int, duration: int) -> Scenario:
         parts.append(workloads.control(tenant, start, start + duration, sessions=2, interval_ns=1_000_000, rng=rng))
     documents = [_bulk_tenant(tenant, guarantee) for tenant, (_, guarantee) in zip(tenants, names)]
     port: dict[str, Any] = {"rate": "100Gbps", "buffer": "4MiB", "overload": {"above": "30%", "below": "5%", "stagger": "100us"}}
-    policy = _policy(documents, port=port, description="overload: 130 Gbit/s offered for a while; fair degradation, staggered recovery")
+    policy = _policy(documents, port=port, description="overload: 127 Gbit/s offered for a while; fair degradation, staggered recovery")
     static = _policy(
         documents, port={**port, "overload": {**port["overload"], "stagger": "0ns"}}, description="overload, static fallback: every tenant returns at once"
     )

@@ -8,8 +8,10 @@ import json
 import re
 from typing import Any
 
-_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_./%:-]*")
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./%-]*")
+_NUMBER = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|0x[0-9a-fA-F]+|0o[0-7]+|[-+]?\.inf|\.nan", re.IGNORECASE)
 _RESERVED = {"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"}
+"""Words YAML 1.2 (and 1.1, for other readers) would not read as strings."""
 _INLINE_WIDTH = 100
 
 
@@ -67,6 +69,6 @@ def _scalar(value: Any) -> str:
     if isinstance(value, int | float):
         return json.dumps(value)
     text = str(value)
-    if _PLAIN.fullmatch(text) and text.lower() not in _RESERVED:
+    if _PLAIN.fullmatch(text) and not _NUMBER.fullmatch(text) and text.lower() not in _RESERVED:
         return text
     return json.dumps(text)
