@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 import isolane
 from isolane.commands.replay import replay
@@ -20,16 +19,8 @@ from isolane.gen.scenarios import Scenario, build
 from isolane.policy import parse_duration
 from support.locations import ROOT
 
-pytest.importorskip("scapy", reason="isolane gen builds its headers with scapy")
-
 SECOND_NS = 1_000_000_000
 SAMPLES = ROOT / "pcaps" / "scenarios"
-
-
-@pytest.fixture(scope="module")
-def generated() -> Path:
-    """The shipped samples."""
-    return SAMPLES
 
 
 def sample_command(policy: Path) -> list[str]:
@@ -47,9 +38,8 @@ def sample_scenario(name: str) -> Scenario:
     return build(name, seed=int(options["--seed"]), duration_ns=parse_duration(options["--duration"]), tenants=tenants)
 
 
-def report(capture: Path, policy: Path | dict[str, Any]) -> dict[str, Any]:
-    loaded = isolane.Policy.from_file(policy) if isinstance(policy, Path) else isolane.Policy.from_dict(policy)
-    result = replay(capture, loaded)
+def report(capture: Path, policy: Path) -> dict[str, Any]:
+    result = replay(capture, isolane.Policy.from_file(policy))
     assert result.discrepancies() == []
     return result.to_json()  # type: ignore[no-any-return]
 
@@ -78,8 +68,8 @@ def vni_of(policy: Path, name: str) -> int:
     return next(t.vnis[0] for t in isolane.Policy.from_file(policy).tenants if t.name == name)
 
 
-def test_invisible_loss_is_lost_in_short_bursts_that_polls_do_not_see(generated: Path) -> None:
-    capture, policy = generated / "invisible-loss.pcap", generated / "invisible-loss.yaml"
+def test_invisible_loss_is_lost_in_short_bursts_that_polls_do_not_see() -> None:
+    capture, policy = SAMPLES / "invisible-loss.pcap", SAMPLES / "invisible-loss.yaml"
     result = report(capture, policy)
     training = tenant(result, "training")
     loss = training["dropped"] / training["packets"]
@@ -99,8 +89,8 @@ def test_invisible_loss_is_lost_in_short_bursts_that_polls_do_not_see(generated:
         assert not any(event["start_ns"] <= instant <= event["end_ns"] for instant in poll_instants), "no burst, hence no loss, at a poll instant"
 
 
-def test_noisy_neighbour_inflates_inference_through_a_fifo_not_through_per_tenant_queues(generated: Path, tmp_path: Path) -> None:
-    capture, shared, isolated = (generated / name for name in ("noisy-neighbour.pcap", "noisy-neighbour.yaml", "noisy-neighbour.isolated.yaml"))
+def test_noisy_neighbour_inflates_inference_through_a_fifo_not_through_per_tenant_queues(tmp_path: Path) -> None:
+    capture, shared, isolated = (SAMPLES / name for name in ("noisy-neighbour.pcap", "noisy-neighbour.yaml", "noisy-neighbour.isolated.yaml"))
     alone = only_tenant(capture, vni_of(shared, "inference"), tmp_path / "inference.pcap")
     inflation = {}
     for policy in (shared, isolated):
@@ -114,15 +104,15 @@ def test_noisy_neighbour_inflates_inference_through_a_fifo_not_through_per_tenan
     assert training["dropped"] == 0 and rate < 60e9 / 2, f"training sends {rate / 1e9:.1f} Gbit/s, well within its 60 Gbit/s"
 
 
-def test_an_update_in_the_middle_of_a_burst_loses_nothing_and_counters_run_on(generated: Path) -> None:
-    capture, policy = generated / "update-mid-burst.pcap", isolane.Policy.from_file(generated / "update-mid-burst.yaml")
+def test_an_update_in_the_middle_of_a_burst_loses_nothing_and_counters_run_on() -> None:
+    capture, policy = SAMPLES / "update-mid-burst.pcap", isolane.Policy.from_file(SAMPLES / "update-mid-burst.yaml")
     update_ns = sample_scenario("update-mid-burst").facts["update_ns"]
     rows = isolane.parse(isolane.read_pcap(capture))
     before = rows[rows["timestamp_ns"] < update_ns]
     engine = isolane.Engine(policy)
     engine.process(before)
     counted_before = engine.counters()["training"]["packets"]["allowed"]
-    engine.update(isolane.Policy.from_file(generated / "update-mid-burst.update.yaml"))
+    engine.update(isolane.Policy.from_file(SAMPLES / "update-mid-burst.update.yaml"))
     engine.process(rows[len(before) :])
     engine.drain()
     training_vni = policy.tenants[0].vnis[0]
@@ -135,15 +125,15 @@ def test_an_update_in_the_middle_of_a_burst_loses_nothing_and_counters_run_on(ge
     bursts = engine.bursts()
     training_bursts = bursts[(bursts["scope"] == isolane.BurstScope.TENANT) & (bursts["view"] == isolane.BurstView.RATE)]
     assert ((training_bursts["start_ns"] < update_ns) & (training_bursts["end_ns"] > update_ns)).sum() == 1, "the update lands inside a burst"
-    without_update = report(capture, generated / "update-mid-burst.yaml")
+    without_update = report(capture, SAMPLES / "update-mid-burst.yaml")
     same_scope = [e for e in without_update["microbursts"] if e["scope"] == "tenant" and e["view"] == "rate"]
     assert len(training_bursts) == len(same_scope), "the burst the update lands in stays one burst"
     assert tenant(without_update, "training")["packets"] == engine.counters()["training"]["packets"]["allowed"]
 
 
-def test_overload_degrades_by_guarantee_and_recovers_staggered(generated: Path) -> None:
-    capture = generated / "overload.pcap"
-    staggered, static = report(capture, generated / "overload.yaml"), report(capture, generated / "overload.static.yaml")
+def test_overload_degrades_by_guarantee_and_recovers_staggered() -> None:
+    capture = SAMPLES / "overload.pcap"
+    staggered, static = report(capture, SAMPLES / "overload.yaml"), report(capture, SAMPLES / "overload.static.yaml")
     for result in (staggered, static):
         within = [tenant(result, name) for name in ("training", "serving", "batch")]
         assert all(t["dropped"] == 0 and t["passed"] == t["packets"] for t in within), "tenants within their guarantee lose nothing"
@@ -166,9 +156,9 @@ def _switch_times(result: dict[str, Any], cause: str) -> dict[int, list[str]]:
     return out
 
 
-def test_drift_raises_the_victims_p99_by_a_fifth_with_its_own_traffic_unchanged(generated: Path, tmp_path: Path) -> None:
-    policy = generated / "drift.yaml"
-    morning, afternoon = generated / "drift.morning.pcap", generated / "drift.afternoon.pcap"
+def test_drift_raises_the_victims_p99_by_a_fifth_with_its_own_traffic_unchanged(tmp_path: Path) -> None:
+    policy = SAMPLES / "drift.yaml"
+    morning, afternoon = SAMPLES / "drift.morning.pcap", SAMPLES / "drift.afternoon.pcap"
     reports = {capture.name: report(capture, policy) for capture in (morning, afternoon)}
     victim = {name: tenant(result, "inference") for name, result in reports.items()}
     assert victim[morning.name]["packets"] == victim[afternoon.name]["packets"] and victim[morning.name]["bytes"] == victim[afternoon.name]["bytes"]
