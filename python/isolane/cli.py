@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from isolane import _core
+from isolane.commands import gen
 from isolane.commands.inspect import CaptureSummary, summarize
 from isolane.commands.replay import replay
 from isolane.engine import DEFAULT_POLLS
@@ -92,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     schema.add_argument("--report", action="store_true", help="the replay report's schema instead of the policy's")
     schema.set_defaults(run=_schema)
+    gen.add_parser(commands)
     return parser
 
 
