@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 import isolane
 from isolane.commands.replay import replay
@@ -98,6 +99,10 @@ def test_noisy_neighbour_inflates_inference_through_a_fifo_not_through_per_tenan
     assert inflation["noisy-neighbour.yaml"] >= 1.4, inflation
     assert inflation["noisy-neighbour.isolated.yaml"] <= 1.05, inflation
     together = report(capture, shared)
+    for policy in (shared, isolated):  # the report's own isolation metric, replaying inference alone in the same pass
+        measured = report(capture, policy)["isolation"]["tenants"]
+        serving = next(d for t in measured if t["tenant"] == "inference" for d in t["delays"] if d["class"] == "serving")
+        assert serving["inflation"] == pytest.approx(inflation[policy.name]), policy.name
     training = tenant(together, "training")
     timestamps = isolane.read_pcap(capture).timestamps_ns
     rate = training["bytes"] * 8e9 / (int(timestamps.max()) - int(timestamps.min()))
