@@ -23,6 +23,7 @@ import isolane
 from isolane.cli import main
 from isolane.commands.replay import replay
 from isolane.policy import COUNT_MODES
+from isolane.report.findings import wrapped
 from isolane.report.model import DROP_STAGES, REASONS, Report
 from isolane.report.text import rate_text, time_text
 from support.locations import ROOT, SAMPLE
@@ -89,7 +90,8 @@ def assert_adds_up(report: dict[str, Any], packets_read: int) -> None:
 
 
 def test_readme_first_line_runs_in_the_project_root() -> None:
-    """The README's first command, as a user types it after `pip install .`."""
+    """The README's first command, as a user types it after `pip install .`: the incident of its
+    sample is said at a glance, in the first lines, within 100 columns."""
     first_line = (ROOT / "README.md").read_text().split("```bash\n", 1)[1].splitlines()[0]
     command = shlex.split(first_line.split("&&", 1)[1].split("#", 1)[0])
     assert command[:2] == ["isolane", "replay"]
@@ -97,12 +99,15 @@ def test_readme_first_line_runs_in_the_project_root() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("pcaps/kernel_vxlan.pcap: pcap, 1,696 packets over 5.66")
     assert max(len(line) for line in lines) <= 100, "the table fits a terminal of 100 columns"
-    for tenant in ("training", "inference", "evaluation", "(no tenant)"):
-        assert any(line.startswith(tenant) for line in lines), tenant
+    report = replay(ROOT / command[2], isolane.Policy.from_file(ROOT / command[command.index("--policy") + 1])).to_json()
+    assert lines[0] == f"{command[2]}: pcap, {report['packets']:,} packets over 20 ms"
+    training = next(t for t in report["tenants"] if t["tenant"] == "training")
+    assert 0.01 < training["dropped"] / training["packets"] < 0.03, "the sample loses about 2% of training's packets"
+    assert lines[1].startswith(f"* training lost {training['dropped']:,} of {training['packets']:,} packets")
+    assert "its microbursts account for" in lines[1] and "polled every second" in " ".join(lines[1:3])
     reasons = next(i for i, line in enumerate(lines) if line.startswith("verdict reasons: "))
-    assert lines[reasons + 2].startswith("microbursts"), "the bursts follow the tenants"
+    assert lines[reasons + 2].startswith("isolation"), "isolation follows the tenants"
 
 
 def test_replay_of_the_sample_matches_the_packets_and_the_engines_rows(capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,12 +183,14 @@ def test_replay_table_shows_the_json_numbers(tmp_path: Path, capsys: pytest.Capt
     assert main(["replay", str(SAMPLE), "--policy", policy_path]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines) <= 100
-    header = lines[1].split("  ")
+    table = next(i for i, line in enumerate(lines) if line.startswith("tenant / class"))
+    assert lines[1 : table - 1] == [line for line in wrapped(report["findings"])], "the findings come first"
+    header = lines[table].split("  ")
     assert [cell.strip() for cell in header if cell.strip()] == [
         "tenant / class", "packets", "mean rate", "peak rate", "dropped", "drop %", "delay p99", "held p99"
     ]
     last = next(i for i, line in enumerate(lines) if line.startswith("verdict reasons: "))
-    rows = {line.split("  ")[0].strip(): line for line in lines[2:last] if not line.startswith(("peak rate:", "drops by stage"))}
+    rows = {line.split("  ")[0].strip(): line for line in lines[table + 1 : last] if not line.startswith(("peak rate:", "drops by stage"))}
     entries = {t["tenant"] or "(no tenant)": t for t in report["tenants"]} | {"total": report["total"]}
     for label, entry in entries.items():
         cells = [cell.strip() for cell in rows[label][len(label) :].split("  ") if cell.strip()]

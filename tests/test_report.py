@@ -17,6 +17,7 @@ import isolane
 from isolane.commands.replay import replay
 from isolane.policy import COUNT_MODES
 from isolane.report.schema import report_schema
+from isolane.report.text import time_text
 from support.locations import ROOT, SAMPLE
 from support.qos_reference import frame_bytes
 
@@ -106,7 +107,9 @@ def test_a_shaped_class_reports_how_long_its_packets_were_held(tmp_path: Path) -
     p99 = held[int(np.ceil(0.99 * len(held))) - 1]
     assert abs(control.hold_ns["p99"] - p99) <= p99 / 128
     text = isolane.format_report(report)
-    assert "held p99" in text.splitlines()[1]
+    header = next(line for line in text.splitlines() if line.startswith("tenant / class"))
+    assert header.endswith("held p99")
+    assert f"* training / control: its shapers held packets {time_text(control.hold_ns['p99'])} at p99" in text
 
 
 def test_the_vnis_no_tenant_claims_are_named(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from isolane.commands.replay_profiles import profile_counts, profile_switches
 from isolane.engine import DEFAULT_POLLS, Engine, stats_delays, stats_key
 from isolane.parsing import parse
 from isolane.policy import Policy
+from isolane.report.findings import findings
 from isolane.report.isolation import AUTO_ALONE_MAX, ClassDelay, Isolation, TenantIsolation
 from isolane.report.model import COLORS, DROP_OUTCOMES, DROP_STAGES, METERED_COLORS, NO_DELAYS, REASONS, ClassReport, Counts, Report, TenantReport
 from isolane.report.timeline import holds_by_key, rates_by_key, timeline_json
@@ -207,6 +208,7 @@ class _Replayed:
         if view is not None:
             _add_rates(report, view, duration_ns)
             report.isolation = self._isolation(stats, view, duration_ns)
+        report.findings = findings(report)
         return report
 
     def _isolation(self, stats: dict[StatsKey, np.void], view: _core.TimelineView, duration_ns: int) -> Isolation:

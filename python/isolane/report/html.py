@@ -25,7 +25,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neu
        padding: 0 1rem; color: #1b1b1b; line-height: 1.4; }
 h1 { font-size: 1.5rem; margin-bottom: 0.3rem; } h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #ccc; }
 dl.facts { display: grid; grid-template-columns: max-content auto; gap: 0.15rem 1rem; } dl.facts dt { font-weight: 600; }
-.warnings { background: #fff4ce; border: 1px solid #e0c060; padding: 0.5rem 1rem; } .note { color: #555; font-size: 0.9rem; }
+.warnings { background: #fff4ce; border: 1px solid #e0c060; padding: 0.5rem 1rem; }
+.findings { background: #eef5ff; border: 1px solid #7fa7e0; padding: 0.5rem 1rem; margin: 0.5rem 0; } .note { color: #555; font-size: 0.9rem; }
 table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; } th, td { padding: 0.2rem 0.5rem; border-bottom: 1px solid #e4e4e4; }
 th { background: #f3f3f3; text-align: left; position: sticky; top: 0; } td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.nowrap { white-space: nowrap; }
@@ -110,6 +111,9 @@ def _header(report: dict[str, Any]) -> str:
         ("egress port", "yes: queueing delays and port drops below" if report["port"] else "none in the policy: no queueing delays"),
     ]
     out = ['<dl class="facts">', *(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts), "</dl>"]
+    found = report.get("findings")
+    if found:
+        out.append('<div class="findings"><strong>Findings</strong><ul>' + "".join(f"<li>{_e(f)}</li>" for f in found) + "</ul></div>")
     warnings = report.get("warnings")
     if warnings:
         out.append('<div class="warnings"><strong>Warnings</strong><ul>' + "".join(f"<li>{_e(w)}</li>" for w in warnings) + "</ul></div>")

@@ -24,15 +24,21 @@ class ClassDelay:
 
     @property
     def inflation(self) -> float | None:
-        """p99 with the others over p99 alone (1.0: no harm). None when either is missing; a
-        delay of 0 ns counts as 1 ns, so that no delay either way is 1.0 and any delay the
-        others add to none shows."""
-        if self.p99_ns is None or self.alone_p99_ns is None:
+        """p99 with the others over p99 alone (1.0: no harm). None when either is missing, and
+        when the class waited with the others but not at all alone (no finite ratio says that:
+        :attr:`only_with_others`)."""
+        if self.p99_ns is None or self.alone_p99_ns is None or self.only_with_others:
             return None
         return max(self.p99_ns, 1) / max(self.alone_p99_ns, 1)
 
+    @property
+    def only_with_others(self) -> bool:
+        """It waited at the port (p99 above 0) only because of the others."""
+        return bool(self.p99_ns) and self.alone_p99_ns == 0
+
     def to_json(self) -> dict[str, Any]:
-        return {"cls": self.cls, "class": self.name, "p99_ns": self.p99_ns, "alone_p99_ns": self.alone_p99_ns, "inflation": self.inflation}
+        out = {"cls": self.cls, "class": self.name, "p99_ns": self.p99_ns, "alone_p99_ns": self.alone_p99_ns, "inflation": self.inflation}
+        return out | {"only_with_others": self.only_with_others}
 
 
 @dataclasses.dataclass

@@ -208,6 +208,9 @@ class Report:
     """Per tenant and class over time (``docs/report.md``, "Timeline")."""
     isolation: Isolation | None = None
     """How well each tenant was kept from the others (``docs/report.md``, "Isolation")."""
+    findings: list[str] = dataclasses.field(default_factory=list)
+    """What the replay found, one sentence each, the most telling first (``docs/report.md``,
+    "Findings")."""
 
     @property
     def capture(self) -> str:
@@ -257,6 +260,7 @@ class Report:
             "end_ns": self.end_ns,
             "duration_ns": self.duration_ns,
             "warnings": self.warnings,
+            "findings": self.findings,
             "reasons": self.reasons,
             "unclaimed_vnis": [{"vni": vni, "packets": packets} for vni, packets in sorted(self.unclaimed_vnis.items())],
             "tenants": [t.to_json() for t in self.tenants],

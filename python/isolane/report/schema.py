@@ -81,7 +81,16 @@ _ISOLATION = _object(
                     "conforming_dropped": _COUNT,
                     "delays": {
                         "type": "array",
-                        "items": _object({"cls": _COUNT, "class": {"type": "string"}, "p99_ns": _NS, "alone_p99_ns": _NS, "inflation": _RATIO}),
+                        "items": _object(
+                            {
+                                "cls": _COUNT,
+                                "class": {"type": "string"},
+                                "p99_ns": _NS,
+                                "alone_p99_ns": _NS,
+                                "inflation": _RATIO,
+                                "only_with_others": {"type": "boolean"},
+                            }
+                        ),
                     },
                 }
             ),
@@ -111,6 +120,7 @@ def report_schema() -> dict[str, Any]:
                 "end_ns": _NS,
                 "duration_ns": _COUNT,
                 "warnings": {"type": "array", "items": {"type": "string"}},
+                "findings": {"type": "array", "items": {"type": "string"}},
                 "reasons": _exactly(REASONS, _COUNT),
                 "unclaimed_vnis": {"type": "array", "items": _object({"vni": _COUNT, "packets": _COUNT})},
                 "tenants": {"type": "array", "items": _TENANT},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from isolane.commands.replay_bursts import format_bursts
 from isolane.commands.replay_profiles import format_profiles
+from isolane.report.findings import wrapped
 from isolane.report.isolation import Isolation
 from isolane.report.model import COUNT_MEANINGS, ClassReport, Counts, Rates, Report, TenantReport
 from isolane.report.text import align, rate_text, time_text
@@ -23,11 +24,13 @@ def format_report(report: Report) -> str:
     header += ["delay p99"] * report.port + ["held p99"] * held
     rows = [header]
     for tenant in report.tenants:
+        if tenant.name is None and not tenant.counts.packets:
+            continue  # every packet found its tenant
         rows.append(_row(_cut(tenant.label), tenant.counts, tenant.rates, None, held, report.port))
         if len(tenant.classes) > 1 or (report.port and tenant.classes and tenant.classes[0].cls is not None):
             rows += [_row("  " + _cut(c.label, LABEL_WIDTH - 2), c.counts, c.rates, c, held, report.port) for c in tenant.classes]
     rows.append(_row("total", report.total, None, None, held, report.port))
-    lines = [head, *align(rows, right=range(1, len(header)))]
+    lines = [head, *wrapped(report.findings), "", *align(rows, right=range(1, len(header)))]
     lines.append(f"rates count {COUNT_MEANINGS[report.count]} (count: {report.count})")
     window = (report.timeline or {}).get("window_ns")
     if window:
@@ -88,8 +91,11 @@ def _isolation_lines(isolation: Isolation | None) -> list[str]:
         return []
     rows = [["isolation", "guarantee", "share", "conforming lost", "p99 with others / alone (worst class)"]]
     for t in isolation.tenants:
-        worst = max((d for d in t.delays if d.inflation is not None), key=lambda d: d.inflation or 0, default=None)
-        inflation = f"{worst.inflation:.3g}x ({_cut(worst.name, 16)}: {time_text(worst.p99_ns)} / {time_text(worst.alone_p99_ns)})" if worst else "-"
+        worst = max((d for d in t.delays if d.p99_ns is not None), key=lambda d: (d.only_with_others, d.inflation or 0), default=None)
+        inflation = "-"
+        if worst is not None:
+            ratio = "only with others" if worst.only_with_others else f"{worst.inflation:.3g}x"
+            inflation = f"{ratio} ({_cut(worst.name, 16)}: {time_text(worst.p99_ns)} / {time_text(worst.alone_p99_ns)})"
         share = "-" if t.share is None else f"{t.share:.3g}"
         rows.append([_cut(t.tenant), rate_text(t.entitled_bps) if t.entitled_bps else "-", share, f"{t.conforming_dropped:,}", inflation])
     index = isolation.fairness_index
