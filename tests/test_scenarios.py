@@ -173,3 +173,19 @@ def test_drift_raises_the_victims_p99_by_a_fifth_with_its_own_traffic_unchanged(
     rise = p99(reports[afternoon.name], "inference", "serving") / p99(reports[morning.name], "inference", "serving")
     assert 1.15 <= rise <= 1.25, f"p99 up {rise - 1:.0%}"
     assert tenant(reports[afternoon.name], "training")["packets"] > tenant(reports[morning.name], "training")["packets"]
+
+
+def test_the_findings_say_each_incident_in_a_sentence() -> None:
+    """What a user reads first: the invisible loss and the noisy neighbour, named; nothing said
+    of the neighbour once tenants have queues of their own."""
+    loss = report(SAMPLES / "invisible-loss.pcap", SAMPLES / "invisible-loss.yaml")
+    training = tenant(loss, "training")
+    first = loss["findings"][0]
+    assert first.startswith(f"training lost {training['dropped']:,} of {training['packets']:,} packets")
+    scope = next(s for s in loss["burst_scopes"] if s["scope"] == "tenant" and s["tenant"] == "training")
+    assert f"its microbursts account for {scope['dropped_in_bursts']:,} of the {scope['dropped']:,} drops" in first
+    assert first.endswith("and a queue of 0 B"), "a poll every second saw an empty queue"
+    shared = report(SAMPLES / "noisy-neighbour.pcap", SAMPLES / "noisy-neighbour.yaml")
+    isolated = report(SAMPLES / "noisy-neighbour.pcap", SAMPLES / "noisy-neighbour.isolated.yaml")
+    assert any(f.startswith("inference / serving waited") for f in shared["findings"]), shared["findings"]
+    assert not any(f.startswith("inference / serving") for f in isolated["findings"]), isolated["findings"]
