@@ -93,7 +93,7 @@ class Victim:
     def summary(self) -> str:
         """The finding in one sentence."""
         before, after = self.p99_ns["before"], self.p99_ns["after"]
-        rise = f"{self.p99_ns['percent']:.0f}%" if self.p99_ns["percent"] is not None else "from nothing"
+        rise = f"{self.p99_ns['percent']:.0f}%" if self.p99_ns["percent"] is not None else "from 0 ns"
         own = "with its own traffic unchanged" if self.traffic_unchanged else "while its own traffic changed too"
         head = f"{_label(self.tenant)}'s p99 delay ({self.name}) rose {rise} ({time_text(before)} -> {time_text(after)}) {own}"
         top = self.culprit
@@ -240,11 +240,13 @@ def _trimmed(values: list[int]) -> list[int]:
 
 
 def _is_victim(p99: dict[str, Any]) -> bool:
+    """Whether a class's p99 delay rose enough to look for a cause (a class that sent nothing
+    in one of the captures has nothing to compare)."""
     before, after = p99["before"], p99["after"]
-    if after is None:
+    if before is None or after is None:
         return False
-    rise = after - (before or 0)
-    return rise >= VICTIM_MIN_RISE_NS and (not before or rise >= VICTIM_MIN_RISE * before)
+    rise = after - before
+    return rise >= VICTIM_MIN_RISE_NS and rise >= VICTIM_MIN_RISE * before
 
 
 def _victim(old: dict[str, Any], new: dict[str, Any], tenant: dict[str, Any], cls: dict[str, Any], names: Iterable[str | None]) -> Victim:
