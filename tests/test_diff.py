@@ -109,9 +109,15 @@ def quiet_time_captures(tmp_path: Path, watched: bool) -> tuple[isolane.Report, 
     victim = [Burst(0, ("10.0.0.1", "11.0.0.1", 5000, 5001, 17), k * PERIOD_NS + 100 * US, 20 * US, 15_000_000_000) for k in range(10)]
     overlapping = [Burst(1, ("10.1.0.1", "11.1.0.1", 6000, 6001, 17), k * PERIOD_NS + 100 * US, 20 * US, 20_000_000_000) for k in (2, 5, 8)]
     quiet = [Burst(2, ("10.2.0.1", "11.2.0.1", 7000, 7001, 17), k * PERIOD_NS + 300 * US, 20 * US, 40_000_000_000) for k in range(10)]
+    return shared_fifo_replays(tmp_path, [victim, victim + overlapping + quiet], tenants=3, watched=watched)
+
+
+def shared_fifo_replays(tmp_path: Path, bursts: list[list[Burst]], tenants: int, watched: bool = False) -> tuple[isolane.Report, isolane.Report]:
+    """Two captures of 4 ms, of ``bursts`` only, replayed at a 10 Gbit/s shared FIFO; each tenant
+    guaranteed 3 Gbit/s (``watched``: also watched for bursts above 5 Gbit/s)."""
     reports = []
-    for name, bursts in (("before", victim), ("after", victim + overlapping + quiet)):
-        trace = make_trace(1, 3, 10 * PERIOD_NS, 0, bursts)
+    for name, each in zip(("before", "after"), bursts):
+        trace = make_trace(1, tenants, 10 * PERIOD_NS, 0, each)
         write_pcap(trace, tmp_path / f"{name}.pcap")
         port = {"rate": "10Gbps", "buffer": "4MiB", "mode": "shared_fifo"}
         policy = policy_for(trace, "10us" if watched else None, "5Gbps", rate="3Gbps", port=port)
@@ -130,6 +136,21 @@ def test_a_neighbour_bursting_while_the_victim_is_silent_is_not_ranked_first(tmp
     assert victim["tenant"] == "t0"
     assert [n["tenant"] for n in victim["neighbours"]] == ["t1", "t2"] and victim["culprit"] == "t1"
     assert victim["neighbours"][1]["share_after"] == 0
+
+
+def test_a_neighbour_sending_the_same_is_not_blamed_when_the_victim_moves_into_its_bursts(tmp_path: Path) -> None:
+    """t1 bursts the same in both captures, 200 us after each of t0's chunks; in the second t0
+    also sends during 3 of t1's bursts. t1's overlap of t0's delay rises, but t0 changed, not t1."""
+    chunk = [Burst(0, ("10.0.0.1", "11.0.0.1", 5000, 5001, 17), k * PERIOD_NS + 100 * US, 20 * US, 15_000_000_000) for k in range(10)]
+    extra = [Burst(0, ("10.0.0.1", "11.0.0.1", 5000, 5001, 17), k * PERIOD_NS + 300 * US, 20 * US, 15_000_000_000) for k in (2, 5, 8)]
+    neighbour = [Burst(1, ("10.1.0.1", "11.1.0.1", 6000, 6001, 17), k * PERIOD_NS + 300 * US, 20 * US, 20_000_000_000) for k in range(10)]
+    data = valid(diff(*shared_fifo_replays(tmp_path, [chunk + neighbour, chunk + extra + neighbour], tenants=2)))
+    assert tenant_entry(data, "t1")["traffic_unchanged"] and not tenant_entry(data, "t0")["traffic_unchanged"]
+    victims = {v["tenant"]: v for v in data["victims"]}
+    (neighbour_entry,) = victims["t0"]["neighbours"]
+    assert neighbour_entry["score"] >= CULPRIT_MIN_SCORE and victims["t0"]["culprit"] is None
+    assert "no other tenant whose traffic changed" in victims["t0"]["summary"]
+    assert victims["t1"]["culprit"] == "t0"  # t0's new chunks land in t1's bursts: t1 is delayed by what changed
 
 
 def test_the_same_counts_at_other_times_are_not_the_same_traffic(tmp_path: Path) -> None:

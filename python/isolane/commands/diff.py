@@ -44,6 +44,8 @@ class Neighbour:
     """How much of a victim's queueing delay a neighbour's bursts overlap, in each capture."""
 
     tenant: str | None
+    traffic_unchanged: bool
+    """Its own traffic the same in both captures: then its bursts are too, and cannot be what changed."""
     bursts_before: Bursts
     bursts_after: Bursts
     before: DelayOverlap
@@ -64,6 +66,7 @@ class Neighbour:
     def to_json(self) -> dict[str, Any]:
         return {
             "tenant": self.tenant,
+            "traffic_unchanged": self.traffic_unchanged,
             "bursts": {"before": self.bursts_before.to_json(), "after": self.bursts_after.to_json()},
             "share_before": self.before.share,
             "share_after": self.after.share,
@@ -85,9 +88,11 @@ class Victim:
 
     @property
     def culprit(self) -> Neighbour | None:
-        """The first-ranked neighbour, if its score reaches :data:`CULPRIT_MIN_SCORE`."""
-        top = self.neighbours[0] if self.neighbours else None
-        return top if top is not None and top.score >= CULPRIT_MIN_SCORE else None
+        """The best-ranked neighbour whose own traffic changed, if its score reaches
+        :data:`CULPRIT_MIN_SCORE` (a neighbour sending the same in both captures bursts the same:
+        its overlap can only have moved with the others' change)."""
+        changed = [n for n in self.neighbours if not n.traffic_unchanged]
+        return changed[0] if changed and changed[0].score >= CULPRIT_MIN_SCORE else None
 
     @property
     def summary(self) -> str:
@@ -98,7 +103,7 @@ class Victim:
         head = f"{_label(self.tenant)}'s p99 delay ({self.name}) rose {rise} ({time_text(before)} -> {time_text(after)}) {own}"
         top = self.culprit
         if top is None:
-            return f"{head}; no other tenant's bursts overlap more of its queueing delay than before"
+            return f"{head}; no other tenant whose traffic changed has bursts overlapping more of its queueing delay than before"
         was = f"up from {_percent(top.before.share)}" if top.before.share is not None else "no delay before"
         return f"{head}; {_label(top.tenant)}'s bursts overlap {_percent(top.after.share)} of its queueing delay ({was})"
 
@@ -153,7 +158,7 @@ def diff(before: ReportLike, after: ReportLike) -> ReportDiff:
     old, new = (r.to_json() if isinstance(r, Report) else dict(r) for r in (before, after))
     names = list(dict.fromkeys([t["tenant"] for t in old["tenants"]] + [t["tenant"] for t in new["tenants"]]))
     tenants = [_tenant_change(old, new, name) for name in names]
-    victims = [_victim(old, new, tenant, cls, names) for tenant in tenants for cls in tenant["classes"] if _is_victim(cls["delay_ns"]["p99"])]
+    victims = [_victim(old, new, tenant, cls, tenants) for tenant in tenants for cls in tenant["classes"] if _is_victim(cls["delay_ns"]["p99"])]
     return ReportDiff(old, new, tenants, victims)
 
 
@@ -249,20 +254,17 @@ def _is_victim(p99: dict[str, Any]) -> bool:
     return rise >= VICTIM_MIN_RISE_NS and rise >= VICTIM_MIN_RISE * before
 
 
-def _victim(old: dict[str, Any], new: dict[str, Any], tenant: dict[str, Any], cls: dict[str, Any], names: Iterable[str | None]) -> Victim:
+def _victim(old: dict[str, Any], new: dict[str, Any], tenant: dict[str, Any], cls: dict[str, Any], tenants: Iterable[dict[str, Any]]) -> Victim:
     name, key = tenant["tenant"], cls["cls"]
     neighbours = []
-    for other in names:
-        if other == name or not _has_packets(old, new, other):
+    for other in tenants:
+        if other is tenant or not (other["packets"]["before"] or other["packets"]["after"]):
             continue
-        bursts = tenant_bursts(old, other), tenant_bursts(new, other)
-        neighbours.append(Neighbour(other, *bursts, delay_overlap(old, name, key, bursts[0]), delay_overlap(new, name, key, bursts[1])))
+        bursts = tenant_bursts(old, other["tenant"]), tenant_bursts(new, other["tenant"])
+        overlaps = delay_overlap(old, name, key, bursts[0]), delay_overlap(new, name, key, bursts[1])
+        neighbours.append(Neighbour(other["tenant"], other["traffic_unchanged"], *bursts, *overlaps))
     neighbours.sort(key=lambda n: (-n.score, -(n.added_delay_share or 0.0), str(n.tenant)))
     return Victim(name, key, cls["class"], cls["delay_ns"]["p99"], tenant["traffic_unchanged"], neighbours)
-
-
-def _has_packets(old: dict[str, Any], new: dict[str, Any], tenant: str | None) -> bool:
-    return any(_tenant_entry(report, tenant).get("packets", 0) for report in (old, new))
 
 
 def _capture_summary(report: dict[str, Any]) -> dict[str, Any]:
@@ -352,8 +354,9 @@ def _delay_table(tenants: list[dict[str, Any]]) -> list[str]:
 def _neighbour_table(victim: Victim) -> list[str]:
     if not victim.neighbours:
         return ["  no other tenant"]
-    rows = [["  neighbour", "bursts before", "after", "overlap before", "after", "change"]]
+    rows = [["  neighbour", "own traffic", "bursts before", "after", "overlap before", "after", "change"]]
     for n in victim.neighbours:
         counts = ["-" if b.source is None else f"{b.count:,}" for b in (n.bursts_before, n.bursts_after)]
-        rows.append(["  " + _cut(_label(n.tenant)), *counts, _percent(n.before.share), _percent(n.after.share), f"{100 * n.score:+.0f} pts"])
-    return align(rows, right={1, 2, 3, 4, 5})
+        own = "unchanged" if n.traffic_unchanged else "changed"
+        rows.append(["  " + _cut(_label(n.tenant)), own, *counts, _percent(n.before.share), _percent(n.after.share), f"{100 * n.score:+.0f} pts"])
+    return align(rows, right={2, 3, 4, 5, 6})

@@ -43,6 +43,7 @@ _SHARE = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 _NEIGHBOUR = _object(
     {
         "tenant": _NAME,
+        "traffic_unchanged": {"type": "boolean"},
         "bursts": _object({"before": _SIDE_BURSTS, "after": _SIDE_BURSTS}),
         "share_before": _SHARE,
         "share_after": _SHARE,
