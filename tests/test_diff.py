@@ -101,6 +101,18 @@ def test_the_diff_of_saved_json_reports_is_the_diff_of_the_reports() -> None:
     assert diff(*saved).to_json() == diff(before, after).to_json()
 
 
+def test_reports_without_a_timeline_rank_nobody_and_say_so() -> None:
+    """Reports saved before the timeline existed: the delays still compare, the bursts and the
+    overlaps are unknown, and nobody is blamed."""
+    saved = [{**r.to_json(), "timeline": None} for r in (drift_report(MORNING), drift_report(AFTERNOON))]
+    result = diff(*saved)
+    data = valid(result)
+    (found,) = [v for v in data["victims"] if (v["tenant"], v["class"]) == (VICTIM, "serving")]
+    assert found["culprit"] is None and all(n["share_before"] is None and n["share_after"] is None for n in found["neighbours"])
+    assert tenant_entry(data, NEIGHBOUR)["bursts"]["source"] == {"before": None, "after": None}
+    assert "no other tenant whose traffic changed" in found["summary"]
+
+
 def quiet_time_captures(tmp_path: Path, watched: bool) -> tuple[isolane.Report, isolane.Report]:
     """Three tenants at a 10 Gbit/s shared FIFO, 4 ms: t0, the victim, sends 20 us at 15 Gbit/s
     every 400 us (its own small queue); in the second capture t1 sends 20 us at 20 Gbit/s at
