@@ -33,10 +33,9 @@ ReportLike = Report | Mapping[str, Any]
 def change(before: float | None, after: float | None) -> dict[str, Any]:
     """A number before and after, the change and the change in percent of before (None where
     either is missing, or for the percent when before is 0)."""
-    both = before is not None and after is not None
     delta = after - before if before is not None and after is not None else None
     percent = 100 * delta / before if delta is not None and before else None
-    return {"before": before, "after": after, "change": delta if both else None, "percent": percent}
+    return {"before": before, "after": after, "change": delta, "percent": percent}
 
 
 @dataclasses.dataclass
