@@ -14,6 +14,7 @@ from typing import Any
 
 from isolane import _core
 from isolane.commands import gen
+from isolane.commands.diff import diff
 from isolane.commands.inspect import CaptureSummary, summarize
 from isolane.commands.replay import replay
 from isolane.engine import DEFAULT_POLLS
@@ -85,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         "(default: every tenant when the policy has a port and at most 16 tenants; '' for none)",
     )
     replay.set_defaults(run=_replay)
+    _add_diff(commands)
     schema = commands.add_parser(
         "schema",
         help="print the JSON Schema of policy files (or of the replay report)",
@@ -143,6 +145,33 @@ def _replay(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"isolane: error: the report does not add up (a bug in isolane): {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def _add_diff(commands: Any) -> None:
+    compare = commands.add_parser(
+        "diff",
+        help="compare two captures replayed through one policy, and name the neighbour behind a tenant's worse delay",
+        description="Replay two captures (BEFORE, AFTER) through a tenant policy and show per tenant and class what changed "
+        "(rates, drops, bursts, queueing delays), whether each tenant's own traffic is the same, and for each class whose "
+        "p99 delay rose, the other tenants ranked by how much more of its delay falls while they burst. See docs/report.md.",
+    )
+    compare.add_argument("before", help="the earlier capture (pcap or pcapng)")
+    compare.add_argument("after", help="the later capture")
+    compare.add_argument("--policy", required=True, help="tenant policy both are replayed through (YAML, TOML or JSON)")
+    compare.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    compare.add_argument("-o", "--output", metavar="FILE", help="write the tables (or with --json the JSON) to FILE instead of standard output")
+    compare.set_defaults(run=_diff)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    policy = _read_policy(args.policy)
+    before, after = (replay(path, policy, alone=[], progress=_terminal_progress()) for path in (args.before, args.after))
+    for report in (before, after):
+        for warning in report.warnings:
+            print(f"isolane: warning: {report.capture}: {warning}", file=sys.stderr)
+    result = diff(before, after)
+    _print(result.to_json() if args.json else result.to_text(), args.output)
+    return 0
 
 
 def _window(text: str) -> int:
