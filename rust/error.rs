@@ -7,10 +7,11 @@ use std::io;
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
     /// A capture file that is not a valid pcap/pcapng, with where it went wrong.
-    #[error("byte offset {offset}, packet {packet}: {reason}")]
+    #[error("byte offset {offset}{}: {reason}", PacketNumber(*packet))]
     Pcap {
         offset: u64,
-        /// Zero-based index of the packet being read when the error was found.
+        /// The number of the packet being read when the error was found, counted from 1 as
+        /// Wireshark does; 0 for the file header, before any packet.
         packet: u64,
         reason: String,
     },
@@ -68,6 +69,18 @@ impl CoreError {
                 CoreError::InvalidSpec { place, reason }
             }
             other => other,
+        }
+    }
+}
+
+/// `, packet N`, or nothing for packet 0 (the file header).
+struct PacketNumber(u64);
+
+impl fmt::Display for PacketNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            number => write!(f, ", packet {number}"),
         }
     }
 }

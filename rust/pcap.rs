@@ -1,29 +1,35 @@
 //! Streaming pcap and pcapng reader with bounded memory and errors that say where.
 //!
-//! The format is detected from the first four bytes, never from the file name. Records are
-//! decoded by the `pcap-parser` crate; this module owns the buffering (packets stay where they
-//! were read, memory stays bounded, and every error knows its byte offset) and the checks that
-//! turn a corrupt file into an error instead of a hang or a silently shorter capture.
+//! The format is detected from the first four bytes, never from the file name. This module
+//! owns the buffering (packets stay where they were read, memory stays bounded, and every error
+//! knows its byte offset), the checks that turn a corrupt file into an error instead of a hang,
+//! and the count of what Wireshark reads with a warning ([`Issues`]): a file cut short, time
+//! going backwards, impossible sub-second fields and wire lengths. pcapng blocks are decoded
+//! in [`pcapng`]; [`input`] opens files, standard input and compressed captures, and [`merge`]
+//! reads several captures as one, in timestamp order.
 
-use std::io::Read;
+use std::io::{self, Read};
 
 use pcap_parser::parse_pcap_header;
-use pcap_parser::pcapng::{self, Block};
-use pcap_parser::traits::PcapNGPacketBlock;
 
 use crate::batch::{linktype, PacketBuffers};
 use crate::error::{CoreError, Result};
 use crate::memory;
+
+pub mod input;
+pub mod merge;
+mod pcapng;
 
 /// No real capture has a record this large (libpcap caps pcapng blocks at 16 MiB); a length
 /// beyond it means a corrupt file, and honouring it would mean allocating gigabytes.
 const MAX_BLOCK_LEN: usize = 16 << 20;
 /// A snap length of 0 means "unlimited"; libpcap's largest snap length stands in for it.
 const DEFAULT_SNAPLEN: u32 = 262_144;
-/// Reads go at least 1 MiB at a time.
+/// A streamed batch reads its bytes up to this much at a time (and at least its byte limit):
+/// few system calls, and few enough bytes read ahead of the batch.
 const READ_CHUNK: usize = 1 << 20;
-const PCAPNG_SHB: u32 = 0x0a0d_0d0a;
-const PCAPNG_BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
+/// A batch buffer that must grow grows by at least this much.
+const MIN_GROWTH: usize = 64 << 10;
 
 /// What the first bytes say the file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,27 +38,10 @@ pub enum Format {
     PcapNg,
 }
 
-/// One pcapng interface: what its packets' link type and timestamps mean.
-#[derive(Debug, Clone, Copy)]
-struct Interface {
-    link_type: u16,
-    snaplen: u32,
-    /// Timestamp units per second.
-    resolution: u64,
-    offset_seconds: i64,
-}
-
-/// What a pcapng block brings, copied out of the buffer it was parsed from.
-enum BlockContent {
-    Interface(Interface),
-    Packet { interface: usize, bytes: std::ops::Range<usize>, wire_len: u32, ticks: u64 },
-    Nothing,
-}
-
 #[derive(Debug)]
 enum State {
     Pcap { big_endian: bool, nanoseconds: bool, snaplen: u32, link_type: u16 },
-    PcapNg { big_endian: bool, interfaces: Vec<Interface> },
+    PcapNg(pcapng::Section),
 }
 
 /// A packet found in a record, relative to the record's first byte.
@@ -64,10 +53,20 @@ struct PacketAt {
     link_type: u16,
 }
 
+/// What a record has that the reader counts in its [`Issues`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Note {
+    Plain,
+    /// A pcap record whose sub-second field is a second or more.
+    SubsecondOutOfRange,
+    ObsoletePacketBlock,
+    UnknownBlock,
+}
+
 /// The outcome of looking at the bytes where the next record starts.
 enum Step {
     /// A whole record of `len` bytes, carrying a packet or not (interface, statistics blocks).
-    Record { len: usize, packet: Option<PacketAt> },
+    Record { len: usize, packet: Option<PacketAt>, note: Note },
     /// The record needs `total` bytes from its start; `what` names it for the error if the
     /// file ends first.
     NeedMore { total: usize, what: &'static str },
@@ -85,11 +84,54 @@ impl Limits {
     pub const WHOLE_FILE: Limits = Limits { packets: usize::MAX, bytes: usize::MAX };
 }
 
+/// What the reader met that Wireshark reads too, with a warning or without a word; counted so
+/// that the commands can say it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Issues {
+    /// The file ended inside a record: every packet before it was read.
+    pub truncated: Option<Truncation>,
+    /// Packets whose timestamp is earlier than the packet's before them.
+    pub out_of_order: u64,
+    /// pcap records whose microseconds (nanoseconds) field is 1e6 (1e9) or more; the excess is
+    /// carried into the seconds, as Wireshark's time arithmetic does.
+    pub bad_subsecond: u64,
+    /// Packets whose wire length is below their captured length; it is raised to the captured
+    /// length (the bytes captured were on the wire, and Wireshark dissects them all).
+    pub wire_below_captured: u64,
+    /// Packets read from pcapng's obsolete Packet Blocks (type 2).
+    pub obsolete_packet_blocks: u64,
+    /// Well-formed pcapng blocks of types the spec does not define (local-use ones among
+    /// them), skipped.
+    pub unknown_blocks_skipped: u64,
+}
+
+/// Where a capture was cut short.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// The number of the packet that was cut (counted from 1, as Wireshark does).
+    pub packet: u64,
+    /// The byte offset of the record that was cut.
+    pub offset: u64,
+    /// The record's length as far as it was read, and the bytes the file still had of it.
+    pub announced: usize,
+    pub bytes_left: usize,
+    pub what: &'static str,
+}
+
+impl Truncation {
+    /// The error of a reader that takes a cut file as corrupt.
+    pub fn error(&self) -> CoreError {
+        let reason = format!("truncated final {}: {} bytes announced, {} left in the file", self.what, self.announced, self.bytes_left);
+        pcap_error(self.offset, self.packet, reason)
+    }
+}
+
 /// Reads packets from a pcap or pcapng stream, a batch at a time.
 ///
 /// A batch's `data` is the file's bytes as read, record headers and all: packets stay where
 /// they were read and `offsets` point at them, so no packet byte is copied. Only a record cut
-/// by the end of one batch moves, to the start of the next.
+/// by the end of one batch moves, to the start of the next. A file that ends inside a record
+/// ends the stream there, recorded in [`Issues::truncated`].
 pub struct PcapReader<R> {
     reader: R,
     state: State,
@@ -98,41 +140,36 @@ pub struct PcapReader<R> {
     carry_offset: u64,
     exhausted: bool,
     packets_read: u64,
+    last_timestamp_ns: Option<i64>,
+    issues: Issues,
 }
 
 impl<R: Read> PcapReader<R> {
     /// Reads the file header; fails on anything that is neither pcap nor pcapng.
-    pub fn new(reader: R) -> Result<Self> {
-        let mut this = PcapReader {
-            reader,
-            state: State::PcapNg { big_endian: false, interfaces: Vec::new() },
-            carry: Vec::new(),
-            carry_offset: 0,
-            exhausted: false,
-            packets_read: 0,
-        };
-        this.carry_at_least(24)?;
-        let head = &this.carry;
+    pub fn new(mut reader: R) -> Result<Self> {
+        let mut head = Vec::with_capacity(24);
+        read_fully(&mut reader, &mut head, 24)?;
+        let exhausted = head.len() < 24;
         if head.len() < 4 {
             return Err(pcap_error(0, 0, format!("file too short for a capture header ({} bytes)", head.len())));
         }
         let magic = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        match detect(magic) {
+        let (state, carry_offset) = match detect(magic) {
             Some(Format::Pcap) => {
-                this.state = read_pcap_header(head)?;
-                this.carry.drain(..24);
-                this.carry_offset = 24;
+                let state = read_pcap_header(&head)?;
+                head.clear();
+                (state, 24)
             }
-            Some(Format::PcapNg) => {} // the section header is the first block
+            Some(Format::PcapNg) => (State::PcapNg(pcapng::Section::default()), 0), // the section header is the first block
             None => return Err(pcap_error(0, 0, format!("bad magic 0x{magic:08x}: not a pcap or pcapng file"))),
-        }
-        Ok(this)
+        };
+        Ok(PcapReader { reader, state, carry: head, carry_offset, exhausted, packets_read: 0, last_timestamp_ns: None, issues: Issues::default() })
     }
 
     pub fn format(&self) -> Format {
         match self.state {
             State::Pcap { .. } => Format::Pcap,
-            State::PcapNg { .. } => Format::PcapNg,
+            State::PcapNg(_) => Format::PcapNg,
         }
     }
 
@@ -145,19 +182,29 @@ impl<R: Read> PcapReader<R> {
         self.packets_read
     }
 
+    pub fn issues(&self) -> &Issues {
+        &self.issues
+    }
+
+    /// An error if the file was cut short: for callers that take that as corruption.
+    pub fn check_complete(&self) -> Result<()> {
+        self.issues.truncated.as_ref().map_or(Ok(()), |cut| Err(cut.error()))
+    }
+
     /// Reads the next batch within `limits`; an empty batch means the end of the file.
     /// `capacity` is the room to reserve for its bytes (the file size, for a whole file).
     pub fn next_batch(&mut self, limits: Limits, capacity: usize) -> Result<PacketBuffers> {
-        let mut out = PacketBuffers { data: memory::byte_buffer(capacity.max(self.carry.len())), ..Default::default() };
-        out.data.append(&mut self.carry);
+        let mut out = PacketBuffers::default();
+        let mut buffer = FillBuffer::new(capacity.max(self.carry.len()));
+        buffer.extend_from_slice(&self.carry);
+        self.carry.clear();
         let base = self.carry_offset;
         let mut pos = 0;
         loop {
             let mut need = None;
-            while out.len() < limits.packets && pos < limits.bytes && pos < out.data.len() {
-                let at = base + pos as u64;
-                match self.step(&out.data[pos..], at, out.len())? {
-                    Step::Record { len, packet } => {
+            while out.len() < limits.packets && pos < limits.bytes && pos < buffer.filled {
+                match self.step(&buffer.bytes[pos..buffer.filled], base + pos as u64, out.len())? {
+                    Step::Record { len, packet, .. } => {
                         if let Some(p) = packet {
                             out.push_at(pos + p.start, p.len, p.wire_len, p.timestamp_ns, p.link_type);
                         }
@@ -170,145 +217,157 @@ impl<R: Read> PcapReader<R> {
                 }
             }
             let full = out.len() >= limits.packets || pos >= limits.bytes;
-            if full || (self.exhausted && pos == out.data.len()) {
+            if full || (self.exhausted && pos == buffer.filled) {
                 break;
             }
             if self.exhausted {
-                let (total, what) = need.unwrap_or((0, "record"));
-                let have = out.data.len() - pos;
-                let packet = self.packets_read + out.len() as u64;
-                return Err(pcap_error(base + pos as u64, packet, format!("truncated final {what}: {total} bytes announced, {have} left in the file")));
+                let (announced, what) = need.unwrap_or((0, "record"));
+                self.cut_short(base + pos as u64, out.len(), announced, buffer.filled - pos, what)?;
+                buffer.filled = pos;
+                break;
             }
-            let wanted = need.map_or(0, |(total, _)| total.saturating_sub(out.data.len() - pos));
-            let spare = out.data.capacity() - out.data.len();
-            let read_size = if limits.packets == usize::MAX { spare } else { 0 };
-            self.read_more(&mut out.data, wanted.max(read_size).max(READ_CHUNK))?;
+            // The record being cut needs `wanted` more bytes; beyond it, read no further than the
+            // batch's byte limit, so that little is left over to copy into the next batch.
+            let wanted = need.map_or(0, |(total, _)| total.saturating_sub(buffer.filled - pos));
+            let ahead = match limits.packets {
+                usize::MAX => buffer.spare(),
+                _ => READ_CHUNK.min(limits.bytes.saturating_sub(buffer.filled)).min(buffer.spare()),
+            };
+            self.read_more(&mut buffer, wanted.max(ahead).max(1))?;
         }
-        self.carry.extend_from_slice(&out.data[pos..]);
-        out.data.truncate(pos);
+        self.carry.extend_from_slice(&buffer.bytes[pos..buffer.filled]);
+        out.data = buffer.into_vec(pos);
         self.carry_offset = base + pos as u64;
         self.packets_read += out.len() as u64;
         Ok(out)
     }
 
-    /// Appends up to `len` more bytes of the file to `data`, without zero-filling first.
-    fn read_more(&mut self, data: &mut Vec<u8>, len: usize) -> Result<()> {
-        let got = (&mut self.reader).take(len as u64).read_to_end(data)?;
+    /// Appends up to `len` more bytes of the file to `buffer`, in as few reads as the source allows.
+    fn read_more(&mut self, buffer: &mut FillBuffer, len: usize) -> Result<()> {
+        let got = buffer.read_from(&mut self.reader, len)?;
         self.exhausted |= got < len;
         Ok(())
     }
 
-    fn carry_at_least(&mut self, len: usize) -> Result<()> {
-        let mut carry = std::mem::take(&mut self.carry);
-        let missing = len.saturating_sub(carry.len());
-        self.read_more(&mut carry, missing)?;
-        self.carry = carry;
+    /// Records that the file ends inside the record at `offset`; a pcapng file cut before its
+    /// first section header is complete is not a capture at all.
+    fn cut_short(&mut self, offset: u64, packets_in_batch: usize, announced: usize, bytes_left: usize, what: &'static str) -> Result<()> {
+        let cut = Truncation { packet: self.packets_read + packets_in_batch as u64 + 1, offset, announced, bytes_left, what };
+        if matches!(self.state, State::PcapNg(_)) && offset == 0 {
+            return Err(cut.error());
+        }
+        self.issues.truncated = Some(cut);
         Ok(())
     }
 
     #[inline]
     fn step(&mut self, bytes: &[u8], at: u64, packets_in_batch: usize) -> Result<Step> {
-        let packet = self.packets_read + packets_in_batch as u64;
-        let error = |reason: String| pcap_error(at, packet, reason);
-        match self.state {
-            State::Pcap { big_endian, nanoseconds, snaplen, link_type } => pcap_record(bytes, big_endian, nanoseconds, snaplen, link_type).map_err(error),
-            State::PcapNg { .. } => self.pcapng_block(bytes).map_err(error),
-        }
-    }
-
-    fn pcapng_block(&mut self, bytes: &[u8]) -> std::result::Result<Step, String> {
-        if bytes.len() < 12 {
-            return Ok(Step::NeedMore { total: 12, what: "block header" });
-        }
-        let block_type = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        if block_type == PCAPNG_SHB {
-            return self.section_header(bytes);
-        }
-        let State::PcapNg { big_endian, .. } = self.state else { unreachable!("called for pcapng files only") };
-        let block_len = read_u32(&bytes[4..8], big_endian) as usize;
-        check_block_len(block_len)?;
-        if bytes.len() < block_len {
-            return Ok(Step::NeedMore { total: block_len, what: "block" });
-        }
-        let bytes = &bytes[..block_len];
-        let trailer = read_u32(&bytes[block_len - 4..], big_endian) as usize;
-        if trailer != block_len {
-            return Err(format!("block length {block_len} does not match its trailing copy {trailer}"));
-        }
-        let parse = if big_endian { pcapng::parse_block_be } else { pcapng::parse_block_le };
-        let block = parse(bytes).map_err(|err| format!("bad block of type 0x{block_type:08x}: {err:?}"))?.1;
-        let packet_at = |data: &[u8]| {
-            let start = data.as_ptr() as usize - bytes.as_ptr() as usize;
-            start..start + data.len()
+        let number = self.packets_read + packets_in_batch as u64 + 1;
+        let step = match &mut self.state {
+            State::Pcap { big_endian, nanoseconds, snaplen, link_type } => pcap_record(bytes, *big_endian, *nanoseconds, *snaplen, *link_type),
+            State::PcapNg(section) => section.block(bytes),
         };
-        let content = match block {
-            Block::InterfaceDescription(idb) => BlockContent::Interface(Interface {
-                link_type: idb.linktype.0 as u16,
-                snaplen: idb.snaplen,
-                resolution: ts_resolution(idb.if_tsresol).unwrap_or(0),
-                offset_seconds: idb.ts_offset(),
-            }),
-            Block::EnhancedPacket(epb) => BlockContent::Packet {
-                interface: epb.if_id as usize,
-                bytes: packet_at(epb.packet_data()),
-                wire_len: epb.origlen,
-                ticks: (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low),
-            },
-            Block::SimplePacket(spb) => BlockContent::Packet { interface: 0, bytes: packet_at(spb.packet_data()), wire_len: spb.origlen, ticks: 0 },
-            _ => BlockContent::Nothing, // statistics, name resolution, custom blocks: nothing to count
-        };
-        let packet = match content {
-            BlockContent::Interface(interface) if interface.resolution == 0 => {
-                return Err("interface has an impossible if_tsresol (finer than 1e-19 s or 2^-63 s)".to_string());
+        match step.map_err(|reason| pcap_error(at, number, reason))? {
+            Step::Record { len, mut packet, note } => {
+                self.count(packet.as_mut(), note);
+                Ok(Step::Record { len, packet, note })
             }
-            BlockContent::Interface(interface) => {
-                self.interfaces().push(interface);
-                None
+            need => Ok(need),
+        }
+    }
+
+    /// Counts what `note` and the packet say in the issues, and raises a wire length below
+    /// the captured length to it.
+    #[inline]
+    fn count(&mut self, packet: Option<&mut PacketAt>, note: Note) {
+        match note {
+            Note::Plain => {}
+            Note::SubsecondOutOfRange => self.issues.bad_subsecond += 1,
+            Note::ObsoletePacketBlock => self.issues.obsolete_packet_blocks += 1,
+            Note::UnknownBlock => self.issues.unknown_blocks_skipped += 1,
+        }
+        let Some(packet) = packet else { return };
+        if (packet.wire_len as usize) < packet.len {
+            self.issues.wire_below_captured += 1;
+            packet.wire_len = packet.len as u32;
+        }
+        if self.last_timestamp_ns.is_some_and(|last| packet.timestamp_ns < last) {
+            self.issues.out_of_order += 1;
+        }
+        self.last_timestamp_ns = Some(packet.timestamp_ns);
+    }
+}
+
+/// A batch's bytes: a zeroed allocation (fresh pages, so zeroing costs nothing) filled from
+/// the front by reads straight into it, so that a read can ask for megabytes at once.
+struct FillBuffer {
+    bytes: Vec<u8>,
+    filled: usize,
+}
+
+impl FillBuffer {
+    fn new(capacity: usize) -> Self {
+        FillBuffer { bytes: memory::zeroed_vec(capacity), filled: 0 }
+    }
+
+    fn spare(&self) -> usize {
+        self.bytes.len() - self.filled
+    }
+
+    fn make_room(&mut self, len: usize) {
+        if self.spare() < len {
+            let wanted = (self.filled + len).max(self.bytes.len() * 2).max(MIN_GROWTH);
+            self.bytes.resize(wanted, 0);
+        }
+    }
+
+    fn extend_from_slice(&mut self, more: &[u8]) {
+        self.make_room(more.len());
+        self.bytes[self.filled..self.filled + more.len()].copy_from_slice(more);
+        self.filled += more.len();
+    }
+
+    /// Reads until `len` bytes came or the source ended; returns how many came. A full buffer
+    /// first reads one byte aside, so that finding the source's end costs no growth.
+    fn read_from(&mut self, source: &mut impl Read, len: usize) -> io::Result<usize> {
+        if self.spare() == 0 && len > 0 {
+            let mut probe = [0u8; 1];
+            if read_some(source, &mut probe)? == 0 {
+                return Ok(0);
             }
-            BlockContent::Packet { interface, bytes, wire_len, ticks } => Some(self.pcapng_packet(interface, bytes, wire_len, ticks)?),
-            BlockContent::Nothing => None,
-        };
-        Ok(Step::Record { len: block_len, packet })
+            self.extend_from_slice(&probe);
+            return Ok(1 + self.read_from(source, len - 1)?);
+        }
+        self.make_room(len);
+        let (start, end) = (self.filled, self.filled + len);
+        while self.filled < end {
+            match read_some(source, &mut self.bytes[self.filled..end])? {
+                0 => break,
+                got => self.filled += got,
+            }
+        }
+        Ok(self.filled - start)
     }
 
-    fn pcapng_packet(&self, interface: usize, bytes: std::ops::Range<usize>, wire_len: u32, ticks: u64) -> std::result::Result<PacketAt, String> {
-        let State::PcapNg { interfaces, .. } = &self.state else { unreachable!("called for pcapng files only") };
-        let Some(interface) = interfaces.get(interface).copied() else {
-            return Err(format!("packet names interface {interface}, but the section has {}", interfaces.len()));
-        };
-        check_link_type(interface.link_type)?;
-        if bytes.len() > interface.snaplen.max(DEFAULT_SNAPLEN) as usize {
-            return Err(format!("packet of {} bytes is longer than the snap length {}", bytes.len(), interface.snaplen));
-        }
-        let timestamp_ns = pcapng_timestamp_ns(ticks, interface).ok_or_else(|| format!("timestamp {ticks} is out of range"))?;
-        Ok(PacketAt { start: bytes.start, len: bytes.len(), wire_len, timestamp_ns, link_type: interface.link_type })
+    fn into_vec(mut self, len: usize) -> Vec<u8> {
+        self.bytes.truncate(len);
+        self.bytes
     }
+}
 
-    fn interfaces(&mut self) -> &mut Vec<Interface> {
-        match &mut self.state {
-            State::PcapNg { interfaces, .. } => interfaces,
-            State::Pcap { .. } => unreachable!("called for pcapng files only"),
+/// One read, retried when a signal interrupts it.
+fn read_some(source: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match source.read(buf) {
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            done => return done,
         }
     }
+}
 
-    /// A section header starts a new section: its byte order applies from here, and the
-    /// interfaces of the previous section are forgotten.
-    fn section_header(&mut self, bytes: &[u8]) -> std::result::Result<Step, String> {
-        let byte_order = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        let big_endian = match byte_order {
-            PCAPNG_BYTE_ORDER_MAGIC => false,
-            magic if magic == PCAPNG_BYTE_ORDER_MAGIC.swap_bytes() => true,
-            magic => return Err(format!("bad pcapng byte-order magic 0x{magic:08x}")),
-        };
-        let block_len = read_u32(&bytes[4..8], big_endian) as usize;
-        check_block_len(block_len)?;
-        if bytes.len() < block_len {
-            return Ok(Step::NeedMore { total: block_len, what: "section header block" });
-        }
-        pcapng::parse_sectionheaderblock(&bytes[..block_len]).map_err(|err| format!("bad section header block: {err:?}"))?;
-        self.state = State::PcapNg { big_endian, interfaces: Vec::new() };
-        Ok(Step::Record { len: block_len, packet: None })
-    }
+/// Appends up to `len` bytes of `source` to `out`, fewer only at its end.
+fn read_fully(source: &mut impl Read, out: &mut Vec<u8>, len: usize) -> io::Result<()> {
+    source.take(len as u64).read_to_end(out).map(drop)
 }
 
 /// One classic pcap record: a 16-byte header and the captured bytes. This is the per-packet
@@ -328,9 +387,13 @@ fn pcap_record(bytes: &[u8], big_endian: bool, nanoseconds: bool, snaplen: u32, 
         return Ok(Step::NeedMore { total: len, what: "record" });
     }
     let fraction = u64::from(field(4));
-    let fraction_ns = if nanoseconds { fraction } else { fraction * 1000 };
+    let (fraction_ns, per_second) = if nanoseconds { (fraction, 1_000_000_000) } else { (fraction * 1000, 1_000_000) };
+    // A fraction of a second or more is taken as read, the excess carried into the seconds:
+    // the time Wireshark computes with (it shows such a time as 10.1500000000 s).
+    let note = if fraction >= per_second { Note::SubsecondOutOfRange } else { Note::Plain };
     let timestamp_ns = i64::from(field(0)) * 1_000_000_000 + fraction_ns as i64;
-    Ok(Step::Record { len, packet: Some(PacketAt { start: 16, len: caplen as usize, wire_len: field(12), timestamp_ns, link_type }) })
+    let packet = PacketAt { start: 16, len: caplen as usize, wire_len: field(12), timestamp_ns, link_type };
+    Ok(Step::Record { len, packet: Some(packet), note })
 }
 
 fn check_block_len(block_len: usize) -> std::result::Result<(), String> {
@@ -340,13 +403,17 @@ fn check_block_len(block_len: usize) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Reads a whole capture into one batch.
+/// Reads a whole capture into one batch; a capture cut short is an error.
 pub fn read_all<R: Read>(reader: R, size_hint: usize) -> Result<PacketBuffers> {
-    PcapReader::new(reader)?.next_batch(Limits::WHOLE_FILE, size_hint)
+    let mut reader = PcapReader::new(reader)?;
+    let out = reader.next_batch(Limits::WHOLE_FILE, size_hint)?;
+    reader.check_complete()?;
+    Ok(out)
 }
 
 /// Finds every packet of a capture that is already in memory (a mapped file), without copying
-/// a byte: the result's `data` is left empty and its `offsets` point into `capture`.
+/// a byte: the result's `data` is left empty and its `offsets` point into `capture`. A capture
+/// cut short is an error.
 pub fn index(capture: &[u8]) -> Result<PacketBuffers> {
     let mut reader = PcapReader::new(&capture[..capture.len().min(24)])?;
     // The smallest record is 16 bytes of header plus a 14-byte Ethernet header: room for that
@@ -363,15 +430,15 @@ pub fn index(capture: &[u8]) -> Result<PacketBuffers> {
     let mut pos = reader.carry_offset as usize;
     while pos < capture.len() {
         match reader.step(&capture[pos..], pos as u64, out.len())? {
-            Step::Record { len, packet } => {
+            Step::Record { len, packet, .. } => {
                 if let Some(p) = packet {
                     out.push_at(pos + p.start, p.len, p.wire_len, p.timestamp_ns, p.link_type);
                 }
                 pos += len;
             }
             Step::NeedMore { total, what } => {
-                let (have, packet) = (capture.len() - pos, out.len());
-                return Err(pcap_error(pos as u64, packet as u64, format!("truncated final {what}: {total} bytes announced, {have} left in the file")));
+                let cut = Truncation { packet: out.len() as u64 + 1, offset: pos as u64, announced: total, bytes_left: capture.len() - pos, what };
+                return Err(cut.error());
             }
         }
     }
@@ -381,7 +448,7 @@ pub fn index(capture: &[u8]) -> Result<PacketBuffers> {
 fn detect(magic: u32) -> Option<Format> {
     match magic {
         0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => Some(Format::Pcap),
-        PCAPNG_SHB => Some(Format::PcapNg),
+        pcapng::SHB => Some(Format::PcapNg),
         _ => None,
     }
 }
@@ -390,7 +457,8 @@ fn read_pcap_header(head: &[u8]) -> Result<State> {
     if head.len() < 24 {
         return Err(pcap_error(0, 0, format!("truncated pcap file header: {} of 24 bytes", head.len())));
     }
-    let (_, header) = parse_pcap_header(head).map_err(|err| pcap_error(0, 0, format!("bad pcap file header: {err:?}")))?;
+    // The magic was checked, and nothing else of 24 bytes can fail to parse.
+    let (_, header) = parse_pcap_header(head).map_err(|_| pcap_error(0, 0, "bad pcap file header".to_string()))?;
     // The top bits carry FCS information (libpcap's LT_LINKTYPE keeps the low 26 bits).
     let link_type = header.network.0 & 0x03ff_ffff;
     let link_type = u16::try_from(link_type).map_err(|_| pcap_error(20, 0, format!("unknown link type {link_type}")))?;
@@ -406,25 +474,6 @@ fn check_link_type(link_type: u16) -> std::result::Result<(), String> {
         "unsupported link type {link_type} ({}); isolane reads Ethernet (1), Linux cooked SLL (113) and SLL2 (276), raw IP (101, 228, 229) and loopback (0, 108)",
         pcap_parser::Linktype(i32::from(link_type))
     ))
-}
-
-/// Timestamp units per second: 10^n, or 2^n when the top bit is set. (pcap-parser's own
-/// `build_ts_resolution` rejects every 2^n resolution, so it is decoded here.)
-fn ts_resolution(if_tsresol: u8) -> Option<u64> {
-    let exponent = u32::from(if_tsresol & 0x7f);
-    if if_tsresol & 0x80 == 0 {
-        10u64.checked_pow(exponent)
-    } else {
-        1u64.checked_shl(exponent).filter(|_| exponent < 64)
-    }
-}
-
-fn pcapng_timestamp_ns(ticks: u64, interface: Interface) -> Option<i64> {
-    let ticks = u128::from(ticks);
-    let resolution = u128::from(interface.resolution);
-    let nanos = (ticks / resolution) * 1_000_000_000 + (ticks % resolution) * 1_000_000_000 / resolution;
-    let nanos = i64::try_from(nanos).ok()?;
-    nanos.checked_add(interface.offset_seconds.checked_mul(1_000_000_000)?)
 }
 
 #[inline]

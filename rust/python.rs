@@ -5,6 +5,7 @@
 
 mod batch;
 mod bursts;
+mod capture;
 mod codes;
 mod convert;
 mod engine;
@@ -19,6 +20,7 @@ use pyo3::prelude::*;
 
 use batch::{parse_records, read_pcap, record_layout, PacketBatch, PcapIterator};
 use bursts::{burst_flow_layout, burst_layout};
+use capture::CaptureReader;
 use engine::{processed_layout, profile_event_layout, stats_layout, verdict_layout, Engine};
 use error::{DuplicateKeyError, IsolaneError, PcapError, YamlError};
 use rule_table::RuleTable;
@@ -38,7 +40,7 @@ mod _core {
     #[pymodule_export]
     use super::{
         burst_flow_layout, burst_layout, codes::codes, load_yaml, parse_records, processed_layout, profile_event_layout, read_pcap, record_layout,
-        stats_layout, timeline::TimelineView, verdict_layout, Engine, PacketBatch, PcapIterator, RuleTable,
+        stats_layout, timeline::TimelineView, verdict_layout, CaptureReader, Engine, PacketBatch, PcapIterator, RuleTable,
     };
 
     #[pymodule_init]

@@ -127,8 +127,8 @@ def test_bad_magic(tmp_path: Path) -> None:
 def test_truncated_final_record_says_where(tmp_path: Path) -> None:
     whole = pcap([(1, 0, ETH_IPV4_UDP, 42)] * 3)
     err = _error_for(tmp_path, whole[:-5])
-    assert (err.offset, err.packet) == (24 + 2 * 58, 2)
-    assert "truncated final record" in str(err) and "byte offset 140, packet 2" in str(err)
+    assert (err.offset, err.packet) == (24 + 2 * 58, 3)  # the third packet, as Wireshark counts
+    assert "truncated final record" in str(err) and "byte offset 140, packet 3" in str(err)
 
 
 def test_record_longer_than_snaplen(tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def test_iter_pcap_raises_at_the_corrupt_record(tmp_path: Path) -> None:
     path.write_bytes(pcap([(1, 0, ETH_IPV4_UDP, 42)] * 10)[:-1])
     stream = isolane.iter_pcap(path, batch_size=4)
     assert len(next(stream)) == 4 and len(next(stream)) == 4
-    with pytest.raises(isolane.PcapError, match="packet 9"):
+    with pytest.raises(isolane.PcapError, match="packet 10"):
         next(stream)
     with pytest.raises(ValueError, match="batch_size"):
         isolane.iter_pcap(path, batch_size=0)

@@ -58,10 +58,12 @@ def test_inspect_vxlan_port_option(real_pcaps: Path, capsys) -> None:  # type: i
 
 def test_inspect_bad_file_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "broken.pcap"
-    bad.write_bytes(SAMPLE.read_bytes()[:5000])
+    content = bytearray(SAMPLE.read_bytes()[:5000])
+    content[4954 + 8 : 4954 + 12] = (1 << 30).to_bytes(4, "little")  # packet 34's captured length: 1 GiB
+    bad.write_bytes(bytes(content))
     result = subprocess.run([sys.executable, "-m", "isolane.cli", "inspect", str(bad)], capture_output=True, text=True)
     assert result.returncode == 2
-    assert result.stderr.startswith("isolane: error: ") and "byte offset" in result.stderr
+    assert result.stderr.startswith("isolane: error: ") and "byte offset 4954, packet 34" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -204,10 +204,10 @@ def test_arrays_that_are_not_a_batch_are_isolane_errors() -> None:
 def test_a_bad_capture_is_a_pcap_error_and_a_missing_one_an_os_error(tmp_path: Path) -> None:
     path = tmp_path / "cut.pcap"
     path.write_bytes(pcap([(1, 0, ETH_IPV4_UDP, 42)] * 3)[:-1])
-    with pytest.raises(PcapError, match=r"cut\.pcap: byte offset \d+, packet 2: ") as caught:
+    with pytest.raises(PcapError, match=r"cut\.pcap: byte offset \d+, packet 3: ") as caught:
         isolane.read_pcap(path)
-    assert caught.value.packet == 2 and caught.value.path == str(path)
-    with pytest.raises(PcapError, match="packet 2"):
+    assert caught.value.packet == 3 and caught.value.path == str(path)  # counted from 1, as Wireshark does
+    with pytest.raises(PcapError, match="packet 3"):
         list(isolane.iter_pcap(path, batch_size=2))
     with pytest.raises(EngineError, match="batch_size must be at least 1"):
         isolane.iter_pcap(path, batch_size=0)

@@ -1,8 +1,9 @@
 """isolane: tenant isolation for shared AI data-center networks, at wire speed.
 
 The data path is Rust (``isolane._core``); this package is the control path. Start with
-:func:`read_pcap` / :func:`iter_pcap` to get :class:`PacketBatch` objects and :func:`parse`
-to turn them into one record per packet (see ``docs/parsing.md``).
+:func:`read_pcap` / :func:`iter_pcap` / :func:`open_captures` (several captures, standard input,
+compressed files) to get :class:`PacketBatch` objects and :func:`parse` to turn them into one
+record per packet (see ``docs/parsing.md``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from isolane._core import (
     RuleTable,
     read_pcap,
 )
+from isolane.capture import CaptureIssues, Captures, Truncation, TunnelPortCheck, open_captures
 from isolane.codes import Action, BurstScope, BurstView, Color, Outcome, ProfileId, Reason, Status, SwitchCause, Tunnel
 from isolane.commands.replay import replay
 from isolane.engine import BURST_DTYPE, BURST_FLOW_DTYPE, DEFAULT_POLLS, PROCESSED_DTYPE, PROFILE_EVENT_DTYPE, STATS_DTYPE, VERDICT_DTYPE, Engine, UpdateReport
@@ -48,6 +50,8 @@ __all__ = [
     "SwitchCause",
     "BatchError",
     "BurstView",
+    "CaptureIssues",
+    "Captures",
     "Color",
     "Engine",
     "EngineError",
@@ -66,11 +70,14 @@ __all__ = [
     "RuleIndexError",
     "RuleTable",
     "Status",
+    "Truncation",
     "Tunnel",
+    "TunnelPortCheck",
     "UpdateReport",
     "format_addresses",
     "format_report",
     "iter_pcap",
+    "open_captures",
     "parse",
     "read_pcap",
     "replay",
@@ -83,7 +90,9 @@ def iter_pcap(path: str | os.PathLike[str], batch_size: int = 65536) -> PcapIter
     """Stream a pcap/pcapng capture as :class:`PacketBatch` objects of at most ``batch_size``
     packets (and about 32 MiB of packet bytes), so memory stays bounded for any file size.
 
-    The returned iterator also reports ``position`` and ``size`` (bytes) for progress bars.
+    The returned iterator also reports ``position`` and ``size`` (bytes) for progress bars. A
+    capture cut short raises :class:`PcapError` here; :func:`open_captures` reads its complete
+    packets and warns instead.
     """
     return PcapIterator(path, batch_size)
 

@@ -12,6 +12,7 @@ from isolane.policy.qos import QosSettings, TenantQos
 
 __all__ = [
     "BatchError",
+    "CaptureReader",
     "Engine",
     "EngineError",
     "DuplicateKeyError",
@@ -144,6 +145,40 @@ class PcapIterator:
 
     @property
     def path(self) -> str: ...
+
+@final
+class CaptureReader:
+    """Streams one or more captures (``"-"``: standard input; gzip and zstd undone, told by
+    content) as PacketBatch objects in timestamp order (ties ordered as mergecap orders them), at most
+    ``batch_size`` packets a batch. ``isolane.open_captures`` wraps it."""
+
+    def __new__(cls, paths: Sequence[str | os.PathLike[str]], batch_size: int = 65536) -> CaptureReader: ...
+    def __iter__(self) -> CaptureReader: ...
+    def __next__(self) -> PacketBatch: ...
+    @property
+    def position(self) -> int:
+        """Bytes read from the sources so far (compressed bytes for a compressed file)."""
+
+    @property
+    def size(self) -> int | None:
+        """The sources' total size in bytes, or None when one has no size (standard input, a pipe)."""
+
+    @property
+    def packets_read(self) -> int: ...
+    @property
+    def formats(self) -> list[str]:
+        """Each capture's format: "pcap" or "pcapng"."""
+
+    @property
+    def compressions(self) -> list[str | None]:
+        """Each capture's compression: "gzip", "zstd" or None."""
+
+    @property
+    def paths(self) -> list[str]:
+        """Each capture as messages name it (`<stdin>` for `-`)."""
+
+    def issues(self) -> list[dict[str, Any]]:
+        """What the reader met in each capture so far, one dict a capture (see `isolane.CaptureIssues`)."""
 
 def read_pcap(path: str | os.PathLike[str]) -> PacketBatch:
     """Read a whole pcap/pcapng file (format detected from its content) into one batch.

@@ -46,8 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser(
         "inspect",
         help="per-tenant (VNI) summary of a capture",
-        description="Summarise a pcap/pcapng capture per tenant (VXLAN/Geneve VNI) and for untunnelled traffic: "
-        "packets, bytes, first/last timestamp, inner protocol mix and parse statuses.",
+        description="Summarise pcap/pcapng captures per tenant (VXLAN/Geneve VNI) and for untunnelled traffic: "
+        "packets, bytes, first/last timestamp, inner protocol mix and parse statuses. Several captures are merged by "
+        "timestamp; '-' reads standard input; gzip and zstd files are read as they are. What the reader met (a file cut "
+        "short, time going back, ...) is printed as warnings on stderr, and the exit status stays 0.",
     )
     _add_capture_options(inspect)
     inspect.set_defaults(run=_inspect)
@@ -100,11 +102,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_capture_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument("file", help="pcap or pcapng capture (format detected from its content)")
+    command.add_argument(
+        "files", nargs="+", metavar="FILE", help="pcap or pcapng capture, plain, gzip or zstd (detected from its content); '-' for standard input"
+    )
     command.add_argument("--json", action="store_true", help="print JSON instead of a table")
     command.add_argument("--vxlan-port", type=int, action="append", metavar="PORT", help="UDP port carrying VXLAN (repeatable; default 4789)")
     command.add_argument("--geneve-port", type=int, action="append", metavar="PORT", help="UDP port carrying Geneve (repeatable; default 6081)")
-    command.add_argument("--batch-size", type=int, default=65536, help="packets per batch (default 65536)")
+    command.add_argument("--batch-size", type=_positive_int, default=65536, help="packets per batch (default 65536)")
+
+
+def _positive_int(text: str) -> int:
+    """``--batch-size``: a whole number of at least 1 (argparse turns the error into a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not at least 1")
+    return value
 
 
 def _capture_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -123,8 +138,10 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    summary = summarize(args.file, **_capture_options(args))
+    summary = summarize(args.files, **_capture_options(args))
     _print(summary.to_json() if args.json else format_table(summary))
+    for warning in summary.warnings:
+        print(f"isolane: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -133,7 +150,9 @@ def _replay(args: argparse.Namespace) -> int:
     poll = [interval.strip() for interval in args.poll.split(",") if interval.strip()]
     alone = None if args.alone is None else [name.strip() for name in args.alone.split(",") if name.strip()]
     options = {"threads": args.threads, "drain": args.drain, "window_ns": window_ns, "poll": poll, "alone": alone}
-    report = replay(args.file, _read_policy(args.policy), **options, **_capture_options(args))
+    if len(args.files) > 1:
+        raise ValueError("replay reads one capture for now; merge them first (`mergecap -w merged.pcapng FILE...`)")
+    report = replay(args.files[0], _read_policy(args.policy), **options, **_capture_options(args))
     for warning in report.warnings:
         print(f"isolane: warning: {warning}", file=sys.stderr)
     _print(report.to_json() if args.json else format_report(report), args.output)
@@ -207,7 +226,7 @@ def _terminal_progress() -> Callable[[int, int], None] | None:
         return None
 
     def show(done: int, total: int) -> None:
-        if total >= PROGRESS_MIN_BYTES:
+        if total >= PROGRESS_MIN_BYTES:  # also skips an unknown size (0): nothing to divide by
             end = "\n" if done >= total else ""
             print(f"\rreading {done / total:6.1%} of {total / 1e6:,.0f} MB", end=end, file=sys.stderr, flush=True)
 

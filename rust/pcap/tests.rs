@@ -4,7 +4,7 @@
 use super::*;
 use proptest::prelude::*;
 
-fn pcap_file(big_endian: bool, nanos: bool, snaplen: u32, link: u32, records: &[(u32, u32, &[u8], u32)]) -> Vec<u8> {
+pub(super) fn pcap_file(big_endian: bool, nanos: bool, snaplen: u32, link: u32, records: &[(u32, u32, &[u8], u32)]) -> Vec<u8> {
     let u32b = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
     let u16b = |v: u16| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
     let mut file = Vec::new();
@@ -34,10 +34,10 @@ fn block(block_type: u32, body: &[u8]) -> Vec<u8> {
 }
 
 fn shb() -> Vec<u8> {
-    let mut body = PCAPNG_BYTE_ORDER_MAGIC.to_le_bytes().to_vec();
+    let mut body = pcapng::BYTE_ORDER_MAGIC.to_le_bytes().to_vec();
     body.extend_from_slice(&[1, 0, 0, 0]);
     body.extend_from_slice(&u64::MAX.to_le_bytes());
-    block(PCAPNG_SHB, &body)
+    block(pcapng::SHB, &body)
 }
 
 fn idb(link: u16, tsresol: Option<u8>) -> Vec<u8> {
@@ -125,7 +125,7 @@ fn bad_magic_and_short_files() {
 fn truncated_final_record_names_offset_and_packet() {
     let file = pcap_file(false, false, 100, 1, &[(1, 0, &[7; 10], 10), (2, 0, &[8; 10], 10)]);
     let (offset, packet, why) = reason(read(&file[..file.len() - 3]).unwrap_err());
-    assert_eq!((offset, packet), (24 + 26, 1));
+    assert_eq!((offset, packet), (24 + 26, 2));
     assert!(why.contains("truncated final record: 26 bytes announced, 23 left"), "{why}");
     let (offset, _, why) = reason(read(&file[..24 + 26 + 5]).unwrap_err());
     assert_eq!(offset, 50);
@@ -137,7 +137,7 @@ fn record_longer_than_snaplen_is_an_error_not_an_allocation() {
     let mut file = pcap_file(false, false, 65535, 1, &[(1, 0, &[0; 4], 4)]);
     file[24 + 8..24 + 12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
     let (offset, packet, why) = reason(read(&file).unwrap_err());
-    assert_eq!((offset, packet), (24, 0));
+    assert_eq!((offset, packet), (24, 1));
     assert!(why.contains("longer than the snap length"), "{why}");
 }
 
@@ -197,7 +197,7 @@ fn pcapng_corruptions_are_named() {
 
     let truncated = &good[..good.len() - 2];
     let (offset, packet, why) = reason(read(truncated).unwrap_err());
-    assert_eq!((offset, packet), (packets_from, 0));
+    assert_eq!((offset, packet), (packets_from, 1));
     assert!(why.contains("truncated final block"), "{why}");
 
     let mut bad_order = good.clone();
@@ -253,6 +253,192 @@ fn byte_at_a_time_reads_match() {
     let trickled = read_all(Trickle(&file), 0).unwrap();
     assert_eq!(packets(&trickled), packets(&read(&file).unwrap()));
     assert_eq!(trickled.len(), 50);
+}
+
+/// Streams `bytes` in batches of 3 packets, as the commands read: every packet, and the issues.
+fn stream(bytes: &[u8]) -> (PacketBuffers, Issues) {
+    let mut reader = PcapReader::new(bytes).unwrap();
+    let mut all = PacketBuffers::default();
+    loop {
+        let batch = reader.next_batch(Limits { packets: 3, bytes: 1 << 20 }, 64).unwrap();
+        if batch.is_empty() {
+            return (all, reader.issues().clone());
+        }
+        let view = batch.view();
+        for i in 0..batch.len() {
+            all.push(view.packet(i), batch.wire_lengths[i], batch.timestamps_ns[i], batch.link_types[i]);
+        }
+    }
+}
+
+#[test]
+fn a_capture_cut_short_streams_its_complete_packets_and_says_where() {
+    let file = pcap_file(false, false, 100, 1, &[(1, 0, &[7; 10], 10), (2, 0, &[8; 10], 10), (3, 0, &[9; 10], 10), (4, 0, &[6; 10], 10)]);
+    let (out, issues) = stream(&file[..file.len() - 3]);
+    assert_eq!(packets(&out), vec![vec![7; 10], vec![8; 10], vec![9; 10]]);
+    let cut = issues.truncated.unwrap();
+    assert_eq!((cut.packet, cut.offset, cut.announced, cut.bytes_left, cut.what), (4, 24 + 3 * 26, 26, 23, "record"));
+    let (out, issues) = stream(&file[..24 + 26 + 5]);
+    assert_eq!((out.len(), issues.truncated.map(|cut| (cut.packet, cut.bytes_left, cut.what))), (1, Some((2, 5, "record header"))));
+    assert_eq!(stream(&file).1, Issues::default());
+}
+
+#[test]
+fn a_pcapng_file_cut_inside_its_section_header_is_no_capture() {
+    let file = shb();
+    let mut reader = PcapReader::new(&file[..file.len() - 1]).unwrap();
+    let (offset, packet, why) = reason(reader.next_batch(Limits::WHOLE_FILE, 0).unwrap_err());
+    assert_eq!((offset, packet), (0, 1));
+    assert!(why.contains("truncated final section header block"), "{why}");
+}
+
+#[test]
+fn packets_earlier_than_the_one_before_are_counted() {
+    let file = pcap_file(false, false, 100, 1, &[(5, 0, &[1], 1), (4, 0, &[2], 1), (4, 0, &[3], 1), (6, 0, &[4], 1), (3, 0, &[5], 1)]);
+    let (out, issues) = stream(&file);
+    assert_eq!(out.timestamps_ns, vec![5_000_000_000, 4_000_000_000, 4_000_000_000, 6_000_000_000, 3_000_000_000]);
+    assert_eq!(issues.out_of_order, 2);
+}
+
+#[test]
+fn sub_second_fields_of_a_second_or_more_carry_into_the_seconds_and_are_counted() {
+    let micro = pcap_file(false, false, 100, 1, &[(10, 999_999, &[1], 1), (10, 1_000_000, &[2], 1), (10, 2_147_000_000, &[3], 1)]);
+    let (out, issues) = stream(&micro);
+    assert_eq!(out.timestamps_ns, vec![10_999_999_000, 11_000_000_000, 2_157_000_000_000]);
+    assert_eq!(issues.bad_subsecond, 2);
+    let nano = pcap_file(true, true, 100, 1, &[(10, 999_999_999, &[1], 1), (10, 1_500_000_000, &[2], 1)]);
+    let (out, issues) = stream(&nano);
+    assert_eq!((out.timestamps_ns, issues.bad_subsecond), (vec![10_999_999_999, 11_500_000_000], 1));
+}
+
+#[test]
+fn a_wire_length_below_the_captured_length_is_raised_to_it_and_counted() {
+    let file = pcap_file(false, false, 100, 1, &[(1, 0, &[1; 42], 30), (1, 1, &[1; 42], 60)]);
+    let (out, issues) = stream(&file);
+    assert_eq!((out.wire_lengths, issues.wire_below_captured), (vec![42, 60], 1));
+    assert_eq!(read(&file).unwrap().wire_lengths, vec![42, 60]); // read_pcap's paths too
+}
+
+/// An obsolete Packet Block: 16-bit interface id and drops count, then the EPB's fields.
+fn obsolete_packet_block(interface: u16, ticks: u64, data: &[u8], wire: u32) -> Vec<u8> {
+    let mut body = interface.to_le_bytes().to_vec();
+    body.extend_from_slice(&7u16.to_le_bytes()); // drops
+    body.extend_from_slice(&((ticks >> 32) as u32).to_le_bytes());
+    body.extend_from_slice(&(ticks as u32).to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(&wire.to_le_bytes());
+    body.extend_from_slice(data);
+    body.extend_from_slice(&[0; 4]); // opt_endofopt
+    block(2, &body)
+}
+
+#[test]
+fn obsolete_packet_blocks_are_read_like_enhanced_ones() {
+    let mut file = shb();
+    file.extend(idb(1, Some(9)));
+    file.extend(idb(113, None));
+    file.extend(obsolete_packet_block(1, (3 << 32) | 5, &[1, 2, 3], 60));
+    file.extend(epb(0, 20, &[4], 4));
+    let out = read(&file).unwrap();
+    assert_eq!(packets(&out), vec![vec![1, 2, 3], vec![4]]);
+    assert_eq!(out.timestamps_ns, vec![((3u64 << 32) + 5) as i64 * 1000, 20]);
+    assert_eq!((out.wire_lengths.clone(), out.link_types.clone()), (vec![60, 4], vec![113, 1]));
+    assert_eq!(stream(&file).1.obsolete_packet_blocks, 1);
+}
+
+#[test]
+fn well_formed_blocks_isolane_does_not_use_are_skipped_whatever_their_length() {
+    let mut file = shb();
+    file.extend(idb(1, None));
+    // Empty name resolution, statistics, decryption secrets and custom blocks, then local-use
+    // and undefined types, empty and not.
+    for block_type in [4, 5, 10, 0x0bad, 0x4000_0bad, 0x8000_0001, 0x8000_0001, 0x0000_0fff] {
+        file.extend(block(block_type, &[]));
+    }
+    file.extend(block(0x8000_0002, &[1, 2, 3, 4, 5]));
+    file.extend(epb(0, 1, &[9], 1));
+    let (out, issues) = stream(&file);
+    assert_eq!(packets(&out), vec![vec![9]]);
+    assert_eq!(issues.unknown_blocks_skipped, 4);
+    assert_eq!(read(&file).unwrap().len(), 1);
+}
+
+#[test]
+fn no_message_shows_a_parser_internal() {
+    let mut file = shb();
+    file.extend(block(1, &[1, 0])); // an interface block too short for its fields
+    let why = reason(read(&file).unwrap_err()).2;
+    assert_eq!(why, "interface description block of 16 bytes is shorter than its 20 fixed bytes");
+    let mut file = shb();
+    file.extend(idb(1, None));
+    file.extend(block(6, &[0; 8]));
+    assert_eq!(reason(read(&file).unwrap_err()).2, "enhanced packet block of 20 bytes is shorter than its 32 fixed bytes");
+    let mut file = shb();
+    file.extend(idb(1, None));
+    let mut long = epb(0, 1, &[1; 4], 4);
+    long[20] = 200; // captured length 200 in a block of 36 bytes
+    file.extend(long);
+    assert_eq!(reason(read(&file).unwrap_err()).2, "enhanced packet block's captured length 200 runs past its block (36 bytes)");
+    let mut version_2 = shb();
+    version_2[12] = 2;
+    assert!(reason(read(&version_2).unwrap_err()).2.contains("unsupported pcapng version 2.0"));
+}
+
+/// The little-endian file's blocks, every field swapped to big endian.
+fn big_endian_pcapng() -> Vec<u8> {
+    let be_block = |block_type: u32, fields: &[u32], data: &[u8]| {
+        let mut body: Vec<u8> = fields.iter().flat_map(|v| v.to_be_bytes()).collect();
+        body.extend_from_slice(data);
+        body.resize(body.len().div_ceil(4) * 4, 0);
+        let len = (12 + body.len()) as u32;
+        let mut out = block_type.to_be_bytes().to_vec();
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend(body);
+        out.extend_from_slice(&len.to_be_bytes());
+        out
+    };
+    let mut file = be_block(pcapng::SHB, &[pcapng::BYTE_ORDER_MAGIC, 0x0001_0000, u32::MAX, u32::MAX], &[]);
+    file.extend(be_block(1, &[0x0001_0000, 0], &[0, 9, 0, 1, 9, 0, 0, 0])); // Ethernet; if_tsresol 9
+    file.extend(be_block(6, &[0, 0, 1234, 2, 60], &[0xab, 0xcd]));
+    file.extend(be_block(2, &[0x0000_0000, 0, 99, 1, 1], &[0xef]));
+    file
+}
+
+#[test]
+fn big_endian_pcapng_sections_read_every_field_in_their_order() {
+    let out = read(&big_endian_pcapng()).unwrap();
+    assert_eq!(packets(&out), vec![vec![0xab, 0xcd], vec![0xef]]);
+    assert_eq!((out.timestamps_ns.clone(), out.wire_lengths.clone()), (vec![1234, 99], vec![60, 1]));
+}
+
+#[test]
+fn packet_numbers_in_errors_count_from_one() {
+    let mut file = pcap_file(false, false, 100, 1, &[(1, 0, &[1; 4], 4), (1, 0, &[1; 4], 4)]);
+    file[24 + 20 + 10] = 0xff; // the second record's captured length: 16 MiB
+    let err = read(&file).unwrap_err();
+    assert!(err.to_string().starts_with("byte offset 44, packet 2: record of"), "{err}");
+    assert_eq!(read(b"XXXXXXXXXXXXXXXXXXXXXXXXXXXX").unwrap_err().to_string(), "byte offset 0: bad magic 0x58585858: not a pcap or pcapng file");
+}
+
+#[test]
+fn compressed_captures_read_like_plain_ones() {
+    use std::io::Write;
+    let mut file = shb();
+    file.extend(idb(1, None));
+    file.extend((0..100u64).flat_map(|i| epb(0, i, &vec![i as u8; i as usize], i as u32)));
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gzip.write_all(&file).unwrap();
+    let gzip = gzip.finish().unwrap();
+    let (gzip_len, plain) = (gzip.len() as u64, read(&file).unwrap());
+    let input = input::Input::new(std::io::Cursor::new(gzip), Some(gzip_len)).unwrap();
+    assert_eq!(input.compression, input::Compression::Gzip);
+    let progress = input.progress.clone();
+    let out = read_all(input.reader, 0).unwrap();
+    assert_eq!(packets(&out), packets(&plain));
+    assert_eq!(progress.bytes(), gzip_len);
+    let input = input::Input::new(std::io::Cursor::new(file.clone()), None).unwrap();
+    assert_eq!(input.compression, input::Compression::None);
+    assert_eq!(packets(&read_all(input.reader, 0).unwrap()), packets(&plain));
 }
 
 proptest! {

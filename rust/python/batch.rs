@@ -13,16 +13,17 @@ use crate::batch::{linktype, BatchView, LinkTypes, PacketBuffers};
 use crate::error::CoreError;
 use crate::memory;
 use crate::parse::{self, PacketInfo, ParseConfig, PortSet};
-use crate::pcap::{self, Format, Limits, PcapReader};
+use crate::pcap::{self, Limits, PcapReader};
 
+use super::capture::format_name;
 use super::convert::{as_array, I64, U16, U32, U64, U8};
 use super::error::with_path;
 use super::without_gil;
 
 /// A packet batch's caps when streamed: enough to amortise the call, small enough to bound memory.
-const MAX_BATCH_BYTES: usize = 32 << 20;
+pub(super) const MAX_BATCH_BYTES: usize = 32 << 20;
 /// Room beyond the cap for the record that crosses it and one read ahead.
-const BATCH_SLACK: usize = 2 << 20;
+pub(super) const BATCH_SLACK: usize = 4 << 20;
 
 enum LinkTypeStore {
     Uniform(u16),
@@ -42,7 +43,7 @@ pub struct PacketBatch {
 }
 
 impl PacketBatch {
-    fn from_buffers(py: Python<'_>, buffers: PacketBuffers) -> Self {
+    pub(super) fn from_buffers(py: Python<'_>, buffers: PacketBuffers) -> Self {
         let link_types = match buffers.uniform_link_type() {
             Some(link_type) => LinkTypeStore::Uniform(link_type),
             None => LinkTypeStore::PerPacket(PyArray1::from_vec(py, buffers.link_types).unbind()),
@@ -130,7 +131,7 @@ impl PacketBatch {
         if batch.timestamps_ns.bind(py).len() != packets {
             return Err(CoreError::InvalidBatch(format!("timestamps_ns has {} entries for {packets} packets", batch.timestamps_ns.bind(py).len())).into());
         }
-        batch.with_view(py, |_| ())?;
+        batch.with_view(py, wire_lengths_cover_captures)??;
         Ok(batch)
     }
 
@@ -198,6 +199,18 @@ impl PacketBatch {
             None => "mixed".to_string(),
         };
         format!("PacketBatch(packets={}, bytes={}, link_type={link})", self.__len__(py), self.data.bind(py).len())
+    }
+}
+
+/// A packet's wire length is at least what was captured of it.
+fn wire_lengths_cover_captures(view: &BatchView<'_>) -> Result<(), CoreError> {
+    let short = view.lengths.iter().zip(view.wire_lengths).position(|(captured, wire)| wire < captured);
+    match short {
+        Some(index) => Err(CoreError::InvalidBatch(format!(
+            "wire_lengths[{index}] = {} is below lengths[{index}] = {}: a packet's wire length is at least its captured length",
+            view.wire_lengths[index], view.lengths[index]
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -279,7 +292,9 @@ impl PcapIterator {
             let mut reader = self.lock();
             let remaining = self.size.saturating_sub(reader.position()) as usize;
             let limits = Limits { packets: self.batch_size, bytes: MAX_BATCH_BYTES };
-            reader.next_batch(limits, remaining.min(MAX_BATCH_BYTES + BATCH_SLACK))
+            let batch = reader.next_batch(limits, remaining.min(MAX_BATCH_BYTES + BATCH_SLACK))?;
+            // iter_pcap has no way to warn: a capture cut short is an error (open_captures warns).
+            reader.check_complete().map(|()| batch)
         })?
         .map_err(|err| with_path(err, &self.path))?;
         Ok((!buffers.is_empty()).then(|| PacketBatch::from_buffers(py, buffers)))
@@ -305,10 +320,7 @@ impl PcapIterator {
     /// "pcap" or "pcapng", from the file's magic number.
     #[getter]
     fn format(&self) -> &'static str {
-        match self.lock().format() {
-            Format::Pcap => "pcap",
-            Format::PcapNg => "pcapng",
-        }
+        format_name(self.lock().format())
     }
 
     #[getter]

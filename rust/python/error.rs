@@ -142,10 +142,23 @@ fn to_py_err(err: CoreError, path: Option<&Path>) -> PyErr {
         CoreError::InvalidSpec { .. } | CoreError::InvalidArgument(_) => ENGINE_ERROR.new_err(message),
         CoreError::NoTenant(_) => NO_TENANT_ERROR.new_err(message),
         CoreError::RuleIndex { .. } => RULE_INDEX_ERROR.new_err(message),
-        CoreError::Io(io) => match shown {
-            Some(place) => PyOSError::new_err((io.raw_os_error().unwrap_or(0), io.to_string(), place)),
+        CoreError::Io(io) => os_error(&io, shown),
+    }
+}
+
+/// An OSError that reads like Python's own: `[Errno 2] No such file or directory: 'x.pcap'`,
+/// with the errno's text from `os.strerror` (Rust's own text adds "(os error 2)").
+fn os_error(io: &std::io::Error, path: Option<String>) -> PyErr {
+    let Some(errno) = io.raw_os_error() else {
+        return match path {
+            Some(path) => PyOSError::new_err(format!("{path}: {io}")),
             None => PyOSError::new_err(io.to_string()),
-        },
+        };
+    };
+    let text = Python::attach(|py| py.import("os")?.call_method1("strerror", (errno,))?.extract::<String>()).unwrap_or_else(|_| io.to_string());
+    match path {
+        Some(path) => PyOSError::new_err((errno, text, path)),
+        None => PyOSError::new_err((errno, text)),
     }
 }
 
@@ -253,5 +266,11 @@ mod tests {
         });
         let (_, _, err) = raised(missing(), None);
         Python::attach(|py| assert!(err.is_instance_of::<PyOSError>(py)));
+    }
+
+    #[test]
+    fn os_errors_read_like_pythons_own() {
+        let (_, message, _) = raised(CoreError::Io(io::Error::from_raw_os_error(2)), Some(Path::new("/nowhere.pcap")));
+        assert_eq!(message, "[Errno 2] No such file or directory: '/nowhere.pcap'");
     }
 }

@@ -17,7 +17,8 @@ def pcap(records: Iterable[Record], *, link_type: int = 1, snaplen: int = 65535,
     return bytes(out)
 
 
-def _block(block_type: int, body: bytes) -> bytes:
+def block(block_type: int, body: bytes) -> bytes:
+    """One little-endian pcapng block of any type, its body padded to 4 bytes."""
     body += b"\0" * (-len(body) % 4)
     length = 12 + len(body)
     return struct.pack("<II", block_type, length) + body + struct.pack("<I", length)
@@ -26,10 +27,10 @@ def _block(block_type: int, body: bytes) -> bytes:
 def pcapng(interfaces: Sequence[tuple[int, int | None]], packets: Iterable[tuple[int, int, bytes, int]]) -> bytes:
     """One section; ``interfaces`` are (link type, if_tsresol or None); ``packets`` are
     (interface, timestamp ticks, captured bytes, wire length)."""
-    out = bytearray(_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)))
+    out = bytearray(block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)))
     for link_type, tsresol in interfaces:
         options = b"" if tsresol is None else struct.pack("<HHB3x", 9, 1, tsresol) + struct.pack("<HH", 0, 0)
-        out += _block(1, struct.pack("<HHI", link_type, 0, 0) + options)
+        out += block(1, struct.pack("<HHI", link_type, 0, 0) + options)
     for interface, ticks, data, wire in packets:
-        out += _block(6, struct.pack("<IIIII", interface, ticks >> 32, ticks & 0xFFFFFFFF, len(data), wire) + data)
+        out += block(6, struct.pack("<IIIII", interface, ticks >> 32, ticks & 0xFFFFFFFF, len(data), wire) + data)
     return bytes(out)

@@ -1,20 +1,22 @@
 """Per-tenant summary of a capture: what ``isolane inspect`` prints.
 
 A tenant here is a (tunnel, VNI) pair; packets without a tunnel form one more group. The
-summary is built batch by batch from :func:`isolane.iter_pcap`, so memory stays bounded.
+summary is built batch by batch from :func:`isolane.open_captures` (several captures merged
+by time, standard input, compressed files), so memory stays bounded; what the reader met and
+tunnels on ports not configured become warnings.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
+from isolane.capture import PathArg, TunnelPortCheck, open_captures
 from isolane.codes import Status, Tunnel
 from isolane.parsing import parse
 
@@ -57,11 +59,23 @@ class GroupSummary:
 
 @dataclasses.dataclass
 class CaptureSummary:
-    path: str
-    format: str
+    """Per-tenant counters over one capture or several read as one; ``warnings``: what the
+    reader met and tunnels on ports not configured, one sentence each."""
+
+    paths: list[str]
+    formats: list[str]
     packets: int = 0
     bytes: int = 0
     groups: dict[tuple[int, int], GroupSummary] = dataclasses.field(default_factory=dict)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        return ", ".join(self.paths)
+
+    @property
+    def format(self) -> str:
+        return self.formats[0] if len(self.formats) == 1 else "merged"
 
     def sorted_groups(self) -> list[GroupSummary]:
         return sorted(self.groups.values(), key=lambda g: (g.tunnel == Tunnel.NONE, g.tunnel, g.vni))
@@ -70,30 +84,37 @@ class CaptureSummary:
         return {
             "path": self.path,
             "format": self.format,
+            "files": [{"path": path, "format": format} for path, format in zip(self.paths, self.formats)],
             "packets": self.packets,
             "bytes": self.bytes,
             "groups": [g.to_json() for g in self.sorted_groups()],
+            "warnings": self.warnings,
         }
 
 
 def summarize(
-    path: str | os.PathLike[str],
+    paths: PathArg | Sequence[PathArg],
     *,
     vxlan_ports: Iterable[int] = (_core.VXLAN_PORT,),
     geneve_ports: Iterable[int] = (_core.GENEVE_PORT,),
     batch_size: int = 65536,
     progress: Callable[[int, int], None] | None = None,
 ) -> CaptureSummary:
-    """Read ``path`` batch by batch and count packets, bytes, time span, protocols and parse
-    statuses per tenant. ``progress(bytes_read, file_size)`` is called after every batch."""
+    """Read the captures at ``paths`` (``"-"``: standard input) batch by batch, merged by time,
+    and count packets, bytes, time span, protocols and parse statuses per tenant.
+    ``progress(bytes_read, total_size)`` is called after every batch (``total_size`` 0 when
+    unknown, as for standard input)."""
     vxlan_ports, geneve_ports = list(vxlan_ports), list(geneve_ports)
-    batches = _core.PcapIterator(path, batch_size)
-    summary = CaptureSummary(path=os.fspath(path), format=batches.format)
+    batches = open_captures(paths, batch_size)
+    summary = CaptureSummary(paths=batches.paths, formats=batches.formats)
+    tunnel_ports = TunnelPortCheck()
     for batch in batches:
         rows = parse(batch, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
         _add_batch(summary, rows, batch.timestamps_ns)
+        tunnel_ports.observe(rows)
         if progress is not None:
-            progress(batches.position, batches.size)
+            progress(batches.position, batches.size or 0)
+    summary.warnings = batches.warnings() + tunnel_ports.warnings(vxlan_ports, geneve_ports)
     return summary
 
 
