@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import isolane
+from isolane.commands.inspect import summarize
 from support.locations import SAMPLE
 from support.pcapfiles import block, pcap, pcapng
 
@@ -386,3 +387,17 @@ def test_inspect_merges_several_files_and_validates_its_batch_size(tmp_path: Pat
     for bad in ("0", "-3", "many"):
         refused = run_inspect("--batch-size", bad, str(SAMPLE))
         assert refused.returncode == 2 and b"usage: isolane inspect" in refused.stderr and b"--batch-size" in refused.stderr
+
+
+def test_progress_counts_compressed_bytes_and_an_unknown_size_as_zero(tmp_path: Path) -> None:
+    gz = tmp_path / "sample.pcap.gz"
+    gz.write_bytes(gzip.compress(SAMPLE.read_bytes()))
+    calls: list[tuple[int, int]] = []
+    summarize(gz, batch_size=100, progress=lambda done, total: calls.append((done, total)))
+    assert len(calls) == 17 and calls[-1] == (gz.stat().st_size, gz.stat().st_size)
+    script = (
+        "from isolane.commands.inspect import summarize; calls = []; "
+        "summarize('-', batch_size=100, progress=lambda done, total: calls.append((done, total))); print(len(calls), calls[-1])"
+    )
+    result = subprocess.run([sys.executable, "-c", script], input=SAMPLE.read_bytes(), capture_output=True, check=True)
+    assert result.stdout.decode() == f"17 ({SAMPLE.stat().st_size}, 0)\n"
