@@ -55,6 +55,7 @@ class PcapError(IsolaneError):
     path: str | None
     offset: int
     packet: int
+    """The packet being read, counted from 1 as Wireshark counts; 0 for the file header."""
 
 class EngineError(IsolaneError, ValueError):
     """A spec, rule or argument isolane's engine refuses (also a ValueError); the message says which part and why."""
