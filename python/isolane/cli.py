@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         "timestamp; '-' reads standard input; gzip and zstd files are read as they are. What the reader met (a file cut "
         "short, time going back, ...) is printed as warnings on stderr, and the exit status stays 0.",
     )
-    _add_capture_options(inspect)
+    _add_capture_options(inspect, "pcap or pcapng captures, plain, gzip or zstd (told by their content), merged by time; '-' for standard input")
     inspect.set_defaults(run=_inspect)
     replay = commands.add_parser(
         "replay",
@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         "egress port; time is the capture's) and report per tenant and class: packets and bytes in, colours, "
         "packets passed, re-marked and dropped (by reason), queueing delays at the port. See docs/qos.md.",
     )
-    _add_capture_options(replay)
+    _add_capture_options(replay, "pcap or pcapng captures (format detected from their content)")
     replay.add_argument("--policy", required=True, help="tenant policy (YAML, TOML or JSON; see docs/policy.md)")
     replay.add_argument("--threads", type=int, default=1, help="threads processing each batch (default 1; the report is the same on any number)")
     replay.add_argument(
@@ -101,10 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_capture_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "files", nargs="+", metavar="FILE", help="pcap or pcapng capture, plain, gzip or zstd (detected from its content); '-' for standard input"
-    )
+def _add_capture_options(command: argparse.ArgumentParser, files_help: str) -> None:
+    command.add_argument("files", nargs="+", metavar="FILE", help=files_help)
     command.add_argument("--json", action="store_true", help="print JSON instead of a table")
     command.add_argument("--vxlan-port", type=int, action="append", metavar="PORT", help="UDP port carrying VXLAN (repeatable; default 4789)")
     command.add_argument("--geneve-port", type=int, action="append", metavar="PORT", help="UDP port carrying Geneve (repeatable; default 6081)")
@@ -150,9 +148,7 @@ def _replay(args: argparse.Namespace) -> int:
     poll = [interval.strip() for interval in args.poll.split(",") if interval.strip()]
     alone = None if args.alone is None else [name.strip() for name in args.alone.split(",") if name.strip()]
     options = {"threads": args.threads, "drain": args.drain, "window_ns": window_ns, "poll": poll, "alone": alone}
-    if len(args.files) > 1:
-        raise ValueError("replay reads one capture for now; merge them first (`mergecap -w merged.pcapng FILE...`)")
-    report = replay(args.files[0], _read_policy(args.policy), **options, **_capture_options(args))
+    report = replay(args.files, _read_policy(args.policy), **options, **_capture_options(args))
     for warning in report.warnings:
         print(f"isolane: warning: {warning}", file=sys.stderr)
     _print(report.to_json() if args.json else format_report(report), args.output)
