@@ -401,3 +401,17 @@ def test_progress_counts_compressed_bytes_and_an_unknown_size_as_zero(tmp_path: 
     )
     result = subprocess.run([sys.executable, "-c", script], input=SAMPLE.read_bytes(), capture_output=True, check=True)
     assert result.stdout.decode() == f"17 ({SAMPLE.stat().st_size}, 0)\n"
+
+
+def test_inspect_says_each_thing_it_met_in_one_line_and_exits_0(tmp_path: Path) -> None:
+    backwards, overflow = tmp_path / "backwards.pcap", tmp_path / "overflow.pcap"
+    backwards.write_bytes(pcap([(5, 0, ETH_IPV4_UDP, 42), (4, 0, ETH_IPV4_UDP, 42)]))
+    overflow.write_bytes(pcap([(6, 1_000_000, ETH_IPV4_UDP, 30)]))
+    result = run_inspect(str(backwards), str(overflow))
+    assert result.returncode == 0 and b"merged, 3 packets" in result.stdout
+    assert [warning.split(":")[0] for warning in warnings_of(result)] == [str(backwards), str(overflow), str(overflow)]
+    assert [warning.split(": ", 1)[1][:30] for warning in warnings_of(result)] == [
+        "1 packet has a timestamp earli",
+        "1 packet has a microseconds (n",
+        "1 packet has a wire length bel",
+    ]
