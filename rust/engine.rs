@@ -26,7 +26,11 @@ use pipeline::QosPipeline;
 
 mod counters;
 mod delta;
+mod frames;
 mod pipeline;
+
+pub use frames::{frame_ethertype, frame_rule, FRAME_RULE_DSCP};
+use frames::{FrameRule, FrameRules};
 
 pub use delta::{Delta, Route, TenantEntry, TenantOp};
 
@@ -202,6 +206,8 @@ struct HotTenant {
     fresh: bool,
     /// Whether every tree rule is live: a match needs no outcome to be checked.
     all_live: bool,
+    /// Inline, so that an IP packet checks whether it must look them up in a line already read.
+    frames: FrameRules,
 }
 
 /// What every packet of a tenant reads: 8 bytes, so that a thousand tenants take 8 KiB of L1
@@ -242,11 +248,15 @@ impl HotTenant {
                 Outcome { policy_rule, class: row.class, action: row.action, live: true }
             }
         };
+        let frame_rules = tenant.numbered_rows().zip(tenant.table.rules()).filter_map(|((policy_rule, row), rule)| {
+            frame_ethertype(&rule).map(|ethertype| FrameRule { ethertype, policy_rule, class: row.class, action: row.action })
+        });
         HotTenant {
             trees: trees.clone(),
             outcomes: indices.iter().map(|&index| outcome(index)).collect(),
             fresh: tenant.table.has_fresh(),
             all_live: !indices.contains(&DEAD),
+            frames: FrameRules::new(frame_rules),
         }
     }
 
@@ -410,15 +420,22 @@ impl EngineTables {
         match info.status {
             s if s == Status::Truncated as u8 => return fallback(Reason::Truncated, DROP),
             s if s == Status::Malformed as u8 => return fallback(Reason::Malformed, DROP),
-            _ if info.ip_version == 0 => return fallback(Reason::NotIp, head.default_action),
+            _ if info.ip_version == 0 => {
+                let by_frame_rules = self.hot_of(tenant).filter(|_| !head.ruleless).and_then(|hot| hot.frames.non_ip(tenant, info.ethertype));
+                return by_frame_rules.unwrap_or_else(|| fallback(Reason::NotIp, head.default_action));
+            }
             _ => {}
         }
-        match tree_match {
-            Some(NO_RULE) => return head.default_verdict(tenant),
-            Some(id) => return self.hot[tenant as usize].verdict(head, tenant, id),
-            None => {}
+        if head.ruleless {
+            return head.default_verdict(tenant);
         }
-        self.classify_by_table(tenant, info)
+        let hot = &self.hot[tenant as usize];
+        let by_ip_rules = match tree_match {
+            Some(NO_RULE) => head.default_verdict(tenant),
+            Some(id) => hot.verdict(head, tenant, id),
+            None => self.classify_by_table(tenant, info),
+        };
+        hot.frames.ip(tenant, info.ip_version, by_ip_rules)
     }
 
     /// The verdict from the tenant's whole table: for IPv6 packets, and while rules added
