@@ -546,7 +546,7 @@ impl Engine {
     }
 
     /// Every tenant's counters (`None`: packets no tenant claimed), including tenants no
-    /// longer in the policy.
+    /// longer in the policy: every packet `classify` or `process` classified, by verdict.
     pub fn counters(&self) -> FxHashMap<Option<String>, Counters> {
         let names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner());
         let totals = self.counters.totals();
