@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import json
 import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from isolane import _core
+from isolane import __version__, _core
 from isolane.commands.inspect import CaptureSummary, summarize
 from isolane.commands.replay import align, format_report, replay
 from isolane.engine import DEFAULT_POLLS
@@ -21,21 +22,75 @@ from isolane.policy import MAX_WINDOW_NS, MIN_WINDOW_NS, Policy, PolicyWarning, 
 PROGRESS_MIN_BYTES = 64 << 20
 
 
+#: Exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    """Runs a command: 0 done, 1 a report that does not add up (a bug), 2 bad input (one line
+    ``isolane: error: ...`` on stderr), 130 interrupted. Any other exception is a bug in
+    isolane and keeps its traceback."""
     try:
+        args = _parser().parse_args(argv)
         return int(args.run(args))
     except BrokenPipeError:  # the reader went away (`isolane schema | head`): not an error
         sys.stdout = open(os.devnull, "w")
         return 0
+    except KeyboardInterrupt:
+        print("isolane: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (_core.IsolaneError, OSError, ValueError) as err:
-        print(f"isolane: error: {err}", file=sys.stderr)
-        return 2
+        return _input_error(str(err))
+    except OverflowError as err:
+        argument = _converted_argument(err)
+        if argument is None:
+            raise
+        return _input_error(f"{argument}: {err} (a number out of range)")
+
+
+def _input_error(message: str) -> int:
+    print(f"isolane: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _converted_argument(err: BaseException) -> str | None:
+    """The argument whose value the Rust core could not take, if ``err`` says so (the core notes
+    "while processing 'batch_size'" on a number that does not fit): an input error, not a bug."""
+    for note in getattr(err, "__notes__", ()):
+        if note.startswith("while processing '") and note.endswith("'"):
+            return note.removeprefix("while processing '").removesuffix("'")
+    return None
+
+
+def _project_url(label: str) -> str:
+    """A URL of the project's metadata (``[project.urls]`` in pyproject.toml) by its label."""
+    for entry in importlib.metadata.metadata("isolane").get_all("Project-URL") or ():
+        name, _, url = entry.partition(",")
+        if name.strip() == label:
+            return url.strip()
+    raise LookupError(f"no {label} URL in isolane's metadata")
+
+
+def _doc(page: str) -> str:
+    """The URL of a page of the documentation (docs/ is not installed with the package)."""
+    return f"{_project_url('Documentation').replace('/tree/', '/blob/')}/{page}"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad usage is one line on stderr and status 2, as any other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"isolane: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="isolane", description="Tenant isolation for shared data-center networks.")
+    parser = _Parser(
+        prog="isolane",
+        description="Tenant isolation for shared data-center networks.",
+        epilog=f"Documentation: {_project_url('Documentation')}; issues: {_project_url('Issues')}",
+    )
+    parser.add_argument("--version", action="version", version=f"isolane {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     inspect = commands.add_parser(
         "inspect",
@@ -50,10 +105,10 @@ def _parser() -> argparse.ArgumentParser:
         help="replay a capture through a tenant policy and report what it did to each tenant",
         description="Replay a pcap/pcapng capture through a tenant policy (classification, meters, shapers, the "
         "egress port; time is the capture's) and report per tenant and class: packets and bytes in, colours, "
-        "packets passed, re-marked and dropped (by reason), queueing delays at the port. See docs/qos.md.",
+        f"packets passed, re-marked and dropped (by reason), queueing delays at the port. See {_doc('qos.md#replaying-a-capture')}.",
     )
     _add_capture_options(replay)
-    replay.add_argument("--policy", required=True, help="tenant policy (YAML, TOML or JSON; see docs/policy.md)")
+    replay.add_argument("--policy", required=True, help=f"tenant policy (YAML, TOML or JSON; see {_doc('policy.md')})")
     replay.add_argument("--threads", type=int, default=1, help="threads processing each batch (default 1; the report is the same on any number)")
     replay.add_argument(
         "--no-drain",
@@ -75,6 +130,14 @@ def _parser() -> argparse.ArgumentParser:
         "schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML)."
     )
     schema.set_defaults(run=_schema)
+    check = commands.add_parser(
+        "check",
+        help="validate a policy without a capture",
+        description=f"Validate a tenant policy (YAML, TOML or JSON; see {_doc('policy.md')}) as replay reads it: print its "
+        "warnings and 'POLICY: ok, N tenants, M rules' (status 0), or its errors with their places (status 2).",
+    )
+    check.add_argument("policy", help="tenant policy file")
+    check.set_defaults(run=_check)
     return parser
 
 
@@ -99,6 +162,17 @@ def _capture_options(args: argparse.Namespace) -> dict[str, Any]:
 def _schema(args: argparse.Namespace) -> int:
     print(schema_text())
     return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    policy = _read_policy(args.policy)
+    rules = sum(len(tenant.rules) for tenant in policy.tenants)
+    print(f"{args.policy}: ok, {_count(len(policy.tenants), 'tenant')}, {_count(rules, 'rule')}")
+    return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _inspect(args: argparse.Namespace) -> int:
