@@ -4,7 +4,9 @@ the sample capture's own ARP."""
 
 from __future__ import annotations
 
+import csv
 import warnings
+from collections import Counter
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -21,6 +23,7 @@ import isolane
 from isolane import Engine, Policy, PolicyWarning, Reason
 from support.locations import ROOT, SAMPLE
 from support.policy_edits import quiet
+from support.truth import SHARED_REAL, capture_names, csv_path, pcap_path
 
 LLDP = 0x88CC
 
@@ -43,6 +46,39 @@ def batch_of(*frames: Any) -> isolane.PacketBatch:
     lengths = np.array([len(f) for f in frames], dtype=np.uint32)
     data = np.frombuffer(b"".join(frames), dtype=np.uint8)
     return isolane.PacketBatch.from_arrays(data, offsets, lengths, np.arange(len(frames), dtype=np.int64))
+
+
+TSHARK_NAMES = {"ip": 0x0800, "ipv6": 0x86DD, "arp": 0x0806}
+
+
+def tshark_ethertype(protocols: str) -> tuple[int, bool] | None:
+    """The tenant frame's EtherType by tshark's ``frame.protocols`` (what follows its last
+    ``ethertype`` token), and whether a tunnel comes before it; None where it names none we know."""
+    tokens = protocols.split(":")
+    if "ethertype" not in tokens:
+        return None
+    last = len(tokens) - 1 - tokens[::-1].index("ethertype")
+    following = tokens[last + 1] if last + 1 < len(tokens) else None
+    if following not in TSHARK_NAMES:
+        return None
+    return TSHARK_NAMES[following], any(t in ("vxlan", "geneve") for t in tokens[:last])
+
+
+@pytest.mark.skipif(not SHARED_REAL.is_dir(), reason=f"the real captures and their tshark truth are not at {SHARED_REAL}")
+def test_the_records_ethertype_is_tsharks_on_the_real_captures() -> None:
+    """Every frame whose tenant frame tshark names IPv4, IPv6 or ARP (where isolane sees the
+    same tunnel, or none, and parsed it) carries that EtherType."""
+    checked: Counter[int] = Counter()
+    for name in capture_names():
+        rows = isolane.parse(isolane.read_pcap(pcap_path(name)))
+        with open(csv_path(name), newline="") as truth:
+            for line, record in zip(csv.DictReader(truth), rows):
+                expected = tshark_ethertype(line["frame.protocols"])
+                if expected is None or expected[1] != (record["tunnel"] != 0) or record["status"] not in (isolane.Status.OK, isolane.Status.UNSUPPORTED):
+                    continue
+                assert int(record["ethertype"]) == expected[0], f"{name} frame {line['frame.number']}: {line['frame.protocols']}"
+                checked[expected[0]] += 1
+    assert checked[0x0800] > 1000 and checked[0x86DD] > 100 and checked[0x0806] > 0, checked
 
 
 def test_names_numbers_and_hex_text_are_read_and_written_back() -> None:
