@@ -44,18 +44,21 @@ impl FrameRule {
 }
 
 /// A tenant's frame rules in policy order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(super) struct FrameRules {
     rules: Box<[FrameRule]>,
-    /// Whether one names IPv4 or IPv6, so that IP packets must be looked up too.
-    names_ip: bool,
 }
 
 impl FrameRules {
-    pub fn new(rules: impl IntoIterator<Item = FrameRule>) -> FrameRules {
+    /// The tenant's frame rules, if it has any.
+    pub fn new(rules: impl IntoIterator<Item = FrameRule>) -> Option<Box<FrameRules>> {
         let rules: Box<[FrameRule]> = rules.into_iter().collect();
-        let names_ip = rules.iter().any(|r| matches!(r.ethertype, ETHERTYPE_IPV4 | ETHERTYPE_IPV6));
-        FrameRules { rules, names_ip }
+        (!rules.is_empty()).then(|| Box::new(FrameRules { rules }))
+    }
+
+    /// Whether one names IPv4 or IPv6, so that IP packets must be looked up too.
+    pub fn name_ip(&self) -> bool {
+        self.rules.iter().any(|r| matches!(r.ethertype, ETHERTYPE_IPV4 | ETHERTYPE_IPV6))
     }
 
     /// The verdict of the first frame rule for a non-IP frame of `ethertype`, if one matches.
@@ -66,11 +69,7 @@ impl FrameRules {
 
     /// The verdict on an IP packet of `ip_version`, given the verdict of the IP rules: a frame
     /// rule for its EtherType wins if it comes first in the policy.
-    #[inline]
     pub fn ip(&self, tenant: i32, ip_version: u8, by_ip_rules: Verdict) -> Verdict {
-        if !self.names_ip {
-            return by_ip_rules;
-        }
         let ethertype = if ip_version == 4 { ETHERTYPE_IPV4 } else { ETHERTYPE_IPV6 };
         let first = self.rules.iter().find(|r| r.ethertype == ethertype);
         match first {
