@@ -29,8 +29,8 @@ mod delta;
 mod frames;
 mod pipeline;
 
+use frames::FrameRules;
 pub use frames::{frame_ethertype, frame_rule, FRAME_RULE_DSCP};
-use frames::{FrameRule, FrameRules};
 
 pub use delta::{Delta, Route, TenantEntry, TenantOp};
 
@@ -104,13 +104,6 @@ impl TenantTables {
         let mut tables = TenantTables { rows, table, name: spec.name, default_action: spec.default_action, default_class: spec.default_class, frames: None };
         tables.frames = tables.read_frames();
         tables
-    }
-
-    fn read_frames(&self) -> Option<Box<FrameRules>> {
-        let frame_rules = self.numbered_rows().zip(self.table.rules()).filter_map(|((policy_rule, row), rule)| {
-            frame_ethertype(&rule).map(|ethertype| FrameRule { ethertype, policy_rule, class: row.class, action: row.action })
-        });
-        FrameRules::new(frame_rules)
     }
 
     /// The spec these tables hold (as edited since).
@@ -454,24 +447,6 @@ impl EngineTables {
             return self.frames_first(tenant, info, by_ip_rules);
         }
         by_ip_rules
-    }
-
-    /// The verdict of a tenant's first frame rule for a frame that is not IP, if one matches.
-    /// (Out of line, as `frames_first`: the common path stays as it was without frame rules.)
-    #[cold]
-    #[inline(never)]
-    fn by_frame_rules(&self, tenant: i32, info: &PacketInfo) -> Option<Verdict> {
-        self.tenants[tenant as usize].frames.as_ref().and_then(|frames| frames.non_ip(tenant, info.ethertype))
-    }
-
-    /// The verdict of a tenant's frame rule for an IP packet, if it comes before `by_ip_rules`'s.
-    #[cold]
-    #[inline(never)]
-    fn frames_first(&self, tenant: i32, info: &PacketInfo, by_ip_rules: Verdict) -> Verdict {
-        match &self.tenants[tenant as usize].frames {
-            Some(frames) => frames.ip(tenant, info.ip_version, by_ip_rules),
-            None => by_ip_rules,
-        }
     }
 
     /// The verdict from the tenant's whole table: for IPv6 packets, and while rules added

@@ -7,7 +7,9 @@
 //! port range. The engine reads those rows into a short list that non-IP packets are looked up in
 //! (and IP packets, when a rule names IPv4 or IPv6).
 
+use super::{EngineTables, TenantTables};
 use crate::classify::Rule;
+use crate::parse::PacketInfo;
 use crate::verdict::{class_id, Reason, Verdict};
 
 /// The DSCP value and mask bit that mark a row as a frame rule (`FRAME_RULE_DSCP` in
@@ -30,7 +32,7 @@ pub fn frame_rule(ethertype: u16) -> Rule {
 
 /// One frame rule of a tenant, with what it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct FrameRule {
+struct FrameRule {
     pub ethertype: u16,
     pub policy_rule: i32,
     pub class: u16,
@@ -51,7 +53,7 @@ pub(super) struct FrameRules {
 
 impl FrameRules {
     /// The tenant's frame rules, if it has any.
-    pub fn new(rules: impl IntoIterator<Item = FrameRule>) -> Option<Box<FrameRules>> {
+    fn new(rules: impl IntoIterator<Item = FrameRule>) -> Option<Box<FrameRules>> {
         let rules: Box<[FrameRule]> = rules.into_iter().collect();
         (!rules.is_empty()).then(|| Box::new(FrameRules { rules }))
     }
@@ -75,6 +77,36 @@ impl FrameRules {
         match first {
             Some(rule) if by_ip_rules.reason != Reason::Rule as u8 || rule.policy_rule < by_ip_rules.rule => rule.verdict(tenant),
             _ => by_ip_rules,
+        }
+    }
+}
+
+impl TenantTables {
+    /// The frame rules among these tables' rows.
+    pub(super) fn read_frames(&self) -> Option<Box<FrameRules>> {
+        let frame_rules = self.numbered_rows().zip(self.table.rules()).filter_map(|((policy_rule, row), rule)| {
+            frame_ethertype(&rule).map(|ethertype| FrameRule { ethertype, policy_rule, class: row.class, action: row.action })
+        });
+        FrameRules::new(frame_rules)
+    }
+}
+
+impl EngineTables {
+    /// The verdict of a tenant's first frame rule for a frame that is not IP, if one matches.
+    /// (Out of line, as `frames_first`: the common path stays as it was without frame rules.)
+    #[cold]
+    #[inline(never)]
+    pub(super) fn by_frame_rules(&self, tenant: i32, info: &PacketInfo) -> Option<Verdict> {
+        self.tenants[tenant as usize].frames.as_ref().and_then(|frames| frames.non_ip(tenant, info.ethertype))
+    }
+
+    /// The verdict of a tenant's frame rule for an IP packet, if it comes before `by_ip_rules`'s.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn frames_first(&self, tenant: i32, info: &PacketInfo, by_ip_rules: Verdict) -> Verdict {
+        match &self.tenants[tenant as usize].frames {
+            Some(frames) => frames.ip(tenant, info.ip_version, by_ip_rules),
+            None => by_ip_rules,
         }
     }
 }
