@@ -14,6 +14,7 @@
 mod adaptive;
 mod chunks;
 mod inputs;
+mod observe;
 mod spec;
 mod stats;
 mod update;
@@ -30,6 +31,7 @@ use crate::memory::prefetch;
 use crate::meter::{Color, MeterConsts, MeterState};
 use crate::parse::PacketInfo;
 use crate::shaping::{Port, PortConfig, QueueConfig, ShapeDrop, ShaperConsts, ShaperState};
+use crate::timeline::Timeline;
 use crate::verdict::{Verdict, DROP};
 
 pub use crate::outcome::{processed_fields, Outcome, Processed, NO_COLOR, OUTCOMES};
@@ -216,6 +218,9 @@ struct InFlight {
     batch: u64,
     index: usize,
     remarked: bool,
+    /// Green after the meters: within its contract (a drop at the port is then a conforming
+    /// packet lost).
+    green: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -257,6 +262,8 @@ pub struct Enforcer {
     in_flight: BinaryHeap<Reverse<InFlight>>,
     bursts: Detector,
     adaptive: Adaptive,
+    /// Time series per tenant and class, when asked for ([`Enforcer::keep_timeline`]).
+    timeline: Option<Timeline>,
     /// A chunk's records and verdicts (kept, so that a batch allocates nothing).
     records: Vec<PacketInfo>,
     verdicts: Vec<Verdict>,
@@ -295,6 +302,11 @@ impl Enforcer {
                 self.bursts.departed(departure.queue, departure.start_ns, departure.bytes);
             }
         }
+        if let Some(timeline) = &mut self.timeline {
+            for departure in port.departures() {
+                timeline.departed(departure.queue as usize, departure.arrival_ns, departure.start_ns - departure.arrival_ns);
+            }
+        }
         port.clear_departures();
     }
 
@@ -328,7 +340,11 @@ impl Enforcer {
             let count = chunk_len.min(len - first);
             out.resize(base + first + count, Processed::zeroed());
             let (chunk, chunk_verdicts) = source.chunk(first, count, &mut records, &mut verdicts);
+            let clock_ns = self.clock_ns;
             self.enforce_chunk(&mut port, chunk, chunk_verdicts, &mut out[base..], first);
+            if self.timeline.is_some() {
+                self.observe_timeline(clock_ns, chunk, chunk_verdicts, &out[base + first..base + first + count]);
+            }
         }
         (self.records, self.verdicts) = (records, verdicts);
         self.finish_batch(port, &mut out[base..]);
@@ -518,6 +534,9 @@ impl Enforcer {
             self.in_flight.pop();
             let result = port.arrive(packet.release_ns, packet.bytes, packet.row, packet.sequence);
             let outcome = Outcome::of_port(result, packet.remarked);
+            if let (Some(timeline), true) = (&mut self.timeline, result.is_err()) {
+                timeline.dropped(packet.row as usize, packet.release_ns, packet.green);
+            }
             if self.bursts.active() {
                 self.hand_departures(port); // they started before this arrival
                 self.bursts.port_arrival(packet.row, packet.release_ns, packet.bytes, outcome);
@@ -622,8 +641,9 @@ impl Enforcer {
                 result.release_ns = i64::try_from(release_ns).unwrap_or(i64::MAX);
                 if has_port && in_class {
                     *sequence += 1;
-                    let remarked = metered.dscp.is_some();
-                    in_flight.push(Reverse(InFlight { release_ns, sequence: *sequence, row: row as u32, bytes, batch: *batch, index, remarked }));
+                    let (remarked, green) = (metered.dscp.is_some(), metered.color == Color::Green);
+                    let row = row as u32;
+                    in_flight.push(Reverse(InFlight { release_ns, sequence: *sequence, row, bytes, batch: *batch, index, remarked, green }));
                     result.outcome = Outcome::Pending as u8;
                     return result; // counted when it reaches the port
                 }

@@ -5,8 +5,9 @@
 //! [`classify`] (first-match rule tables), [`verdict`] (what classification says of a packet),
 //! [`meter`] (RFC 2697/2698/4115 token-bucket meters), [`shaping`] (EDT shaper and egress port
 //! model, in packet time), [`outcome`] (what enforcement says of a packet), [`bursts`]
-//! (microburst detection per scope), [`enforce`] (meters, shapers, the port and the burst
-//! detector applied to classified packets, per tenant), [`engine`] (tables, updates and the
+//! (microburst detection per scope), [`timeline`] (time series per tenant and class, for
+//! reports), [`enforce`] (meters, shapers, the port, the burst detector and the timeline
+//! applied to classified packets, per tenant), [`engine`] (tables, updates and the
 //! threads that classify and enforce batches); apart from the data path, [`yaml`] reads policy
 //! files (YAML 1.2 documents).
 //!
@@ -30,6 +31,7 @@ pub mod parse;
 pub mod pcap;
 mod pool;
 pub mod shaping;
+pub mod timeline;
 pub mod verdict;
 pub mod yaml;
 

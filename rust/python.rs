@@ -10,6 +10,7 @@ mod convert;
 mod engine;
 mod error;
 mod rule_table;
+mod timeline;
 mod yaml;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -37,7 +38,7 @@ mod _core {
     #[pymodule_export]
     use super::{
         burst_flow_layout, burst_layout, codes::codes, load_yaml, parse_records, processed_layout, profile_event_layout, read_pcap, record_layout,
-        stats_layout, verdict_layout, Engine, PacketBatch, PcapIterator, RuleTable,
+        stats_layout, timeline::TimelineView, verdict_layout, Engine, PacketBatch, PcapIterator, RuleTable,
     };
 
     #[pymodule_init]
@@ -53,6 +54,7 @@ mod _core {
         module.add("DuplicateKeyError", py.get_type::<super::DuplicateKeyError>())?;
         module.add("VXLAN_PORT", crate::parse::VXLAN_PORT)?;
         module.add("GENEVE_PORT", crate::parse::GENEVE_PORT)?;
+        module.add("SERIES_FIELDS", super::timeline::SERIES_FIELDS.to_vec())?;
         Ok(())
     }
 }

@@ -182,11 +182,11 @@ def test_help_gives_the_project_urls_not_files_that_are_not_installed() -> None:
         "Changelog": "https://github.com/isolane/isolane/blob/main/CHANGELOG.md",
         "Issues": "https://github.com/isolane/isolane/issues",
     }
-    top, replay, check = (run_cli(*args, "--help").stdout for args in ([], ["replay"], ["check"]))
+    top, replay, check, diff = (run_cli(*args, "--help").stdout for args in ([], ["replay"], ["check"], ["diff"]))
     assert urls["Documentation"] in top and urls["Issues"] in top
     assert "https://github.com/isolane/isolane/blob/main/docs/qos.md#replaying-a-capture" in " ".join(replay.split())
     assert "https://github.com/isolane/isolane/blob/main/docs/policy.md" in " ".join(check.split())
-    for text in (top, replay, check):
+    for text in (top, replay, check, diff):
         assert re.search(r"(?<![/\w])docs/\w+\.md", text) is None, text
 
 

@@ -21,8 +21,11 @@ import yaml
 
 import isolane
 from isolane.cli import main
-from isolane.commands.replay import DROP_STAGES, REASONS, ReplayReport, replay
+from isolane.commands.replay import replay
 from isolane.policy import COUNT_MODES
+from isolane.report.findings import wrapped
+from isolane.report.model import DROP_STAGES, REASONS, Report
+from isolane.report.text import rate_text, time_text
 from support.locations import ROOT, SAMPLE
 from support.port_reference import process_with_port
 from support.qos_reference import frame_bytes
@@ -87,7 +90,8 @@ def assert_adds_up(report: dict[str, Any], packets_read: int) -> None:
 
 
 def test_readme_first_line_runs_in_the_project_root() -> None:
-    """The README's first command, as a user types it after `pip install .`."""
+    """The README's first command, as a user types it after `pip install .`: the incident of its
+    sample is said at a glance, in the first lines, within 100 columns."""
     first_line = (ROOT / "README.md").read_text().split("```bash\n", 1)[1].splitlines()[0]
     command = shlex.split(first_line.split("&&", 1)[1].split("#", 1)[0])
     assert command[:2] == ["isolane", "replay"]
@@ -95,11 +99,15 @@ def test_readme_first_line_runs_in_the_project_root() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("pcaps/kernel_vxlan.pcap: pcap, 1,696 packets replayed")
-    for tenant in ("training", "inference", "evaluation", "(no tenant)"):
-        assert any(line.startswith(tenant) for line in lines), tenant
+    assert max(len(line) for line in lines) <= 100, "the table fits a terminal of 100 columns"
+    report = replay(ROOT / command[2], isolane.Policy.from_file(ROOT / command[command.index("--policy") + 1])).to_json()
+    assert lines[0] == f"{command[2]}: pcap, {report['packets']:,} packets over 20 ms"
+    training = next(t for t in report["tenants"] if t["tenant"] == "training")
+    assert 0.01 < training["dropped"] / training["packets"] < 0.03, "the sample loses about 2% of training's packets"
+    assert lines[1].startswith(f"* training lost {training['dropped']:,} of {training['packets']:,} packets")
+    assert "its microbursts account for" in lines[1] and "polled every second" in " ".join(lines[1:3])
     reasons = next(i for i, line in enumerate(lines) if line.startswith("verdict reasons: "))
-    assert lines[reasons + 2].startswith("microbursts"), "the bursts follow the tenants"
+    assert lines[reasons + 2].startswith("isolation"), "isolation follows the tenants"
 
 
 def test_replay_of_the_sample_matches_the_packets_and_the_engines_rows(capsys: pytest.CaptureFixture[str]) -> None:
@@ -174,28 +182,35 @@ def test_replay_table_shows_the_json_numbers(tmp_path: Path, capsys: pytest.Capt
     report = replay_json(capsys, str(SAMPLE), "--policy", policy_path)
     assert main(["replay", str(SAMPLE), "--policy", policy_path]) == 0
     lines = capsys.readouterr().out.splitlines()
-    header = lines[1].split()
-    assert header[:10] == ["tenant", "/", "class", "packets", "bytes", "green", "yellow", "red", "passed", "remarked"]
+    assert max(len(line) for line in lines) <= 100
+    table = next(i for i, line in enumerate(lines) if line.startswith("tenant / class"))
+    assert lines[1 : table - 1] == [line for line in wrapped(report["findings"])], "the findings come first"
+    header = lines[table].split("  ")
+    assert [cell.strip() for cell in header if cell.strip()] == [
+        "tenant / class", "packets", "mean rate", "peak rate", "dropped", "drop %", "delay p99", "held p99"
+    ]
     last = next(i for i, line in enumerate(lines) if line.startswith("verdict reasons: "))
-    rows = {line.split("  ")[0].strip(): line for line in lines[2:last]}
+    rows = {line.split("  ")[0].strip(): line for line in lines[table + 1 : last] if not line.startswith(("peak rate:", "drops by stage"))}
     entries = {t["tenant"] or "(no tenant)": t for t in report["tenants"]} | {"total": report["total"]}
     for label, entry in entries.items():
-        cells = rows[label][len(label) :].split()
-        numbers = [int(cell.replace(",", "")) for cell in cells[:9]]
-        assert numbers == [
-            entry["packets"],
-            entry["bytes"],
-            *entry["colors"].values(),
-            entry["passed"],
-            entry["remarked"],
-            entry["dropped"],
-            entry["in_flight"],
-        ]
-        for stage, count in entry["drops"].items():
-            assert (f"{stage}:{count:,}" in rows[label]) == (count > 0)
-    why = " ".join(f"{reason}:{n:,}" for reason, n in report["total"]["classifier_drops"].items() if n)
-    assert f"classifier:{report['total']['drops']['classifier']:,} ({why})" in rows["total"]
-    assert lines[last] == "verdict reasons: " + ", ".join(f"{r} {n:,}" for r, n in report["reasons"].items())
+        cells = [cell.strip() for cell in rows[label][len(label) :].split("  ") if cell.strip()]
+        assert int(cells[0].replace(",", "")) == entry["packets"], label
+        if label != "total":
+            assert cells[1:3] == [rate_text(entry["mean_bps"]), rate_text(entry["peak_bps"])], label
+        assert f"{entry['dropped']:,}" in cells, label
+        share = f"{100 * entry['dropped'] / entry['packets']:.3g}%" if entry["dropped"] else "-"
+        assert share in cells, label
+    for tenant in report["tenants"]:
+        first = next(i for i, line in enumerate(lines) if line.startswith((tenant["tenant"] or "(no tenant)") + " "))
+        for line, cls in zip(lines[first + 1 :], tenant["classes"] if len(tenant["classes"]) > 1 else []):
+            assert line.startswith("  " + (cls["class"] or "(no class)")), line
+            assert line.endswith(time_text(cls["hold_ns"]["p99"]) if cls["hold_ns"]["count"] else "-"), line
+    stages = lines.index("drops by stage:")
+    for tenant in report["tenants"]:
+        if tenant["dropped"]:
+            parts = ", ".join(f"{stage} {n:,}" for stage, n in tenant["drops"].items() if n)
+            assert any(line.startswith(f"  {tenant['tenant'] or '(no tenant)'}: {parts.split(',')[0]}") for line in lines[stages:last]), tenant["tenant"]
+    assert lines[last] == "verdict reasons: " + ", ".join(f"{r} {n:,}" for r, n in report["reasons"].items() if n)
 
 
 def test_replay_in_small_batches_gives_the_same_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -265,7 +280,7 @@ def test_policy_warnings_are_the_clis(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_a_report_that_does_not_add_up_fails_loudly(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """If the engine ever lost a packet, the command says so and fails (status 1)."""
 
-    def one_packet_lost(*args: Any, **kwargs: Any) -> ReplayReport:
+    def one_packet_lost(*args: Any, **kwargs: Any) -> Report:
         report = replay(*args, **kwargs)
         report.tenants[0].classes[0].counts.passed -= 1
         report.packets += 1

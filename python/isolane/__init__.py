@@ -25,7 +25,7 @@ from isolane._core import (
     read_pcap,
 )
 from isolane.codes import Action, BurstScope, BurstView, Color, Outcome, ProfileId, Reason, Status, SwitchCause, Tunnel
-from isolane.commands.replay import ReplayReport, format_report, replay
+from isolane.commands.replay import replay
 from isolane.engine import (
     BURST_DTYPE,
     BURST_FLOW_DTYPE,
@@ -47,6 +47,8 @@ from isolane.engine import (
 )
 from isolane.parsing import PARSED_DTYPE, LinkType, format_addresses, parse
 from isolane.policy import Policy, PolicyError, PolicyWarning
+from isolane.report.model import Report
+from isolane.report.table import format_report
 
 __all__ = [
     "BURST_DTYPE",
@@ -86,7 +88,7 @@ __all__ = [
     "PolicyError",
     "PolicyWarning",
     "Reason",
-    "ReplayReport",
+    "Report",
     "RuleIndexError",
     "RuleTable",
     "StatsEntry",

@@ -23,6 +23,8 @@ __all__ = [
     "PcapIterator",
     "RuleIndexError",
     "RuleTable",
+    "SERIES_FIELDS",
+    "TimelineView",
     "VXLAN_PORT",
     "YamlError",
     "burst_flow_layout",
@@ -40,6 +42,8 @@ __all__ = [
 
 VXLAN_PORT: int
 GENEVE_PORT: int
+SERIES_FIELDS: list[str]
+"""The fields of a timeline series, by the second axis of ``TimelineView.*_series``."""
 
 class IsolaneError(Exception):
     """Base class of isolane's errors."""
@@ -267,6 +271,13 @@ class Engine:
         """Ends the packet stream: packets in flight reach the port, everything queued is sent,
         every open burst ends."""
 
+    def keep_timeline(self, window_ns: int) -> None:
+        """Keeps time series per tenant and class from the next packet on, with the most bytes
+        in one window of ``window_ns`` in each bin."""
+
+    def timeline(self) -> TimelineView | None:
+        """The time series kept since ``keep_timeline``; None if it was never called."""
+
     def bursts(self) -> npt.NDArray[np.uint8]:
         """Every burst that ended (raw bytes of a BURST_DTYPE array)."""
 
@@ -305,3 +316,30 @@ class Engine:
     @property
     def threads(self) -> int:
         """How many threads ``process_records`` runs on."""
+
+@final
+class TimelineView:
+    """Time series per tenant and class (docs/report.md, "Timeline")."""
+
+    @property
+    def window_ns(self) -> int: ...
+    @property
+    def bin_ns(self) -> int: ...
+    @property
+    def start_ns(self) -> int | None: ...
+    @property
+    def bins(self) -> int: ...
+    @property
+    def tenants(self) -> list[str | None]: ...
+    @property
+    def classes(self) -> list[tuple[str | None, int | None]]: ...
+    @property
+    def tenant_series(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def class_series(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def tenant_spans(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def class_spans(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def class_holds(self) -> npt.NDArray[np.uint64]: ...

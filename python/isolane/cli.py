@@ -10,13 +10,19 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from isolane import __version__, _core
+from isolane.commands import gen
+from isolane.commands.diff import diff
 from isolane.commands.inspect import CaptureSummary, summarize
-from isolane.commands.replay import align, format_report, replay
+from isolane.commands.replay import replay
 from isolane.engine import DEFAULT_POLLS
 from isolane.policy import MAX_WINDOW_NS, MIN_WINDOW_NS, Policy, PolicyWarning, parse_duration, schema_text
+from isolane.report.schema import report_schema
+from isolane.report.table import format_report
+from isolane.report.text import align
 
 #: Files at least this big get a progress line on a terminal.
 PROGRESS_MIN_BYTES = 64 << 20
@@ -125,10 +131,24 @@ def _parser() -> argparse.ArgumentParser:
         default=",".join(DEFAULT_POLLS),
         help=f"polling intervals to compare the bursts with, each a multiple of the shortest (default {','.join(DEFAULT_POLLS)})",
     )
-    replay.set_defaults(run=_replay)
-    schema = commands.add_parser(
-        "schema", help="print the JSON Schema of policy files", description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML)."
+    replay.add_argument("-o", "--output", metavar="FILE", help="write the table (or with --json the JSON) to FILE instead of standard output")
+    replay.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page, with its pictures (needs isolane[plot])")
+    replay.add_argument("--plot", metavar="DIR", help="also write the report's pictures (PNG) into DIR (needs isolane[plot])")
+    replay.add_argument(
+        "--alone",
+        metavar="TENANTS",
+        help="tenants (comma-separated) also replayed alone, to measure how much the others inflate their queueing delays "
+        "(default: every tenant when the policy has a port and at most 16 tenants; '' for none)",
     )
+    replay.set_defaults(run=_replay)
+    _add_diff(commands)
+    schema = commands.add_parser(
+        "schema",
+        help="print the JSON Schema of policy files (or of the replay report)",
+        description="Print the JSON Schema (draft 2020-12) of isolane policy files (YAML or TOML), or with --report of the JSON that "
+        "`isolane replay --json` writes.",
+    )
+    schema.add_argument("--report", action="store_true", help="the replay report's schema instead of the policy's")
     schema.set_defaults(run=_schema)
     check = commands.add_parser(
         "check",
@@ -138,6 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("policy", help="tenant policy file")
     check.set_defaults(run=_check)
+    gen.add_parser(commands)
     return parser
 
 
@@ -160,7 +181,7 @@ def _capture_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    print(schema_text())
+    print(json.dumps(report_schema(), indent=2) if args.report else schema_text())
     return 0
 
 
@@ -184,13 +205,47 @@ def _inspect(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     window_ns = _window(args.window) if args.window is not None else None
     poll = [interval.strip() for interval in args.poll.split(",") if interval.strip()]
-    options = {"threads": args.threads, "drain": args.drain, "window_ns": window_ns, "poll": poll}
+    alone = None if args.alone is None else [name.strip() for name in args.alone.split(",") if name.strip()]
+    options = {"threads": args.threads, "drain": args.drain, "window_ns": window_ns, "poll": poll, "alone": alone}
     report = replay(args.file, _read_policy(args.policy), **options, **_capture_options(args))
-    _print(report.to_json() if args.json else format_report(report))
+    for warning in report.warnings:
+        print(f"isolane: warning: {warning}", file=sys.stderr)
+    _print(report.to_json() if args.json else format_report(report), args.output)
+    if args.html:
+        Path(args.html).write_text(report.to_html())
+    if args.plot:
+        report.plot(args.plot)
     problems = report.discrepancies()
     for problem in problems:
         print(f"isolane: error: the report does not add up (a bug in isolane): {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def _add_diff(commands: Any) -> None:
+    compare = commands.add_parser(
+        "diff",
+        help="compare two captures replayed through one policy, and name the neighbour behind a tenant's worse delay",
+        description="Replay two captures (BEFORE, AFTER) through a tenant policy and show per tenant and class what changed "
+        "(rates, drops, bursts, queueing delays), whether each tenant's own traffic is the same, and for each class whose "
+        f"p99 delay rose, the other tenants ranked by how much more of its delay falls while they burst. See {_doc('report.md')}.",
+    )
+    compare.add_argument("before", help="the earlier capture (pcap or pcapng)")
+    compare.add_argument("after", help="the later capture")
+    compare.add_argument("--policy", required=True, help="tenant policy both are replayed through (YAML, TOML or JSON)")
+    compare.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    compare.add_argument("-o", "--output", metavar="FILE", help="write the tables (or with --json the JSON) to FILE instead of standard output")
+    compare.set_defaults(run=_diff)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    policy = _read_policy(args.policy)
+    before, after = (replay(path, policy, alone=[], progress=_terminal_progress()) for path in (args.before, args.after))
+    for report in (before, after):
+        for warning in report.warnings:
+            print(f"isolane: warning: {report.capture}: {warning}", file=sys.stderr)
+    result = diff(before, after)
+    _print(result.to_json() if args.json else result.to_text(), args.output)
+    return 0
 
 
 def _window(text: str) -> int:
@@ -211,13 +266,13 @@ def _read_policy(path: str) -> Policy:
     return policy
 
 
-def _print(output: str | dict[str, object]) -> None:
-    """A table as it is, JSON indented."""
-    if isinstance(output, str):
-        print(output)
+def _print(output: str | dict[str, object], path: str | None = None) -> None:
+    """A table as it is, JSON indented; to standard output, or to ``path``."""
+    text = output if isinstance(output, str) else json.dumps(output, indent=2)
+    if path is None:
+        print(text)
     else:
-        json.dump(output, sys.stdout, indent=2)
-        print()
+        Path(path).write_text(text + "\n")
 
 
 def _terminal_progress() -> Callable[[int, int], None] | None:

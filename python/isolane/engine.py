@@ -442,6 +442,17 @@ class Engine:
             if len(ended):
                 self._on_burst(ended)
 
+    def keep_timeline(self, window_ns: int) -> None:
+        """Keeps time series per tenant and class from the next packet on (``docs/report.md``,
+        "Timeline"): bytes, packets and drops per bin, the most bytes in one window of
+        ``window_ns`` inside each bin, queueing delays at the port and shaper holds; bins
+        merge as time runs on, so memory stays bounded. It costs a pass over each batch."""
+        self._core.keep_timeline(window_ns)
+
+    def timeline(self) -> _core.TimelineView | None:
+        """The series kept since :meth:`keep_timeline` (None if never asked for)."""
+        return self._core.timeline()
+
     def bursts(self) -> npt.NDArray[np.void]:
         """Every burst that ended so far, in the order they ended (:data:`BURST_DTYPE`;
         ``docs/bursts.md``); :meth:`drain` ends those still open."""

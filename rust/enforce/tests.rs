@@ -391,3 +391,80 @@ fn a_queue_changed_in_place_keeps_the_port_within_its_line_rate_and_buffer() {
     assert_eq!(e.contract_of(1).map(|q| q.classes[0].queue.guarantee), Some(600));
     assert!(!e.replace_contracts(vec![(0, with_queue("a", queue(401, 100)))]), "the sums follow the change before");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// A timeline changes no outcome, and its series add up to the statistics: bytes, packets,
+    /// drops at every stage, and the port's delays.
+    #[test]
+    fn the_timeline_adds_up_to_the_statistics(
+        meter in any_meter(),
+        shaper in any_shaper(),
+        packets in any_packets(),
+        buffer_bytes in 3_000u64..100_000,
+    ) {
+        let with_port = || {
+            let classes = vec![Contract::default(), Contract { meter: Some(meter), shaper: Some(shaper) }];
+            let tenants = (0..3).map(|t| tenant(&format!("t{t}"), Contract { meter: Some(meter), shaper: None }, classes.clone())).collect();
+            let mut s = spec(tenants);
+            s.port = Some(PortConfig { line_rate: 1_000_000, buffer_bytes, mode: PortMode::SharedFifo });
+            enforcer(s)
+        };
+        let (mut plain, mut observed) = (with_port(), with_port());
+        observed.keep_timeline(10_000);
+        let mut time = 1i64 << 40;
+        let packets: Vec<(PacketInfo, Verdict)> = packets
+            .into_iter()
+            .map(|(step, back, wire_len, tenant, cls, dropped, _)| {
+                time = if back { time - step as i64 } else { time + step as i64 };
+                (packet(time, wire_len), verdict(tenant, cls, if dropped { DROP } else { ALLOW }))
+            })
+            .collect();
+        for batch in packets.chunks(packets.len().div_ceil(3)) {
+            prop_assert_eq!(run(&mut plain, batch), run(&mut observed, batch));
+        }
+        observed.drain();
+        let (tenants, classes) = observed.timeline().unwrap().snapshot();
+        let sum = |values: &[u64]| values.iter().sum::<u64>();
+        let mut tenant_bytes: FxHashMap<Option<String>, u64> = FxHashMap::default();
+        for (key, stats) in observed.stats() {
+            let series = &classes.iter().find(|(k, _)| *k == key).expect("a series for every row").1;
+            let c = &stats.counters;
+            let dropped = c.outcome_packets[Outcome::DropClassifier as usize..].iter().sum::<u64>();
+            prop_assert_eq!((sum(&series.bytes), sum(&series.packets), sum(&series.dropped)), (c.bytes, c.packets, dropped), "{:?} {:?}", key, c.outcome_packets);
+            prop_assert_eq!(sum(&series.delay_count), stats.delay_ns.count());
+            prop_assert_eq!(series.delay_max_ns.iter().max().copied().unwrap_or(0), stats.delay_ns.max());
+            *tenant_bytes.entry(key.0).or_default() += c.bytes;
+        }
+        for (name, series) in &tenants {
+            prop_assert_eq!(sum(&series.bytes), tenant_bytes.get(name).copied().unwrap_or(0));
+        }
+    }
+}
+
+/// A packet the meters coloured green and the port then dropped is a conforming packet lost;
+/// one coloured red and dropped there is not.
+#[test]
+fn the_timeline_counts_the_green_packets_lost_at_the_port_as_conforming() {
+    let passing_red = srtcm(1, 150, 0, [ColorAction::Pass; 3]);
+    let mut s = spec(vec![
+        tenant("metered", Contract { meter: Some(passing_red), shaper: None }, vec![Contract::default()]),
+        tenant("open", Contract::default(), vec![Contract::default()]),
+    ]);
+    s.port = Some(PortConfig { line_rate: 1000, buffer_bytes: 350, mode: PortMode::SharedFifo });
+    let mut e = enforcer(s);
+    e.keep_timeline(1_000);
+    // At 0: metered's first packet is green (its bucket holds 150 B), its next three red; then
+    // open's three, green. The buffer holds 350 B: three of the seven.
+    let packets: Vec<_> = (0..4).map(|_| (packet(0, 100), verdict(0, 0, ALLOW))).chain((0..3).map(|_| (packet(0, 100), verdict(1, 0, ALLOW)))).collect();
+    run(&mut e, &packets);
+    e.drain();
+    let (tenants, _) = e.timeline().unwrap().snapshot();
+    let of = |name: &str| {
+        let series = &tenants.iter().find(|(n, _)| n.as_deref() == Some(name)).unwrap().1;
+        (series.dropped.iter().sum::<u64>(), series.conforming_dropped.iter().sum::<u64>())
+    };
+    assert_eq!(of("metered"), (1, 0), "a red packet lost at the port");
+    assert_eq!(of("open"), (3, 3), "green packets lost at the port");
+}

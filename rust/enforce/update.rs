@@ -59,6 +59,9 @@ impl Enforcer {
         self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
         self.archive_rows();
         self.row_keys = row_keys(&contracts, names);
+        if let Some(timeline) = &mut self.timeline {
+            timeline.bind(&self.row_keys);
+        }
         self.class_rows = class_stages.len();
         self.rows = crate::memory::zeroed_vec(self.row_keys.len());
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);

@@ -17,6 +17,7 @@ use super::batch::PacketBatch;
 use super::bursts::burst_stats_dict;
 use super::convert::{column, U16, U8};
 use super::rule_table::rules_from_columns;
+use super::timeline::TimelineView;
 use super::without_gil;
 
 /// A tenant's compiled tables as Python's `isolane.policy.TenantTables` holds them (read by
@@ -209,6 +210,22 @@ impl Engine {
     /// every open burst ends.
     fn drain(&self, py: Python<'_>) -> PyResult<()> {
         without_gil(py, || self.engine.drain())
+    }
+
+    /// Keeps time series per tenant and class from the next packet on (docs/report.md,
+    /// "Timeline"), with the most bytes in one window of `window_ns` in each bin.
+    fn keep_timeline(&self, window_ns: u64) -> PyResult<()> {
+        if window_ns == 0 {
+            return Err(CoreError::InvalidArgument("the timeline's window must be at least 1 ns".to_string()).into());
+        }
+        self.engine.with_enforcer(|enforcer| enforcer.keep_timeline(window_ns));
+        Ok(())
+    }
+
+    /// The time series kept since `keep_timeline`; None if it was never called.
+    fn timeline(&self, py: Python<'_>) -> PyResult<Option<TimelineView>> {
+        let timeline = self.engine.with_enforcer(|enforcer| enforcer.timeline().cloned());
+        timeline.map(|timeline| TimelineView::new(py, &timeline)).transpose()
     }
 
     /// Every burst that ended (raw bytes of a BURST_DTYPE array).

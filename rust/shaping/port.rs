@@ -140,6 +140,7 @@ pub enum PortDrop {
 pub struct Departure {
     pub packet: u64,
     pub queue: u32,
+    pub arrival_ns: u64,
     pub start_ns: u64,
     pub depart_ns: u64,
     pub bytes: u32,
@@ -472,7 +473,14 @@ impl Port {
         stats.sent_packets += 1;
         stats.sent_bytes += u64::from(waiting.bytes);
         stats.delay_ns.record(start_ns - waiting.arrival_ns);
-        self.departures.push(Departure { packet: waiting.packet, queue: waiting.queue, start_ns, depart_ns: self.ns_at(self.free_at), bytes: waiting.bytes });
+        self.departures.push(Departure {
+            packet: waiting.packet,
+            queue: waiting.queue,
+            arrival_ns: waiting.arrival_ns,
+            start_ns,
+            depart_ns: self.ns_at(self.free_at),
+            bytes: waiting.bytes,
+        });
     }
 
     /// Puts `queue` in the rings it may send in at `now`, takes it out of the others, and sets

@@ -327,6 +327,6 @@ impl RefPort {
         let end = t + a.bytes as u128 * 1_000_000_000;
         self.line_free = end;
         let ns = |tick: u128| tick.div_ceil(line) as u64;
-        self.departures.push(Departure { packet: a.packet, queue: a.queue, start_ns: ns(t), depart_ns: ns(end), bytes: a.bytes });
+        self.departures.push(Departure { packet: a.packet, queue: a.queue, arrival_ns: a.ns, start_ns: ns(t), depart_ns: ns(end), bytes: a.bytes });
     }
 }

@@ -406,7 +406,7 @@ fn an_idle_port_sends_at_once_and_back_to_back_at_line_rate() {
     port.advance_to(1001);
     let tx = |bytes: u128| up(bytes * 1_000_000_000, u128::from(line)) as u64;
     let first = port.take_departures();
-    assert_eq!(first, [Departure { packet: 7, queue: 0, start_ns: 1000, depart_ns: 1000 + tx(1500), bytes: 1500 }]);
+    assert_eq!(first, [Departure { packet: 7, queue: 0, arrival_ns: 1000, start_ns: 1000, depart_ns: 1000 + tx(1500), bytes: 1500 }]);
     port.advance_to(first[0].depart_ns + 1);
     let second = port.take_departures();
     assert_eq!(second.len(), 1, "the third starts after that: not decided yet");

@@ -2,6 +2,6 @@
 command: ``inspect`` (``isolane inspect``: a capture summarised per tenant), ``replay`` and
 ``replay_bursts`` (``isolane replay``: a capture through a policy, and the microbursts it saw).
 
-``isolane.replay``, ``isolane.ReplayReport`` and ``isolane.format_report`` are these modules'
+``isolane.replay`` is these modules'
 public names, re-exported by the package.
 """

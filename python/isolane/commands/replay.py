@@ -1,223 +1,43 @@
-"""A capture replayed through a policy, tenant by tenant: what ``isolane replay`` reports.
+"""Captures replayed through a policy, tenant by tenant: what ``isolane replay`` does.
 
-:func:`replay` streams a capture through an :class:`~isolane.Engine` batch by batch (bounded
-memory) and builds a :class:`ReplayReport` from :meth:`~isolane.Engine.stats_array` (per tenant
-and class: colours, outcomes, queueing delays), :meth:`~isolane.Engine.counters` (every packet's
-verdict reason) and, for the classifier's drops, the reason of each dropped row. Every packet
-read is accounted for once; :meth:`ReplayReport.discrepancies` says where the numbers do not
-add up (which would be a bug in isolane). ``docs/qos.md`` ("Replaying a capture") describes
-the table and the JSON.
+:func:`replay` streams the captures through an :class:`~isolane.Engine` batch by batch (bounded
+memory) and builds a :class:`~isolane.Report` from :meth:`~isolane.Engine.stats_array` (per
+tenant and class: colours, outcomes, queueing delays), :meth:`~isolane.Engine.counters` (every
+packet's verdict reason), :meth:`~isolane.Engine.timeline` (rates over time) and, for the
+classifier's drops, the reason of each dropped row. ``docs/report.md`` describes the report.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from isolane import _core
-from isolane.codes import Color, Outcome, Reason
-from isolane.commands.replay_bursts import ScopeBursts, burst_events, format_bursts, scope_summaries, with_window
-from isolane.commands.replay_profiles import format_profiles, profile_counts, profile_switches
+from isolane._core import SERIES_FIELDS
+from isolane.codes import Outcome, Reason
+from isolane.commands.replay_bursts import burst_events, scope_summaries, with_window
+from isolane.commands.replay_profiles import profile_counts, profile_switches
 from isolane.engine import DEFAULT_POLLS, Engine, stats_delays, stats_key
+from isolane.parsing import parse
 from isolane.policy import Policy
+from isolane.report.findings import findings
+from isolane.report.isolation import AUTO_ALONE_MAX, ClassDelay, Isolation, TenantIsolation
+from isolane.report.model import COLORS, DROP_OUTCOMES, DROP_STAGES, METERED_COLORS, NO_DELAYS, REASONS, ClassReport, Counts, Report, TenantReport
+from isolane.report.timeline import holds_by_key, rates_by_key, timeline_json
 
-_METERED = [color for color in Color if color != Color.NONE]
-COLORS = [color.name.lower() for color in _METERED]
-_DROPS = [outcome for outcome in Outcome if outcome.dropped]
-DROP_STAGES = [outcome.name.lower().removeprefix("drop_") for outcome in _DROPS]
-"""Where a packet was dropped: ``classifier``, ``meter``, ``shaper_bytes``, ... (the
-:class:`~isolane.Outcome` names)."""
-REASONS = [reason.name.lower() for reason in Reason]
-"""Why the classifier gave its verdict (the :class:`~isolane.Reason` names)."""
+DEFAULT_WINDOW_NS = 10_000
+"""The timeline's burst window when neither ``--window`` nor the policy's port names one."""
 StatsKey = tuple[str | None, int | None]
 """(tenant name, class id) of a statistics row, None for no tenant or no class."""
-NO_DELAYS: dict[str, int | None] = {"count": 0, "p50": None, "p99": None, "p999": None, "max": None}
-
-COUNT_MEANINGS = {
-    "inner": "the tenants' own frames, inside the tunnel",
-    "outer": "frames as captured",
-    "wire": "frames + 20 B of preamble and gap",
-    "wire_fcs": "frames + 24 B of preamble, gap and FCS",
-}
-
-
-def _zeros(keys: Iterable[str]) -> dict[str, int]:
-    return dict.fromkeys(keys, 0)
-
-
-def _plus(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
-    return {key: a[key] + b[key] for key in a}
-
-
-@dataclasses.dataclass
-class Counts:
-    """What happened to some packets (a class of a tenant, a tenant, the whole capture), in
-    packets except ``bytes``, which count as the policy's ``count`` says."""
-
-    packets: int = 0
-    bytes: int = 0
-    colors: dict[str, int] = dataclasses.field(default_factory=lambda: _zeros(COLORS))
-    """Packets the meters coloured (every packet the classifier let through)."""
-    passed: int = 0
-    remarked: int = 0
-    drops: dict[str, int] = dataclasses.field(default_factory=lambda: _zeros(DROP_STAGES))
-    """Dropped packets by the stage that dropped them."""
-    classifier_drops: dict[str, int] = dataclasses.field(default_factory=lambda: _zeros(REASONS))
-    """The classifier's drops by the reason for its verdict."""
-    in_flight: int = 0
-    """Released by a shaper after the capture's last packet: not at the port yet."""
-
-    @property
-    def dropped(self) -> int:
-        return sum(self.drops.values())
-
-    def __add__(self, other: Counts) -> Counts:
-        return Counts(
-            packets=self.packets + other.packets,
-            bytes=self.bytes + other.bytes,
-            colors=_plus(self.colors, other.colors),
-            passed=self.passed + other.passed,
-            remarked=self.remarked + other.remarked,
-            drops=_plus(self.drops, other.drops),
-            classifier_drops=_plus(self.classifier_drops, other.classifier_drops),
-            in_flight=self.in_flight + other.in_flight,
-        )
-
-    def discrepancies(self, label: str) -> list[str]:
-        """Where these counts contradict each other (``docs/qos.md``, "Statistics")."""
-        problems = []
-        fates = self.passed + self.remarked + self.dropped + self.in_flight
-        if fates != self.packets:
-            problems.append(f"{label}: {self.packets:,} packets in, but {fates:,} passed, re-marked, dropped or in flight")
-        coloured = sum(self.colors.values()) + self.drops["classifier"]
-        if coloured != self.packets:
-            problems.append(f"{label}: {self.packets:,} packets in, but {coloured:,} coloured or dropped by the classifier")
-        explained = sum(self.classifier_drops.values())
-        if explained != self.drops["classifier"]:
-            problems.append(f"{label}: {self.drops['classifier']:,} classifier drops, but {explained:,} with a reason")
-        return problems
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "packets": self.packets,
-            "bytes": self.bytes,
-            "colors": self.colors,
-            "passed": self.passed,
-            "remarked": self.remarked,
-            "dropped": self.dropped,
-            "drops": self.drops,
-            "classifier_drops": self.classifier_drops,
-            "in_flight": self.in_flight,
-        }
-
-
-@dataclasses.dataclass
-class ClassReport:
-    """One class of a tenant; ``cls`` None holds the tenant's packets in no class (the
-    classifier's drops, or the packets of no tenant)."""
-
-    cls: int | None
-    name: str | None
-    counts: Counts
-    delay_ns: dict[str, int | None] | None
-    """Queueing delay at the port (``count``, ``p50``, ``p99``, ``p999``, ``max``); None
-    without a port."""
-
-    @property
-    def label(self) -> str:
-        return "(no class)" if self.name is None else self.name
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cls": self.cls, "class": self.name, **self.counts.to_json(), "delay_ns": self.delay_ns}
-
-
-@dataclasses.dataclass
-class TenantReport:
-    """A tenant of the policy (``name`` None: the packets no tenant claims) and its classes."""
-
-    name: str | None
-    classes: list[ClassReport]
-
-    @property
-    def label(self) -> str:
-        return "(no tenant)" if self.name is None else self.name
-
-    @property
-    def counts(self) -> Counts:
-        return sum((c.counts for c in self.classes), Counts())
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tenant": self.name, **self.counts.to_json(), "classes": [c.to_json() for c in self.classes]}
-
-
-@dataclasses.dataclass
-class ReplayReport:
-    """What a policy did to every packet of a capture."""
-
-    capture: str
-    format: str
-    count: str
-    """The policy's ``count``: which bytes ``bytes`` counts."""
-    port: bool
-    """Whether the policy has a port (and so queueing delays)."""
-    packets: int
-    """Packets read from the capture."""
-    reasons: dict[str, int]
-    """Every packet read by the reason for its verdict (:class:`~isolane.Reason` names)."""
-    tenants: list[TenantReport]
-    """The policy's tenants in its order, then the packets of no tenant."""
-    microbursts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """Every burst the engine saw (``docs/bursts.md``), in the order they ended."""
-    burst_scopes: list[ScopeBursts] = dataclasses.field(default_factory=list)
-    """Per scope watched for bursts: the truth beside what polled counters showed."""
-    profiles: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """Per tenant with adaptive profiles: packets under each, and switches (``docs/qos.md``)."""
-    profile_switches: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """Every switch of adaptive profile, in order."""
-
-    @property
-    def total(self) -> Counts:
-        return sum((t.counts for t in self.tenants), Counts())
-
-    def discrepancies(self) -> list[str]:
-        """Where the report does not add up: empty unless isolane has a bug."""
-        problems = []
-        accounted = self.total.packets
-        if accounted != self.packets:
-            problems.append(f"the tenants' packets add up to {accounted:,}, not to the {self.packets:,} read")
-        with_reason = sum(self.reasons.values())
-        if with_reason != self.packets:
-            problems.append(f"{with_reason:,} packets have a verdict reason, not the {self.packets:,} read")
-        for tenant in self.tenants:
-            for cls in tenant.classes:
-                problems += cls.counts.discrepancies(f"{tenant.label} / {cls.label}")
-        return problems
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "capture": self.capture,
-            "format": self.format,
-            "count": self.count,
-            "port": self.port,
-            "packets": self.packets,
-            "reasons": self.reasons,
-            "tenants": [t.to_json() for t in self.tenants],
-            "total": self.total.to_json(),
-            "microbursts": self.microbursts,
-            "burst_scopes": [scope.to_json() for scope in self.burst_scopes],
-            "profiles": self.profiles,
-            "profile_switches": self.profile_switches,
-        }
+Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 def replay(
-    capture: str | os.PathLike[str],
+    captures: Paths,
     policy: Policy,
     *,
     vxlan_ports: Iterable[int] = (_core.VXLAN_PORT,),
@@ -228,56 +48,221 @@ def replay(
     drain: bool = True,
     window_ns: int | None = None,
     poll: Iterable[int | str] = DEFAULT_POLLS,
-) -> ReplayReport:
-    """Process ``capture`` through a new ``Engine(policy, threads=threads)`` batch by batch
-    and report per tenant and class, with the bursts it saw (``docs/bursts.md``).
-    ``progress(bytes_read, file_size)`` is called after every batch. At the end of the
-    capture the port is drained (:meth:`Engine.drain`), so that every packet has its fate and
-    every burst has ended; ``drain=False`` reports what was still in flight. ``window_ns``
-    watches every scope of the policy at that window instead of its own; ``poll``: the
-    polled views' intervals."""
+    alone: Iterable[str] | None = None,
+) -> Report:
+    """Process ``captures`` (a path or several) through a new ``Engine(policy, threads=threads)``
+    batch by batch and report per tenant and class, with the bursts it saw (``docs/bursts.md``)
+    and the timeline. ``progress(bytes_read, total)`` is called after every batch. At the end
+    the port is drained (:meth:`Engine.drain`), so that every packet has its fate and every
+    burst has ended; ``drain=False`` reports what was still in flight. ``window_ns`` watches
+    every scope of the policy at that window instead of its own (and is the timeline's
+    window); ``poll``: the polled views' intervals. ``alone``: the tenants also replayed alone
+    through the same port, to measure how much the others inflate their queueing delays
+    (``docs/report.md``, "Isolation"); by default every tenant when the policy has a port and at
+    most 16 tenants."""
+    paths = [os.fspath(captures)] if isinstance(captures, (str, os.PathLike)) else [os.fspath(p) for p in captures]
     parse_options = {"vxlan_ports": list(vxlan_ports), "geneve_ports": list(geneve_ports)}
-    batches = _core.PcapIterator(capture, batch_size)
+    reader = _Captures(paths, batch_size)
     engine = Engine(policy if window_ns is None else with_window(policy, window_ns), threads=threads, poll=poll)
-    packets = 0
-    start_ns: int | None = None
-    classifier_drops: Counter[tuple[str | None, str]] = Counter()
-    for batch in batches:
-        if start_ns is None and len(batch):
-            start_ns = int(batch.timestamps_ns.min())
-        rows = engine.process(batch, **parse_options)
-        packets += len(rows)
-        classifier_drops += _classifier_drops(rows, engine.tenant_names)
+    engine.keep_timeline(window_ns or _port_window(policy))
+    replayed = _Replayed(engine, policy, parse_options, _alone_engines(policy, alone, poll))
+    for batch in reader:
+        replayed.add(batch)
         if progress is not None:
-            progress(batches.position, batches.size)
+            progress(reader.position, reader.size)
     if drain:
-        engine.drain()
-    reasons: Counter[str] = Counter()
-    for counters in engine.counters().values():
-        reasons.update(counters["reasons"])
-    rows = engine.stats_array()
-    tenants = engine.stats_tenants  # read after the rows, so that it names every one of them
-    stats = {stats_key(row, tenants): row for row in rows}
-    events = burst_events(engine, start_ns or 0)
-    return ReplayReport(
-        capture=os.fspath(capture),
-        format=batches.format,
-        count=policy.count,
-        port=policy.port is not None,
-        packets=packets,
-        reasons={reason: reasons[reason] for reason in REASONS},
-        tenants=_tenant_reports(policy, stats, classifier_drops),
-        microbursts=events,
-        burst_scopes=scope_summaries(engine, events, _drops(stats)),
-        profiles=profile_counts(engine),
-        profile_switches=profile_switches(engine, start_ns or 0),
-    )
+        for each in [engine, *(e for _, e in replayed.alone.values())]:
+            each.drain()
+    return replayed.report(paths, reader.format, reader.warnings())
+
+
+def _alone_engines(policy: Policy, alone: Iterable[str] | None, poll: Iterable[int | str]) -> dict[str, tuple[int, Engine]]:
+    """An engine for each tenant to replay alone (by its index in ``policy``), on a policy of
+    that tenant only, with the same port."""
+    names = policy.tenant_names
+    if alone is None:
+        alone = names if policy.port is not None and len(names) <= AUTO_ALONE_MAX else []
+    chosen = list(dict.fromkeys(alone))
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        raise ValueError(f"no tenant {', '.join(map(repr, unknown))} in the policy to replay alone; its tenants are {', '.join(names)}")
+    data = policy.to_dict() if chosen else {}
+    single = {name: Policy.from_dict({**data, "tenants": [t for t in data["tenants"] if t["name"] == name]}) for name in chosen}
+    return {name: (names.index(name), Engine(single[name], poll=poll)) for name in chosen}
+
+
+def _port_window(policy: Policy) -> int:
+    burst = policy.port.microburst if policy.port is not None else None
+    return burst.window_ns if burst is not None else DEFAULT_WINDOW_NS
+
+
+class _Captures:
+    """The captures' batches one file after the other, with the reading position for progress."""
+
+    def __init__(self, paths: list[str], batch_size: int) -> None:
+        self._readers = [_core.PcapIterator(path, batch_size) for path in paths]
+        self._done = 0
+
+    def __iter__(self) -> _Captures:
+        return self
+
+    def __next__(self) -> _core.PacketBatch:
+        while self._done < len(self._readers):
+            batch = next(self._readers[self._done], None)
+            if batch is not None:
+                return batch
+            self._done += 1
+        raise StopIteration
+
+    @property
+    def position(self) -> int:
+        return sum(r.position for r in self._readers)
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self._readers)
+
+    @property
+    def format(self) -> str:
+        return "/".join(sorted({r.format for r in self._readers}))
+
+    def warnings(self) -> list[str]:
+        return []
+
+
+class _Replayed:
+    """What the replay counts in Python besides the engine: per batch, the classifier's drops by
+    reason, the VNIs no tenant claims, the capture's first and last times, frames too big for
+    the policy."""
+
+    def __init__(self, engine: Engine, policy: Policy, parse_options: dict[str, list[int]], alone: dict[str, tuple[int, Engine]]) -> None:
+        self.engine, self.policy, self.parse_options, self.alone = engine, policy, parse_options, alone
+        self.packets = 0
+        self.start_ns: int | None = None
+        self.end_ns: int | None = None
+        self.classifier_drops: Counter[tuple[str | None, str]] = Counter()
+        self.unclaimed_vnis: Counter[int] = Counter()
+        self.oversized = 0
+
+    def add(self, batch: _core.PacketBatch) -> None:
+        rows = self.engine.process(batch, **self.parse_options)
+        self.packets += len(rows)
+        if len(rows):
+            times = batch.timestamps_ns
+            self.start_ns = int(times.min()) if self.start_ns is None else min(self.start_ns, int(times.min()))
+            self.end_ns = int(times.max()) if self.end_ns is None else max(self.end_ns, int(times.max()))
+        self.classifier_drops += _classifier_drops(rows, self.engine.tenant_names)
+        self.oversized += int(np.count_nonzero(batch.wire_lengths > self.policy.largest_frame))
+        unknown = np.flatnonzero(rows["reason"] == Reason.UNKNOWN_TENANT)
+        if len(unknown):
+            self._count_vnis(_packets(batch, unknown))
+        for index, engine in self.alone.values():
+            mine = np.flatnonzero(rows["tenant"] == index)
+            if len(mine):
+                engine.process(_packets(batch, mine), **self.parse_options)
+
+    def _count_vnis(self, packets: _core.PacketBatch) -> None:
+        """Parses again the packets of no tenant (few, usually) to name their VNIs."""
+        vnis = parse(packets, vxlan_ports=self.parse_options["vxlan_ports"], geneve_ports=self.parse_options["geneve_ports"])["vni"]
+        values, counts = np.unique(vnis[vnis >= 0], return_counts=True)
+        self.unclaimed_vnis.update(dict(zip(values.tolist(), counts.tolist())))
+
+    def warnings(self) -> list[str]:
+        if not self.oversized:
+            return []
+        return [
+            f"{self.oversized:,} frames are larger than the policy's largest_frame ({self.policy.largest_frame:,} B; GSO or BIG TCP captures?): "
+            "meters whose burst is smaller meter them red; raise largest_frame if the network carries such frames"
+        ]
+
+    def report(self, paths: list[str], format: str, reader_warnings: list[str]) -> Report:
+        engine, policy = self.engine, self.policy
+        reasons: Counter[str] = Counter()
+        for counters in engine.counters().values():
+            reasons.update(counters["reasons"])
+        rows = engine.stats_array()
+        tenants = engine.stats_tenants  # read after the rows, so that it names every one of them
+        stats = {stats_key(row, tenants): row for row in rows}
+        events = burst_events(engine, self.start_ns or 0)
+        view = engine.timeline()
+        duration_ns = (self.end_ns or 0) - (self.start_ns or 0)
+        class_names = {t.name: list(t.class_names) for t in policy.tenants}
+        report = Report(
+            captures=paths,
+            format=format,
+            count=policy.count,
+            port=policy.port is not None,
+            packets=self.packets,
+            reasons={reason: reasons[reason] for reason in REASONS},
+            tenants=_tenant_reports(policy, stats, self.classifier_drops),
+            start_ns=self.start_ns,
+            end_ns=self.end_ns,
+            warnings=reader_warnings + self.warnings(),
+            unclaimed_vnis=dict(self.unclaimed_vnis),
+            microbursts=events,
+            burst_scopes=scope_summaries(engine, events, _drops(stats)),
+            profiles=profile_counts(engine),
+            profile_switches=profile_switches(engine, self.start_ns or 0),
+            timeline=timeline_json(view, class_names) if view is not None else None,
+        )
+        if view is not None:
+            _add_rates(report, view, duration_ns)
+            report.isolation = self._isolation(stats, view, duration_ns)
+        report.findings = findings(report)
+        return report
+
+    def _isolation(self, stats: dict[StatsKey, np.void], view: _core.TimelineView, duration_ns: int) -> Isolation:
+        seconds = duration_ns / 1e9 or float("inf")
+        conforming = {name: int(series[SERIES_FIELDS.index("conforming_dropped")].sum()) for name, series in zip(view.tenants, view.tenant_series)}
+        tenants = []
+        for tenant in self.policy.tenants:
+            mine = [row for (name, _), row in stats.items() if name == tenant.name]
+            offered = sum(int(row["bytes"]) for row in mine)
+            achieved = sum(int(row["outcome_bytes"][Outcome.PASS]) + int(row["outcome_bytes"][Outcome.REMARKED]) for row in mine)
+            entry = TenantIsolation(tenant.name, tenant.contract.rate_bps, offered * 8 / seconds, achieved * 8 / seconds, conforming.get(tenant.name, 0))
+            if tenant.name in self.alone:
+                entry.delays = _delays_alone(tenant.name, tenant.class_names, stats, self.alone[tenant.name][1])
+            tenants.append(entry)
+        return Isolation(tenants)
+
+
+def _delays_alone(name: str, class_names: list[str], stats: dict[StatsKey, np.void], alone: Engine) -> list[ClassDelay]:
+    """Each class's p99 queueing delay with the others (``stats``) and alone."""
+    rows = alone.stats_array()
+    by_key = {stats_key(row, alone.stats_tenants): row for row in rows}
+    out = []
+    for cls, class_name in enumerate(class_names):
+        together, by_itself = stats.get((name, cls)), by_key.get((name, cls))
+        out.append(ClassDelay(cls, class_name, _p99(together), _p99(by_itself)))
+    return out
+
+
+def _p99(row: np.void | None) -> int | None:
+    return int(row["delay_p99_ns"]) if row is not None and int(row["delay_count"]) else None
+
+
+def _packets(batch: _core.PacketBatch, rows: npt.NDArray[np.intp]) -> _core.PacketBatch:
+    """Packets ``rows`` of ``batch``, their bytes not copied."""
+    columns = (batch.offsets, batch.lengths, batch.timestamps_ns, batch.wire_lengths, batch.link_types)
+    return _core.PacketBatch.from_arrays(batch.data, *(column[rows] for column in columns))
+
+
+def _add_rates(report: Report, view: _core.TimelineView, duration_ns: int) -> None:
+    tenant_rates, class_rates = rates_by_key(view, duration_ns)
+    holds = holds_by_key(view)
+    for tenant in report.tenants:
+        if tenant.name in tenant_rates:
+            tenant.rates = tenant_rates[tenant.name]
+        for cls in tenant.classes:
+            key = (tenant.name, cls.cls)
+            if key in class_rates:
+                cls.rates, cls.hold_ns = class_rates[key], holds[key]
 
 
 def _drops(stats: dict[StatsKey, np.void]) -> dict[StatsKey, int]:
     """Packets dropped after the classifier (which puts its drops in no burst scope) by
     (tenant, class), as ``stats`` counts them."""
-    later = [o for o in _DROPS if o != Outcome.DROP_CLASSIFIER]
+    later = [o for o in DROP_OUTCOMES if o != Outcome.DROP_CLASSIFIER]
     return {key: int(row["outcome_packets"][later].sum()) for key, row in stats.items()}
 
 
@@ -321,68 +306,9 @@ def _counts(row: np.void | None) -> Counts:
     return Counts(
         packets=int(row["packets"]),
         bytes=int(row["bytes"]),
-        colors={name: colors[color] for name, color in zip(COLORS, _METERED)},
+        colors={name: colors[color] for name, color in zip(COLORS, METERED_COLORS)},
         passed=outcomes[Outcome.PASS],
         remarked=outcomes[Outcome.REMARKED],
-        drops={stage: outcomes[outcome] for stage, outcome in zip(DROP_STAGES, _DROPS)},
+        drops={stage: outcomes[outcome] for stage, outcome in zip(DROP_STAGES, DROP_OUTCOMES)},
         in_flight=int(row["in_flight"]),
     )
-
-
-def format_report(report: ReplayReport) -> str:
-    """The report as a table: a line per tenant, a line per class under it (unless the tenant
-    has only one), a total line, then every packet by the reason for its verdict."""
-    head = f"{report.capture}: {report.format}, {report.packets:,} packets replayed; bytes: {COUNT_MEANINGS[report.count]} (count: {report.count})"
-    header = ["tenant / class", "packets", "bytes", "green", "yellow", "red", "passed", "remarked", "dropped", "in flight"]
-    if report.port:
-        header += ["delay p50", "p99", "p99.9"]
-    no_delays = [""] * 3 if report.port else []  # delays are per class: they do not add up
-    rows = [header + ["drop reasons"]]
-    for tenant in report.tenants:
-        rows.append(_row(tenant.label, tenant.counts, no_delays))
-        if len(tenant.classes) > 1:
-            rows += [_row(f"  {c.label}", c.counts, _delays(c.delay_ns)) for c in tenant.classes]
-    rows.append(_row("total", report.total, no_delays))
-    reasons = ", ".join(f"{name} {count:,}" for name, count in report.reasons.items())
-    bursts = format_bursts(report.burst_scopes, report.microbursts, align)
-    profiles = format_profiles(report.profiles, report.profile_switches, align)
-    return "\n".join([head, *align(rows, right=range(1, len(header))), f"verdict reasons: {reasons}", *bursts, *profiles])
-
-
-def _row(label: str, counts: Counts, delays: list[str]) -> list[str]:
-    numbers = [counts.packets, counts.bytes, *counts.colors.values(), counts.passed, counts.remarked, counts.dropped, counts.in_flight]
-    return [label, *(f"{n:,}" for n in numbers), *delays, _drop_reasons(counts)]
-
-
-def _drop_reasons(counts: Counts) -> str:
-    """Nonzero drops by stage, the classifier's (the first stage) followed by its reasons."""
-    parts = [f"{stage}:{count:,}" for stage, count in counts.drops.items() if count]
-    if counts.drops["classifier"]:
-        parts[0] += " (" + " ".join(f"{reason}:{n:,}" for reason, n in counts.classifier_drops.items() if n) + ")"
-    return " ".join(parts)
-
-
-def _delays(delay_ns: dict[str, int | None] | None) -> list[str]:
-    if delay_ns is None:
-        return []
-    return [_duration(delay_ns[quantile]) for quantile in ("p50", "p99", "p999")]
-
-
-def _duration(ns: int | None) -> str:
-    if ns is None:
-        return "-"
-    for scale, unit in ((1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")):
-        if ns >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns} ns"
-
-
-def align(rows: Sequence[Sequence[str]], right: Container[int]) -> list[str]:
-    """``rows`` of cells as lines of columns two spaces apart, the columns in ``right``
-    aligned right."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for row in rows:
-        cells = [cell.rjust(width) if i in right else cell.ljust(width) for i, (cell, width) in enumerate(zip(row, widths))]
-        lines.append("  ".join(cells).rstrip())
-    return lines

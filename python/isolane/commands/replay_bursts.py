@@ -14,7 +14,8 @@ import numpy.typing as npt
 
 from isolane.codes import BurstScope, BurstView
 from isolane.engine import Engine
-from isolane.policy import Microburst, Policy, format_duration, format_rate
+from isolane.policy import Microburst, Policy, format_duration
+from isolane.report.text import rate_text, size_text, time_text
 
 PROTOCOL_NAMES = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
 DROP_FIELDS = ("drop_meter", "drop_shaper_bytes", "drop_shaper_time", "drop_port_buffer", "drop_port_queue")
@@ -184,15 +185,15 @@ def format_bursts(scopes: Sequence[ScopeBursts], events: Sequence[dict[str, Any]
     header = ["microbursts", "window", "threshold", "bursts", "longest", "biggest", "peak", "max queue", "lost in bursts"]
     rows = [header]
     for s, label in zip(scopes, labels):
-        cells = [label, format_duration(s.window_ns), _rate(s.threshold_bps), f"{s.bursts:,}", _time(s.longest_ns), _size(s.biggest_bytes)]
-        rows.append(cells + [_rate(s.peak_window_bps), _size(s.max_queue_bytes), f"{s.dropped_in_bursts:,} of {s.dropped:,}"])
+        cells = [label, format_duration(s.window_ns), rate_text(s.threshold_bps), f"{s.bursts:,}", time_text(s.longest_ns), size_text(s.biggest_bytes)]
+        rows.append(cells + [rate_text(s.peak_window_bps), size_text(s.max_queue_bytes), f"{s.dropped_in_bursts:,} of {s.dropped:,}"])
     lines = ["", *align(rows, right=range(1, len(header)))]
     intervals = sorted({interval for scope in scopes for interval in scope.polls}, reverse=True)
     shown = intervals[:1] + intervals[-1:] if len(intervals) > 1 else intervals
     if shown:
         header = ["what polls showed", *(f"{format_duration(p)}: peak rate, max queue" for p in shown)]
         rows = [header] + [
-            [label, *(f"{_rate(s.polls[p]['peak_bps'])}, {_size(s.polls[p]['queue_max_at_polls'])}" for p in shown)] for s, label in zip(scopes, labels)
+            [label, *(f"{rate_text(s.polls[p]['peak_bps'])}, {size_text(s.polls[p]['queue_max_at_polls'])}" for p in shown)] for s, label in zip(scopes, labels)
         ]
         lines += ["", *align(rows, right=range(1, len(header)))]
     biggest = sorted(events, key=lambda e: (-e["bytes"], e["id"]))[:LISTED_BURSTS]
@@ -202,8 +203,8 @@ def format_bursts(scopes: Sequence[ScopeBursts], events: Sequence[dict[str, Any]
         flows = []
         for e in biggest:
             label = "port" if e["scope"] == "port" else (f"{e['tenant']} / {e['class']}" if e["scope"] == "class" else e["tenant"])
-            cells = [label, e["view"], _time(e["offset_ns"]), _time(e["duration_ns"]), _size(e["bytes"]), f"{e['packets']:,}"]
-            rows.append(cells + [_rate(e["peak_bps"]), f"{e['dropped']:,}"])
+            cells = [label, e["view"], time_text(e["offset_ns"]), time_text(e["duration_ns"]), size_text(e["bytes"]), f"{e['packets']:,}"]
+            rows.append(cells + [rate_text(e["peak_bps"]), f"{e['dropped']:,}"])
             flows.append(_top_flow(e["flows"], e["bytes"]))
         table = align(rows, right=range(2, 8))
         lines.append(table[0])
@@ -228,26 +229,4 @@ def _top_flow(flows: Sequence[dict[str, Any]], total: int) -> str:
     f = flows[0]
     proto = PROTOCOL_NAMES.get(f["proto"], str(f["proto"]))
     share = f", {100 * f['bytes'] / total:.0f}% of the bytes" if total else ""
-    return f"{f['src']}:{f['src_port']} > {f['dst']}:{f['dst_port']} {proto}: {_size(f['bytes'])}{share}"
-
-
-def _rate(bps: int) -> str:
-    """A rate for people: three significant digits."""
-    for scale, unit in ((10**12, "Tbps"), (10**9, "Gbps"), (10**6, "Mbps"), (10**3, "kbps")):
-        if bps >= scale:
-            return f"{bps / scale:.3g} {unit}"
-    return format_rate(bps) if bps else "0"
-
-
-def _size(size: int) -> str:
-    for scale, unit in ((10**9, "GB"), (10**6, "MB"), (10**3, "KB")):
-        if size >= scale:
-            return f"{size / scale:.3g} {unit}"
-    return f"{size} B"
-
-
-def _time(ns: int) -> str:
-    for scale, unit in ((10**9, "s"), (10**6, "ms"), (10**3, "us")):
-        if ns >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns} ns"
+    return f"{f['src']}:{f['src_port']} > {f['dst']}:{f['dst_port']} {proto}: {size_text(f['bytes'])}{share}"

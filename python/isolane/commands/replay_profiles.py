@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from isolane.codes import ProfileId, SwitchCause
-from isolane.commands.replay_bursts import _time
 from isolane.engine import Engine
+from isolane.report.text import time_text
 
 LISTED_SWITCHES = 10
 """Switches the table lists (the JSON has every one)."""
@@ -63,6 +63,6 @@ def format_profiles(profiles: Sequence[dict[str, Any]], switches: Sequence[dict[
     if switches:
         lines += ["", f"first profile switches ({min(len(switches), LISTED_SWITCHES)} of {len(switches):,}; at: time from the first packet):"]
         rows = [["tenant", "at", "from", "to", "cause"]]
-        rows += [[_label(s), _time(s["offset_ns"]), s["from"], s["to"], s["cause"].replace("_", " ")] for s in switches[:LISTED_SWITCHES]]
+        rows += [[_label(s), time_text(s["offset_ns"]), s["from"], s["to"], s["cause"].replace("_", " ")] for s in switches[:LISTED_SWITCHES]]
         lines += align(rows, right=[1])
     return lines

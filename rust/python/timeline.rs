@@ -1,0 +1,92 @@
+//! An engine's time series (`Engine.timeline()`; docs/report.md, "Timeline") as numpy arrays:
+//! one 3-D array per level (series x field x bin), the fields named by `SERIES_FIELDS`.
+
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::prelude::*;
+
+use crate::shaping::LogHistogram;
+use crate::timeline::{ClassKey, Series, Timeline};
+
+/// The fields of a series, in the order of the arrays' second axis.
+pub(super) const SERIES_FIELDS: [&str; 8] = ["bytes", "packets", "dropped", "conforming_dropped", "peak_bytes", "delay_count", "delay_sum_ns", "delay_max_ns"];
+
+/// What `Engine.timeline()` returns: the bins' geometry, the series' names and their values.
+#[pyclass(frozen, module = "isolane._core")]
+pub struct TimelineView {
+    /// The burst window: `peak_bytes` is the most bytes in one window inside a bin.
+    #[pyo3(get)]
+    window_ns: u64,
+    /// Every bin's width: the window times a power of two.
+    #[pyo3(get)]
+    bin_ns: u64,
+    /// Bin 0's start (ns since the epoch); None before the first packet.
+    #[pyo3(get)]
+    start_ns: Option<u64>,
+    #[pyo3(get)]
+    bins: usize,
+    /// Tenant names (None: packets of no tenant), by the first axis of `tenant_series`.
+    #[pyo3(get)]
+    tenants: Vec<Option<String>>,
+    /// (tenant, class id) (None: no tenant, or the tenant's packets in no class), by the first
+    /// axis of `class_series`.
+    #[pyo3(get)]
+    classes: Vec<ClassKey>,
+    /// uint64, (tenants, SERIES_FIELDS, bins).
+    #[pyo3(get)]
+    tenant_series: Py<PyAny>,
+    /// uint64, (classes, SERIES_FIELDS, bins).
+    #[pyo3(get)]
+    class_series: Py<PyAny>,
+    /// int64, (tenants, 2): first and last arrival, -1 when none.
+    #[pyo3(get)]
+    tenant_spans: Py<PyAny>,
+    /// int64, (classes, 2).
+    #[pyo3(get)]
+    class_spans: Py<PyAny>,
+    /// uint64, (classes, 5): how long the shapers held the class's packets: count, p50, p99,
+    /// p99.9, max (ns).
+    #[pyo3(get)]
+    class_holds: Py<PyAny>,
+}
+
+impl TimelineView {
+    pub(super) fn new(py: Python<'_>, timeline: &Timeline) -> PyResult<TimelineView> {
+        let (tenants, classes) = timeline.snapshot();
+        let bins = timeline.bins();
+        let holds: Vec<u64> = classes.iter().flat_map(|(_, series)| hold_summary(&series.hold_ns)).collect();
+        Ok(TimelineView {
+            window_ns: timeline.window_ns(),
+            bin_ns: timeline.bin_ns(),
+            start_ns: timeline.start_ns(),
+            bins,
+            tenant_series: series_array(py, tenants.iter().map(|(_, s)| s), bins)?,
+            class_series: series_array(py, classes.iter().map(|(_, s)| s), bins)?,
+            tenant_spans: spans(py, tenants.iter().map(|(_, s)| s))?,
+            class_spans: spans(py, classes.iter().map(|(_, s)| s))?,
+            class_holds: PyArray1::from_vec(py, holds).reshape([classes.len(), 5])?.into_any().unbind(),
+            tenants: tenants.into_iter().map(|(name, _)| name).collect(),
+            classes: classes.into_iter().map(|(key, _)| key).collect(),
+        })
+    }
+}
+
+fn series_array<'a>(py: Python<'_>, series: impl ExactSizeIterator<Item = &'a Series>, bins: usize) -> PyResult<Py<PyAny>> {
+    let count = series.len();
+    let mut values = Vec::with_capacity(count * SERIES_FIELDS.len() * bins);
+    for s in series {
+        for field in [&s.bytes, &s.packets, &s.dropped, &s.conforming_dropped, &s.peak_bytes, &s.delay_count, &s.delay_sum_ns, &s.delay_max_ns] {
+            values.extend_from_slice(&field[..bins]);
+        }
+    }
+    Ok(PyArray1::from_vec(py, values).reshape([count, SERIES_FIELDS.len(), bins])?.into_any().unbind())
+}
+
+fn spans<'a>(py: Python<'_>, series: impl ExactSizeIterator<Item = &'a Series>) -> PyResult<Py<PyAny>> {
+    let count = series.len();
+    let values: Vec<i64> = series.flat_map(|s| s.first_ns.map_or([-1, -1], |first| [first as i64, s.last_ns as i64])).collect();
+    Ok(PyArray1::from_vec(py, values).reshape([count, 2])?.into_any().unbind())
+}
+
+fn hold_summary(hold: &LogHistogram) -> [u64; 5] {
+    [hold.count(), hold.p50().unwrap_or(0), hold.p99().unwrap_or(0), hold.p999().unwrap_or(0), hold.max()]
+}
