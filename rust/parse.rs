@@ -47,6 +47,9 @@ pub struct PacketInfo {
     pub vlan: i16,
     pub src_port: u16,
     pub dst_port: u16,
+    /// The EtherType of the tenant's frame (inside the tunnel, after VLAN tags; IPv4's or IPv6's
+    /// for link types without one); 0 where the parser did not reach it.
+    pub ethertype: u16,
     pub status: u8,
     pub tunnel: u8,
     pub ip_version: u8,
@@ -81,6 +84,7 @@ pub fn record_fields() -> Vec<(&'static str, &'static str, usize)> {
         ("proto", "u1", offset_of!(PacketInfo, proto)),
         ("src_port", "=u2", offset_of!(PacketInfo, src_port)),
         ("dst_port", "=u2", offset_of!(PacketInfo, dst_port)),
+        ("ethertype", "=u2", offset_of!(PacketInfo, ethertype)),
         ("dscp", "u1", offset_of!(PacketInfo, dscp)),
         ("is_fragment", "?", offset_of!(PacketInfo, is_fragment)),
         ("wire_len", "=u4", offset_of!(PacketInfo, wire_len)),
@@ -223,6 +227,7 @@ fn vxlan_ipv4_fast_path(packet: &[u8], wire_len: u32, config: &ParseConfig, out:
         vlan: -1,
         src_port,
         dst_port,
+        ethertype: ETHERTYPE_IPV4,
         status: Status::Ok as u8,
         tunnel: Tunnel::Vxlan as u8,
         ip_version: 4,
@@ -386,6 +391,7 @@ impl<'a> Parser<'a> {
 
     /// Parses an IPv4 or IPv6 header into the tenant fields (and the outer addresses if `outer`).
     fn ip(&mut self, ethertype: u16, start: usize, end: usize, outer: bool) -> Step<UpperLayer> {
+        self.info.ethertype = ethertype; // the last one set is the tenant frame's
         match ethertype {
             ETHERTYPE_IPV4 => self.ipv4(start, end, outer),
             ETHERTYPE_IPV6 => self.ipv6(start, end, outer),
@@ -493,6 +499,7 @@ impl<'a> Parser<'a> {
     /// packet's must not linger where the inner one is cut short.
     fn enter_tunnel(&mut self, tunnel: Tunnel) {
         self.info.tunnel = tunnel as u8;
+        self.info.ethertype = 0;
         self.info.src = [0; 16];
         self.info.dst = [0; 16];
         self.info.ip_version = 0;
@@ -525,7 +532,10 @@ impl<'a> Parser<'a> {
         match protocol {
             ETHERTYPE_TEB => self.inner_ethernet(payload, end),
             ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => self.inner_ip(protocol, payload, end),
-            _ => Err(Status::Unsupported),
+            _ => {
+                self.info.ethertype = protocol; // Geneve's protocol type is its payload's EtherType
+                Err(Status::Unsupported)
+            }
         }
     }
 

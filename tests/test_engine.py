@@ -42,11 +42,11 @@ def test_every_packet_of_the_sample_gets_a_verdict_and_is_counted() -> None:
         tunnelled = (rows["vni"] == vni) & (rows["tunnel"] != 0)
         assert tunnelled.any() and (verdicts["tenant"][tunnelled] == names.index(name)).all()
     counters = engine.counters()
-    counted = sum(c["packets"]["allowed"] + c["packets"]["dropped"] for c in counters.values())
-    assert counted == len(batch)
+    assert sum(c["packets"] for c in counters.values()) == len(batch)
     for name, counts in counters.items():
         mine = verdicts["tenant"] == (names.index(name) if name is not None else -1)
-        assert counts["packets"]["allowed"] == int((verdicts["action"][mine] == 1).sum())
+        assert counts["packets"] == counts["classifier_allowed"]["packets"] + counts["classifier_dropped"]["packets"] == int(mine.sum())
+        assert counts["classifier_allowed"]["packets"] == int((verdicts["action"][mine] == 1).sum())
         assert sum(counts["reasons"].values()) == int(mine.sum())
 
 
@@ -135,7 +135,7 @@ def test_classifying_threads_keep_going_through_updates_and_nothing_is_lost() ->
         worker.join()
     assert not torn
     counters = engine.counters()["a"]
-    assert counters["packets"]["allowed"] + counters["packets"]["dropped"] == sum(classified)
+    assert counters["packets"] == sum(classified)
 
 
 def test_rule_edits_reach_the_data_path_and_match_a_fresh_compile() -> None:

@@ -353,8 +353,18 @@ RULE_ERRORS = [
     ({"action": None}, "action", "expected an action ('allow' or 'drop'), got nothing (null)"),
     ({"dst_port": 80}, "dst_port", "unknown key; did you mean 'dst_ports'?"),
     ({"source": "10.0.0.0/8"}, "source", "unknown key; did you mean 'src'?"),
-    ({"zzz": 1}, "zzz", "unknown key (expected one of: name, description, src, dst, src_ports, dst_ports, proto, dscp, action, class)"),
+    ({"zzz": 1}, "zzz", "unknown key (expected one of: name, description, src, dst, src_ports, dst_ports, proto, dscp, ethertype, action, class)"),
     ({"name": 5}, "name", "expected a string, got an integer (5)"),
+    ({"ethertype": "apr"}, "ethertype", "'apr' is not an EtherType name; did you mean 'arp'?"),
+    ({"ethertype": "lldp"}, "ethertype", "'lldp' is not an EtherType name (names: arp, ipv4, ipv6; or a number such as 0x88cc)"),
+    ({"ethertype": 0x05DC}, "ethertype", "EtherType 1500 is outside 1536-65535 (below 0x0600 the field is a length)"),
+    ({"ethertype": "0x8100"}, "ethertype", "0x8100 is a VLAN tag: isolane looks past VLAN tags to the frame's EtherType"),
+    ({"ethertype": "0xzz"}, "ethertype", "'0xzz' is not a hexadecimal number"),
+    (
+        {"ethertype": "arp", "proto": "udp", "dst": "10.0.0.1"},
+        "ethertype",
+        "a rule that matches frames by EtherType takes no IP keys: remove dst, proto (or ethertype, to match IP packets by their fields)",
+    ),
 ]
 
 

@@ -256,7 +256,8 @@ FULL: dict[str, Any] = {
                     "dscp": ["af41", 46],
                     "action": "allow",
                     "class": "gold",
-                }
+                },
+                {"name": "arp", "ethertype": "arp", "action": "allow", "class": "gold"},
             ],
         },
         {"name": "b", "vnis": [3], "weight": 1, "meter": {"kind": "rfc4115", "cir": "1Gbps", "cbs": "1MiB", "eir": "1Gbps", "ebs": "1MiB"}},

@@ -116,13 +116,14 @@ def test_an_update_in_the_middle_of_a_burst_loses_nothing_and_counters_run_on() 
     before = rows[rows["timestamp_ns"] < update_ns]
     engine = isolane.Engine(policy)
     engine.process(before)
-    counted_before = engine.counters()["training"]["packets"]["allowed"]
+    counted_before = engine.counters()["training"]["classifier_allowed"]["packets"]
     engine.update(isolane.Policy.from_file(SAMPLES / "update-mid-burst.update.yaml"))
     engine.process(rows[len(before) :])
     engine.drain()
     training_vni = policy.tenants[0].vnis[0]
     assert counted_before == int((before["vni"] == training_vni).sum())
-    assert engine.counters()["training"]["packets"] == {"dropped": 0, "allowed": int((rows["vni"] == training_vni).sum())}
+    counters = engine.counters()["training"]
+    assert (counters["classifier_dropped"]["packets"], counters["classifier_allowed"]["packets"]) == (0, int((rows["vni"] == training_vni).sum()))
     stats = engine.stats()
     assert sum(entry["packets"] for entry in stats) == len(rows)
     assert sum(entry["actions"]["drop"] for entry in stats) == 0
@@ -133,7 +134,7 @@ def test_an_update_in_the_middle_of_a_burst_loses_nothing_and_counters_run_on() 
     without_update = report(capture, SAMPLES / "update-mid-burst.yaml")
     same_scope = [e for e in without_update["microbursts"] if e["scope"] == "tenant" and e["view"] == "rate"]
     assert len(training_bursts) == len(same_scope), "the burst the update lands in stays one burst"
-    assert tenant(without_update, "training")["packets"] == engine.counters()["training"]["packets"]["allowed"]
+    assert tenant(without_update, "training")["packets"] == counters["classifier_allowed"]["packets"]
 
 
 def test_overload_degrades_by_guarantee_and_recovers_staggered() -> None:

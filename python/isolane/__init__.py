@@ -8,6 +8,7 @@ record per packet (see ``docs/parsing.md``).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 
 from isolane._core import (
@@ -27,7 +28,25 @@ from isolane._core import (
 from isolane.capture import CaptureIssues, Captures, Truncation, TunnelPortCheck, open_captures
 from isolane.codes import Action, BurstScope, BurstView, Color, Outcome, ProfileId, Reason, Status, SwitchCause, Tunnel
 from isolane.commands.replay import replay
-from isolane.engine import BURST_DTYPE, BURST_FLOW_DTYPE, DEFAULT_POLLS, PROCESSED_DTYPE, PROFILE_EVENT_DTYPE, STATS_DTYPE, VERDICT_DTYPE, Engine, UpdateReport
+from isolane.engine import (
+    BURST_DTYPE,
+    BURST_FLOW_DTYPE,
+    DEFAULT_POLLS,
+    PROCESSED_DTYPE,
+    PROFILE_EVENT_DTYPE,
+    STATS_DTYPE,
+    VERDICT_DTYPE,
+    ActionCounts,
+    ClassifierCounters,
+    ColorCounts,
+    DelayStats,
+    Engine,
+    MicroburstStats,
+    OutcomeCounts,
+    PacketsBytes,
+    StatsEntry,
+    UpdateReport,
+)
 from isolane.parsing import PARSED_DTYPE, LinkType, format_addresses, parse
 from isolane.policy import Policy, PolicyError, PolicyWarning
 from isolane.report.model import Report
@@ -45,6 +64,7 @@ __all__ = [
     "VERDICT_DTYPE",
     "VXLAN_PORT",
     "Action",
+    "ActionCounts",
     "BurstScope",
     "ProfileId",
     "SwitchCause",
@@ -52,14 +72,20 @@ __all__ = [
     "BurstView",
     "CaptureIssues",
     "Captures",
+    "ClassifierCounters",
     "Color",
+    "ColorCounts",
+    "DelayStats",
     "Engine",
     "EngineError",
     "IsolaneError",
     "LinkType",
+    "MicroburstStats",
     "NoTenantError",
     "Outcome",
+    "OutcomeCounts",
     "PacketBatch",
+    "PacketsBytes",
     "PcapError",
     "PcapIterator",
     "Policy",
@@ -69,6 +95,7 @@ __all__ = [
     "Report",
     "RuleIndexError",
     "RuleTable",
+    "StatsEntry",
     "Status",
     "Truncation",
     "Tunnel",
@@ -83,7 +110,8 @@ __all__ = [
     "replay",
 ]
 
-__version__ = "0.1.0"
+__version__ = importlib.metadata.version("isolane")
+"""The installed package's version (``pyproject.toml``)."""
 
 
 def iter_pcap(path: str | os.PathLike[str], batch_size: int = 65536) -> PcapIterator:

@@ -8,40 +8,78 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from isolane import _core
+from isolane import __version__, _core
 from isolane.commands import gen
 from isolane.commands.diff import diff
 from isolane.commands.inspect import CaptureSummary, summarize
 from isolane.commands.replay import replay
 from isolane.engine import DEFAULT_POLLS
 from isolane.policy import MAX_WINDOW_NS, MIN_WINDOW_NS, Policy, PolicyWarning, parse_duration, schema_text
+from isolane.progress import terminal_progress
 from isolane.report.schema import report_schema
 from isolane.report.table import format_report
 from isolane.report.text import align
+from isolane.urls import doc_url, project_url
 
-#: Files at least this big get a progress line on a terminal.
-PROGRESS_MIN_BYTES = 64 << 20
+#: Exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    """Runs a command: 0 done, 1 a report that does not add up (a bug), 2 bad input (one line
+    ``isolane: error: ...`` on stderr), 130 interrupted. Any other exception is a bug in
+    isolane and keeps its traceback."""
     try:
+        args = _parser().parse_args(argv)
         return int(args.run(args))
     except BrokenPipeError:  # the reader went away (`isolane schema | head`): not an error
         sys.stdout = open(os.devnull, "w")
         return 0
+    except KeyboardInterrupt:
+        print("isolane: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (_core.IsolaneError, OSError, ValueError) as err:
-        print(f"isolane: error: {err}", file=sys.stderr)
-        return 2
+        return _input_error(str(err))
+    except OverflowError as err:
+        argument = _converted_argument(err)
+        if argument is None:
+            raise
+        return _input_error(f"{argument}: {err} (a number out of range)")
+
+
+def _input_error(message: str) -> int:
+    print(f"isolane: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _converted_argument(err: BaseException) -> str | None:
+    """The argument whose value the Rust core could not take, if ``err`` says so (the core notes
+    "while processing 'batch_size'" on a number that does not fit): an input error, not a bug."""
+    for note in getattr(err, "__notes__", ()):
+        if note.startswith("while processing '") and note.endswith("'"):
+            return note.removeprefix("while processing '").removesuffix("'")
+    return None
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad usage is one line on stderr and status 2, as any other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"isolane: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="isolane", description="Tenant isolation for shared data-center networks.")
+    parser = _Parser(
+        prog="isolane",
+        description="Tenant isolation for shared data-center networks.",
+        epilog=f"Documentation: {project_url('Documentation')}; issues: {project_url('Issues')}",
+    )
+    parser.add_argument("--version", action="version", version=f"isolane {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     inspect = commands.add_parser(
         "inspect",
@@ -58,10 +96,10 @@ def _parser() -> argparse.ArgumentParser:
         help="replay a capture through a tenant policy and report what it did to each tenant",
         description="Replay a pcap/pcapng capture through a tenant policy (classification, meters, shapers, the "
         "egress port; time is the capture's) and report per tenant and class: packets and bytes in, colours, "
-        "packets passed, re-marked and dropped (by reason), queueing delays at the port. See docs/qos.md.",
+        f"packets passed, re-marked and dropped (by reason), queueing delays at the port. See {doc_url('report.md')}.",
     )
-    _add_capture_options(replay, "pcap or pcapng captures (format detected from their content)")
-    replay.add_argument("--policy", required=True, help="tenant policy (YAML, TOML or JSON; see docs/policy.md)")
+    _add_capture_options(replay, "pcap or pcapng captures, plain, gzip or zstd, merged by time; '-' for standard input")
+    replay.add_argument("--policy", required=True, help=f"tenant policy (YAML, TOML or JSON; see {doc_url('policy.md')})")
     replay.add_argument("--threads", type=int, default=1, help="threads processing each batch (default 1; the report is the same on any number)")
     replay.add_argument(
         "--no-drain",
@@ -97,6 +135,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     schema.add_argument("--report", action="store_true", help="the replay report's schema instead of the policy's")
     schema.set_defaults(run=_schema)
+    check = commands.add_parser(
+        "check",
+        help="validate a policy without a capture",
+        description=f"Validate a tenant policy (YAML, TOML or JSON; see {doc_url('policy.md')}) as replay reads it: print its "
+        "warnings and 'POLICY: ok, N tenants, M rules' (status 0), or its errors with their places (status 2).",
+    )
+    check.add_argument("policy", help="tenant policy file")
+    check.set_defaults(run=_check)
     gen.add_parser(commands)
     return parser
 
@@ -126,13 +172,24 @@ def _capture_options(args: argparse.Namespace) -> dict[str, Any]:
         "vxlan_ports": args.vxlan_port or [_core.VXLAN_PORT],
         "geneve_ports": args.geneve_port or [_core.GENEVE_PORT],
         "batch_size": args.batch_size,
-        "progress": _terminal_progress(),
+        "progress": terminal_progress(),
     }
 
 
 def _schema(args: argparse.Namespace) -> int:
     print(json.dumps(report_schema(), indent=2) if args.report else schema_text())
     return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    policy = _read_policy(args.policy)
+    rules = sum(len(tenant.rules) for tenant in policy.tenants)
+    print(f"{args.policy}: ok, {_count(len(policy.tenants), 'tenant')}, {_count(rules, 'rule')}")
+    return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -168,7 +225,7 @@ def _add_diff(commands: Any) -> None:
         help="compare two captures replayed through one policy, and name the neighbour behind a tenant's worse delay",
         description="Replay two captures (BEFORE, AFTER) through a tenant policy and show per tenant and class what changed "
         "(rates, drops, bursts, queueing delays), whether each tenant's own traffic is the same, and for each class whose "
-        "p99 delay rose, the other tenants ranked by how much more of its delay falls while they burst. See docs/report.md.",
+        f"p99 delay rose, the other tenants ranked by how much more of its delay falls while they burst. See {doc_url('report.md')}.",
     )
     compare.add_argument("before", help="the earlier capture (pcap or pcapng)")
     compare.add_argument("after", help="the later capture")
@@ -180,7 +237,7 @@ def _add_diff(commands: Any) -> None:
 
 def _diff(args: argparse.Namespace) -> int:
     policy = _read_policy(args.policy)
-    before, after = (replay(path, policy, alone=[], progress=_terminal_progress()) for path in (args.before, args.after))
+    before, after = (replay(path, policy, alone=[], progress=terminal_progress()) for path in (args.before, args.after))
     for report in (before, after):
         for warning in report.warnings:
             print(f"isolane: warning: {report.capture}: {warning}", file=sys.stderr)
@@ -214,19 +271,6 @@ def _print(output: str | dict[str, object], path: str | None = None) -> None:
         print(text)
     else:
         Path(path).write_text(text + "\n")
-
-
-def _terminal_progress() -> Callable[[int, int], None] | None:
-    """A progress line on stderr for big files, when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(done: int, total: int) -> None:
-        if total >= PROGRESS_MIN_BYTES:  # also skips an unknown size (0): nothing to divide by
-            end = "\n" if done >= total else ""
-            print(f"\rreading {done / total:6.1%} of {total / 1e6:,.0f} MB", end=end, file=sys.stderr, flush=True)
-
-    return show
 
 
 def format_table(summary: CaptureSummary) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn, TypedDict, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -94,6 +94,87 @@ class UpdateReport:
     """Tenants whose tables were built anew (new tenants, larger changes)."""
 
 
+class PacketsBytes(TypedDict):
+    """Packets and bytes (bytes as the policy's ``count`` says in :meth:`Engine.stats`, frame
+    bytes on the wire in :meth:`Engine.counters`)."""
+
+    packets: int
+    bytes: int
+
+
+class ColorCounts(TypedDict):
+    """:meth:`Engine.stats`'s ``colors``: the meters' colours of the packets the classifier let through."""
+
+    green: PacketsBytes
+    yellow: PacketsBytes
+    red: PacketsBytes
+
+
+OutcomeCounts = TypedDict(
+    "OutcomeCounts",
+    {
+        "pass": PacketsBytes,
+        "remarked": PacketsBytes,
+        "drop_classifier": PacketsBytes,
+        "drop_meter": PacketsBytes,
+        "drop_shaper_bytes": PacketsBytes,
+        "drop_shaper_time": PacketsBytes,
+        "drop_port_buffer": PacketsBytes,
+        "drop_port_queue": PacketsBytes,
+    },
+)
+""":meth:`Engine.stats`'s ``outcomes``: each :class:`Outcome` but ``pending``, by its name."""
+
+ActionCounts = TypedDict("ActionCounts", {"pass": int, "remark": int, "drop": int})
+""":meth:`Engine.stats`'s ``actions``: packets passed, re-marked and dropped at any stage."""
+
+
+class DelayStats(TypedDict):
+    """Queueing delay at the port (ns): ``count`` delays recorded; the others None where it is 0."""
+
+    count: int
+    p50: int | None
+    p99: int | None
+    p999: int | None
+    max: int | None
+
+
+MicroburstStats = TypedDict("MicroburstStats", {"tenant": dict[str, Any] | None, "class": dict[str, Any] | None})
+"""The :meth:`Engine.burst_stats` entries of a stats entry's tenant and class (None: not watched)."""
+
+StatsEntry = TypedDict(
+    "StatsEntry",
+    {
+        "tenant": str | None,
+        "cls": int | None,
+        "class": str | None,
+        "packets": int,
+        "bytes": int,
+        "colors": ColorCounts,
+        "outcomes": OutcomeCounts,
+        "actions": ActionCounts,
+        "in_flight": int,
+        "delay_ns": DelayStats,
+        "microburst": MicroburstStats,
+    },
+)
+"""One entry of :meth:`Engine.stats`: a tenant and class, as ``docs/qos.md`` ("Statistics") describes."""
+
+
+class ClassifierCounters(TypedDict):
+    """One tenant's entry of :meth:`Engine.counters`, the classifier's view: ``packets`` and
+    ``bytes`` (frame bytes on the wire) classified, by :meth:`Engine.classify` or
+    :meth:`Engine.process`; of them, what the classifier allowed and dropped (drops by later
+    stages are in :meth:`Engine.stats`); ``reasons``: packets by :class:`Reason` name (those
+    counted)."""
+
+    packets: int
+    bytes: int
+    classifier_allowed: PacketsBytes
+    classifier_dropped: PacketsBytes
+    reasons: dict[str, int]
+
+
 def stats_key(row: np.void, tenants: Sequence[str]) -> tuple[str | None, int | None]:
     """A :data:`STATS_DTYPE` row's (tenant name, class id), None where -1; ``tenants``:
     :attr:`Engine.stats_tenants`, read after the row."""
@@ -102,10 +183,16 @@ def stats_key(row: np.void, tenants: Sequence[str]) -> tuple[str | None, int | N
 
 
 def stats_delays(row: np.void) -> dict[str, int | None]:
-    """A :data:`STATS_DTYPE` row's queueing delays as :meth:`Engine.stats` gives them:
-    ``count``, then ``p50``, ``p99``, ``p999`` and ``max`` in ns, None where no packet was sent."""
+    """A :data:`STATS_DTYPE` row's queueing delays as :meth:`Engine.stats` gives them
+    (:class:`DelayStats`): ``count``, then ``p50``, ``p99``, ``p999`` and ``max`` in ns, None
+    where no packet was sent."""
+    return cast("dict[str, int | None]", _delay_stats(row))
+
+
+def _delay_stats(row: np.void) -> DelayStats:
     count = int(row["delay_count"])
-    return {"count": count, **{q: int(row[f"delay_{q}_ns"]) if count else None for q in ("p50", "p99", "p999", "max")}}
+    p50, p99, p999, most = (int(row[f"delay_{q}_ns"]) if count else None for q in ("p50", "p99", "p999", "max"))
+    return {"count": count, "p50": p50, "p99": p99, "p999": p999, "max": most}
 
 
 def _as_records(rows: npt.NDArray[np.void]) -> npt.NDArray[np.void]:
@@ -207,11 +294,15 @@ class Engine:
     watched; ``poll`` the polling intervals of the polled views (durations such as ``"1s"`` or
     nanoseconds, each a multiple of the shortest); ``on_burst`` is called after each
     :meth:`process` and :meth:`drain` with the bursts that ended during it (an array of
-    :data:`BURST_DTYPE`), with the GIL held and outside the data path."""
+    :data:`BURST_DTYPE`), with the GIL held and outside the data path.
+
+    ``policy``: a :class:`~isolane.policy.Policy`, or a mapping read as
+    :meth:`Policy.from_dict <isolane.policy.Policy.from_dict>` reads it. An engine cannot be
+    copied or pickled (it is a running data path); make another from its :attr:`policy`."""
 
     def __init__(
         self,
-        policy: Policy,
+        policy: Policy | Mapping[str, Any],
         *,
         threads: int = 1,
         poll: Iterable[int | str] = DEFAULT_POLLS,
@@ -221,6 +312,10 @@ class Engine:
             raise TypeError(f"threads must be an int, got {threads!r}")
         if threads < 1:
             raise _core.EngineError(f"threads must be at least 1, got {threads}")
+        if isinstance(policy, Mapping):
+            policy = Policy.from_dict(policy)
+        elif not isinstance(policy, Policy):
+            raise TypeError(f"Engine takes an isolane.Policy or a mapping as Policy.from_dict takes, got {type(policy).__name__}")
         self._poll_ns = _poll_intervals(poll)
         self._on_burst = on_burst
         self._core = _core.Engine(threads)
@@ -234,6 +329,15 @@ class Engine:
         self._rule_counts: dict[int, int] = {}
         self._editing = threading.Lock()
         self._install(policy, [("insert", i, None, t) for i, t in enumerate(policy.tenants)])
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(_NOT_COPIED)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
+        raise TypeError(_NOT_COPIED)
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise TypeError(_NOT_COPIED)
 
     @property
     def policy(self) -> Policy:
@@ -301,7 +405,7 @@ class Engine:
         once given, so names read after an array cover it)."""
         return self._core.stats_tenants()
 
-    def stats(self) -> list[dict[str, Any]]:
+    def stats(self) -> list[StatsEntry]:
         """:meth:`stats_array` as one dict per row (see ``docs/qos.md``, "Statistics"):
         ``tenant`` (its name; None: packets of no tenant), ``cls`` (None: packets in no class,
         i.e. classifier drops), ``class`` (its name in the current policy, if any), ``packets``
@@ -311,7 +415,8 @@ class Engine:
         ``delay_ns`` (queueing delay at the port: ``count``, ``p50``, ``p99``, ``p999``,
         ``max``; None where no packet was sent), ``microburst`` (the burst statistics of the
         entry's ``tenant`` and of its ``class``, as :meth:`burst_stats` gives them, each None
-        where that scope is not watched). Packets in = sum of outcomes + in_flight."""
+        where that scope is not watched). Packets in = sum of outcomes + in_flight. Only the
+        packets :meth:`process` took are here (:meth:`counters` has every packet classified)."""
         rows = self.stats_array()
         tenants = self.stats_tenants  # read after the rows, so that it names every one of them
         class_names = {t.name: t.class_names for t in self.policy.tenants}
@@ -471,17 +576,27 @@ class Engine:
             self._edits.append((position, op, index, rule))
             self._rule_counts[position] = count + {"insert": 1, "remove": -1}.get(op, 0)
 
-    def counters(self) -> dict[str | None, dict[str, Any]]:
-        """Per tenant name (``None``: packets no tenant claims) since the engine was made:
-        ``packets`` and ``bytes`` as [dropped, allowed], and ``reasons`` counted by :class:`Reason`."""
-        out: dict[str | None, dict[str, Any]] = {}
+    def counters(self) -> dict[str | None, ClassifierCounters]:
+        """The classifier's view (``docs/qos.md``, "Statistics"), per tenant name (``None``:
+        packets no tenant claims) since the engine was made: every packet :meth:`classify` or
+        :meth:`process` classified (:class:`ClassifierCounters`). A tenant's ``packets`` here
+        equal its :meth:`stats` packets when only :meth:`process` fed the engine, and its
+        ``classifier_dropped`` packets their ``drop_classifier`` outcome; drops by meters,
+        shapers or the port are in :meth:`stats` only."""
+        out: dict[str | None, ClassifierCounters] = {}
         for name, counts in self._core.counters().items():
+            (dropped, allowed), (dropped_bytes, allowed_bytes) = counts["packets"], counts["bytes"]
             out[name] = {
-                "packets": {"dropped": counts["packets"][0], "allowed": counts["packets"][1]},
-                "bytes": {"dropped": counts["bytes"][0], "allowed": counts["bytes"][1]},
+                "packets": dropped + allowed,
+                "bytes": dropped_bytes + allowed_bytes,
+                "classifier_allowed": {"packets": allowed, "bytes": allowed_bytes},
+                "classifier_dropped": {"packets": dropped, "bytes": dropped_bytes},
                 "reasons": {Reason(i).name.lower(): n for i, n in enumerate(counts["reasons"]) if n},
             }
         return out
+
+
+_NOT_COPIED = "an isolane.Engine cannot be copied or pickled: it is a running data path (tables, meters, queues, counters); make a new Engine(engine.policy)"
 
 
 # The codes a statistics row's colour and outcome columns are indexed by, with their names in
@@ -491,7 +606,7 @@ _OUTCOMES = [(int(o), o.name.lower()) for o in Outcome if o != Outcome.PENDING]
 _DROPPED = [int(o) for o in Outcome if o.dropped]
 
 
-def _stats_entry(row: np.void, tenants: Sequence[str], class_names: dict[str, list[str]]) -> dict[str, Any]:
+def _stats_entry(row: np.void, tenants: Sequence[str], class_names: dict[str, list[str]]) -> StatsEntry:
     """A :data:`STATS_DTYPE` row as :meth:`Engine.stats` gives it (but ``microburst``)."""
     tenant, cls = stats_key(row, tenants)
     names = class_names.get(tenant, []) if tenant is not None else []
@@ -503,13 +618,14 @@ def _stats_entry(row: np.void, tenants: Sequence[str], class_names: dict[str, li
         "class": names[cls] if cls is not None and cls < len(names) else None,
         "packets": int(row["packets"]),
         "bytes": int(row["bytes"]),
-        "colors": {name: {"packets": color_packets[c], "bytes": color_bytes[c]} for c, name in _COLORS},
-        "outcomes": {name: {"packets": outcome_packets[o], "bytes": outcome_bytes[o]} for o, name in _OUTCOMES},
+        "colors": cast(ColorCounts, {name: {"packets": color_packets[c], "bytes": color_bytes[c]} for c, name in _COLORS}),
+        "outcomes": cast(OutcomeCounts, {name: {"packets": outcome_packets[o], "bytes": outcome_bytes[o]} for o, name in _OUTCOMES}),
         "actions": {
             "pass": outcome_packets[Outcome.PASS],
             "remark": outcome_packets[Outcome.REMARKED],
             "drop": sum(outcome_packets[o] for o in _DROPPED),
         },
         "in_flight": int(row["in_flight"]),
-        "delay_ns": stats_delays(row),
+        "delay_ns": _delay_stats(row),
+        "microburst": {"tenant": None, "class": None},
     }

@@ -1,5 +1,8 @@
-//! The engine's per-tenant counters: by verdict, kept by tenant name so that they run on
-//! across policy updates, and counted in shards so that classifying threads never wait.
+//! The engine's per-tenant counters, the classifier's view: every packet classified (by
+//! `classify` or `process`) by its verdict, while the enforcer's statistics count the packets
+//! `process` enforced, with drops at every stage (`docs/qos.md`, "Statistics"). Kept by tenant
+//! name so that they run on across policy updates, and counted in shards so that classifying
+//! threads never wait.
 
 use std::sync::Mutex;
 

@@ -48,6 +48,7 @@ fn packet(vni: i32, dst_port: u16) -> PacketInfo {
         vlan: -1,
         src_port: 999,
         dst_port,
+        ethertype: 0x0800,
         status: Status::Ok as u8,
         tunnel: if vni >= 0 { Tunnel::Vxlan as u8 } else { Tunnel::None as u8 },
         ip_version: 4,
@@ -129,6 +130,30 @@ fn a_tenant_without_rules_takes_its_default_until_a_rule_is_added() {
     engine.edit_tenant("green", RuleEdit::Insert { at: 0, rows: vec![RuleRow { rule: web_rule(80), action: DROP, class: 1 }] }).unwrap();
     let v = classify_one(&engine, packet(300, 80));
     assert_eq!((v.tenant, v.rule, v.cls, v.action, v.reason), (2, 0, 1, DROP, Reason::Rule as u8));
+}
+
+#[test]
+fn frame_rules_match_by_ethertype_in_policy_order() {
+    const ARP: u16 = 0x0806;
+    let mut tables = spec();
+    // red: 0 arp allow, 1 tcp/80 allow (class 1), 2 ipv4 drop, 3 tcp/443 allow: 443 is past the IPv4 rule.
+    let rules = vec![frame_rule(ARP), web_rule(80), frame_rule(0x0800), web_rule(443)];
+    tables.tenants[0] = TenantSpec { actions: vec![ALLOW, ALLOW, DROP, ALLOW], ..tenant("red", rules) };
+    let engine = Engine::new(tables).unwrap();
+    let arp = PacketInfo { status: Status::Unsupported as u8, ip_version: 0, ethertype: ARP, ..packet(100, 0) };
+    let lldp = PacketInfo { ethertype: 0x88cc, ..arp };
+    let verdicts = [arp, lldp, packet(100, 80), packet(100, 443), packet(100, 22)].map(|info| classify_one(&engine, info));
+    let seen: Vec<(i32, u8, u8)> = verdicts.iter().map(|v| (v.rule, v.action, v.reason)).collect();
+    let (rule, default, not_ip) = (Reason::Rule as u8, Reason::Default as u8, Reason::NotIp as u8);
+    assert_eq!(seen, [(0, ALLOW, rule), (-1, DROP, not_ip), (1, ALLOW, rule), (2, DROP, rule), (2, DROP, rule)]);
+    assert_eq!({ verdicts[0].cls }, 0, "the ARP rule's class");
+    // IPv6 packets are not IPv4's: the IPv6 one takes the default; a rule removed renumbers the rest.
+    let ipv6 = PacketInfo { ip_version: 6, dst: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2], ..packet(100, 22) };
+    assert_eq!({ classify_one(&engine, ipv6).reason }, default);
+    engine.edit_tenant("red", RuleEdit::Remove { at: 0 }).unwrap();
+    let v = classify_one(&engine, arp);
+    assert_eq!((v.rule, v.action, v.reason), (-1, DROP, not_ip));
+    assert_eq!({ classify_one(&engine, packet(100, 22)).rule }, 1);
 }
 
 #[test]

@@ -85,7 +85,7 @@ fn vxlan_inner_five_tuple() {
     assert_eq!(info.src, mapped([10, 0, 0, 1]));
     assert_eq!(info.dst, mapped([10, 0, 0, 2]));
     assert_eq!((info.proto, { info.src_port }, { info.dst_port }), (6, 1234, 80));
-    assert_eq!((info.ip_version, info.dscp, info.is_fragment), (4, 0xb8 >> 2, 0));
+    assert_eq!((info.ip_version, info.dscp, info.is_fragment, { info.ethertype }), (4, 0xb8 >> 2, 0, 0x0800));
 }
 
 #[test]
@@ -145,6 +145,10 @@ fn geneve_unknown_version_or_protocol_is_unsupported() {
         packet.extend(ipv4(17, [1, 1, 1, 1], [2, 2, 2, 2], &l4(1, 6081, &header)));
         assert_eq!(parse(&packet).status, Status::Unsupported as u8);
     }
+    // A payload of an unknown protocol type keeps it as the tenant frame's EtherType.
+    let mut packet = ethernet(0x0800, &[]);
+    packet.extend(ipv4(17, [1, 1, 1, 1], [2, 2, 2, 2], &l4(1, 6081, &[0x00, 0, 0x88, 0x47, 0, 0, 1, 0])));
+    assert_eq!({ parse(&packet).ethertype }, 0x8847);
 }
 
 #[test]
@@ -152,7 +156,7 @@ fn inner_arp_is_unsupported_but_keeps_vni() {
     let mut arp = ethernet(0x0806, &[]);
     arp.extend_from_slice(&[0; 28]);
     let info = parse(&vxlan_packet(300, &arp));
-    assert_eq!((info.status, { info.vni }, info.ip_version), (Status::Unsupported as u8, 300, 0));
+    assert_eq!((info.status, { info.vni }, info.ip_version, { info.ethertype }), (Status::Unsupported as u8, 300, 0, 0x0806));
     assert_eq!(info.src, [0; 16]);
 }
 
@@ -161,7 +165,7 @@ fn qinq_records_outermost_vlan() {
     let mut packet = ethernet(0x0800, &[(0x88a8, 0x2000 | 100), (0x8100, 200)]);
     packet.extend(ipv4(6, [1, 1, 1, 1], [2, 2, 2, 2], &l4(1, 2, &[0; 12])));
     let info = parse(&packet);
-    assert_eq!((info.status, { info.vlan }, { info.dst_port }), (0, 100, 2));
+    assert_eq!((info.status, { info.vlan }, { info.dst_port }, { info.ethertype }), (0, 100, 2, 0x0800));
 }
 
 #[test]
@@ -298,7 +302,7 @@ fn linux_cooked_and_raw_links() {
     null.extend_from_slice(&ip);
     for (link, packet) in [(linktype::LINUX_SLL, sll), (linktype::LINUX_SLL2, sll2), (linktype::RAW, ip.clone()), (linktype::NULL, null)] {
         let info = parse_packet(&packet, packet.len() as u32, link, &ParseConfig::default());
-        assert_eq!((info.status, { info.dst_port }, { info.vlan }), (0, 4, -1), "link {link}");
+        assert_eq!((info.status, { info.dst_port }, { info.vlan }, { info.ethertype }), (0, 4, -1, 0x0800), "link {link}");
     }
 }
 

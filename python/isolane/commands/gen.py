@@ -14,6 +14,7 @@ from isolane.gen import frames, templates, yamlwriter
 from isolane.gen.frames import DEFAULT_SNAPLEN
 from isolane.gen.scenarios import SCENARIOS, Scenario, build
 from isolane.policy import parse_duration
+from isolane.urls import doc_url
 
 
 def add_parser(commands: Any) -> None:
@@ -23,7 +24,7 @@ def add_parser(commands: Any) -> None:
         help="write a multi-tenant AI-cluster capture that reproduces an incident, with its policy",
         description="Write realistic multi-tenant AI-cluster traffic (VXLAN, one VNI per tenant, nanosecond pcap) that "
         "reproduces an incident, and the policy to replay it through (OUT with .yaml; other policies it is compared with "
-        "as OUT.<name>.yaml). See docs/scenarios.md. Needs scapy: pip install 'isolane[gen]'.",
+        f"as OUT.<name>.yaml). See {doc_url('scenarios.md')}. Needs scapy: pip install 'isolane[gen]'.",
     )
     gen.add_argument("scenario", choices=list(SCENARIOS), help="the incident")
     gen.add_argument("-o", "--output", required=True, metavar="OUT.pcap", help="the capture to write (drift writes OUT.morning.pcap and OUT.afternoon.pcap)")

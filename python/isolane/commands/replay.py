@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from isolane import _core
 from isolane._core import SERIES_FIELDS
+from isolane.capture import TunnelPortCheck, open_captures
 from isolane.codes import Outcome, Reason
 from isolane.commands.replay_bursts import burst_events, scope_summaries, with_window
 from isolane.commands.replay_profiles import profile_counts, profile_switches
@@ -62,18 +63,18 @@ def replay(
     most 16 tenants."""
     paths = [os.fspath(captures)] if isinstance(captures, (str, os.PathLike)) else [os.fspath(p) for p in captures]
     parse_options = {"vxlan_ports": list(vxlan_ports), "geneve_ports": list(geneve_ports)}
-    reader = _Captures(paths, batch_size)
+    reader = open_captures(paths, batch_size)
     engine = Engine(policy if window_ns is None else with_window(policy, window_ns), threads=threads, poll=poll)
     engine.keep_timeline(window_ns or _port_window(policy))
     replayed = _Replayed(engine, policy, parse_options, _alone_engines(policy, alone, poll))
     for batch in reader:
         replayed.add(batch)
         if progress is not None:
-            progress(reader.position, reader.size)
+            progress(reader.position, reader.size or 0)
     if drain:
         for each in [engine, *(e for _, e in replayed.alone.values())]:
             each.drain()
-    return replayed.report(paths, reader.format, reader.warnings())
+    return replayed.report(reader.paths, reader.format, reader.warnings())
 
 
 def _alone_engines(policy: Policy, alone: Iterable[str] | None, poll: Iterable[int | str]) -> dict[str, tuple[int, Engine]]:
@@ -96,40 +97,6 @@ def _port_window(policy: Policy) -> int:
     return burst.window_ns if burst is not None else DEFAULT_WINDOW_NS
 
 
-class _Captures:
-    """The captures' batches one file after the other, with the reading position for progress."""
-
-    def __init__(self, paths: list[str], batch_size: int) -> None:
-        self._readers = [_core.PcapIterator(path, batch_size) for path in paths]
-        self._done = 0
-
-    def __iter__(self) -> _Captures:
-        return self
-
-    def __next__(self) -> _core.PacketBatch:
-        while self._done < len(self._readers):
-            batch = next(self._readers[self._done], None)
-            if batch is not None:
-                return batch
-            self._done += 1
-        raise StopIteration
-
-    @property
-    def position(self) -> int:
-        return sum(r.position for r in self._readers)
-
-    @property
-    def size(self) -> int:
-        return sum(r.size for r in self._readers)
-
-    @property
-    def format(self) -> str:
-        return "/".join(sorted({r.format for r in self._readers}))
-
-    def warnings(self) -> list[str]:
-        return []
-
-
 class _Replayed:
     """What the replay counts in Python besides the engine: per batch, the classifier's drops by
     reason, the VNIs no tenant claims, the capture's first and last times, frames too big for
@@ -142,6 +109,7 @@ class _Replayed:
         self.end_ns: int | None = None
         self.classifier_drops: Counter[tuple[str | None, str]] = Counter()
         self.unclaimed_vnis: Counter[int] = Counter()
+        self.tunnel_ports = TunnelPortCheck()
         self.oversized = 0
 
     def add(self, batch: _core.PacketBatch) -> None:
@@ -162,15 +130,19 @@ class _Replayed:
                 engine.process(_packets(batch, mine), **self.parse_options)
 
     def _count_vnis(self, packets: _core.PacketBatch) -> None:
-        """Parses again the packets of no tenant (few, usually) to name their VNIs."""
-        vnis = parse(packets, vxlan_ports=self.parse_options["vxlan_ports"], geneve_ports=self.parse_options["geneve_ports"])["vni"]
+        """Parses again the packets of no tenant (few, usually) to name their VNIs, and to see
+        whether they are tunnels on ports isolane was not told about."""
+        records = parse(packets, vxlan_ports=self.parse_options["vxlan_ports"], geneve_ports=self.parse_options["geneve_ports"])
+        self.tunnel_ports.observe(records)
+        vnis = records["vni"]
         values, counts = np.unique(vnis[vnis >= 0], return_counts=True)
         self.unclaimed_vnis.update(dict(zip(values.tolist(), counts.tolist())))
 
     def warnings(self) -> list[str]:
+        tunnels = self.tunnel_ports.warnings(self.parse_options["vxlan_ports"], self.parse_options["geneve_ports"])
         if not self.oversized:
-            return []
-        return [
+            return tunnels
+        return tunnels + [
             f"{self.oversized:,} frames are larger than the policy's largest_frame ({self.policy.largest_frame:,} B; GSO or BIG TCP captures?): "
             "meters whose burst is smaller meter them red; raise largest_frame if the network carries such frames"
         ]

@@ -192,7 +192,10 @@ def _steps_for_rise(
         engine = Engine(Policy.from_dict(policy))
         engine.process(packet_batch(capture(steps)))
         engine.drain()
-        return next(int(entry["delay_ns"]["p99"]) for entry in engine.stats() if entry["tenant"] == victim and entry["class"] == "serving")
+        delays = next(entry["delay_ns"] for entry in engine.stats() if entry["tenant"] == victim and entry["class"] == "serving")
+        if delays["p99"] is None:
+            raise AssertionError(f"{victim} / serving sent no packet")
+        return delays["p99"]
 
     reference = p99(base)
     best, best_miss = base, float("inf")

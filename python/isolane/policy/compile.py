@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane.policy.addresses import PortRange, _mapped
-from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP, MAX_PORT, NO_CLASS, RULE_FIELDS
+from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP, FRAME_RULE_DSCP, MAX_PORT, NO_CLASS, RULE_FIELDS
 from isolane.policy.model import Tenant
 
 if TYPE_CHECKING:
@@ -127,9 +127,10 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
         cls = class_ids[rule.class_name] if rule.class_name is not None else NO_CLASS
         protos: Sequence[int | None] = rule.proto or (None,)
         dscps: Sequence[int | None] = rule.dscp or (None,)
-        for proto, dscp, (sp_lo, sp_hi), (dp_lo, dp_hi) in itertools.product(
-            protos, dscps, rule.src_ports or any_ports, rule.dst_ports or any_ports
-        ):
+        src_ports = rule.src_ports or any_ports
+        if rule.ethertype is not None:  # one row no IP packet matches, its EtherType as source port
+            dscps, src_ports = (FRAME_RULE_DSCP,), ((rule.ethertype, rule.ethertype),)
+        for proto, dscp, (sp_lo, sp_hi), (dp_lo, dp_hi) in itertools.product(protos, dscps, src_ports, rule.dst_ports or any_ports):
             src.append(src_addr)
             dst.append(dst_addr)
             for name, value in (
@@ -142,7 +143,7 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
                 ("proto", proto or 0),
                 ("proto_mask", 0 if proto is None else 0xFF),
                 ("dscp", dscp or 0),
-                ("dscp_mask", 0 if dscp is None else 0x3F),
+                ("dscp_mask", 0 if dscp is None else FRAME_RULE_DSCP if dscp == FRAME_RULE_DSCP else 0x3F),
                 ("action", action),
                 ("cls", cls),
                 ("policy_rule", index),

@@ -28,6 +28,17 @@ MAX_RULE_EXPANSION = 65536
 MAX_CLASSES = NO_CLASS
 """Class ids are uint16 and ``NO_CLASS`` is reserved."""
 
+#: EtherType names accepted by a rule's ``ethertype`` (a number 0x0600-0xffff is accepted too).
+ETHERTYPES: dict[str, int] = {"ipv4": 0x0800, "arp": 0x0806, "ipv6": 0x86DD}
+MIN_ETHERTYPE = 0x0600
+"""Below it, the field is an 802.3 length, not an EtherType."""
+#: VLAN tag protocol ids: the parser looks past the tags, so a frame's EtherType is never one.
+VLAN_TPIDS = frozenset({0x8100, 0x88A8, 0x9100})
+FRAME_RULE_DSCP = 0x40
+"""A rule with ``ethertype`` compiles to one table row that no IP packet matches (its DSCP value and
+mask carry this bit, which a 6-bit DSCP never has) and that holds the EtherType in its source port
+range; the engine matches frames against such rows (``rust/engine/frames.rs``)."""
+
 ActionName = Literal["allow", "drop"]
 ACTIONS: tuple[ActionName, ...] = ("allow", "drop")
 

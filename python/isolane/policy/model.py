@@ -9,10 +9,11 @@ from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
 from isolane.policy.addresses import Network, PortRange
-from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, DEFAULT_STAGGER_NS, ActionName, CountMode, MeterKind, PortMode
+from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, DEFAULT_STAGGER_NS, ETHERTYPES, ActionName, CountMode, MeterKind, PortMode
 from isolane.policy.units import format_duration, format_rate, format_size
 
 _T = TypeVar("_T")
+_ETHERTYPE_NAME = {number: name for name, number in ETHERTYPES.items()}
 
 
 def _unless_none(convert: Callable[[_T], Any], value: _T | None) -> Any:
@@ -276,7 +277,8 @@ class Rule:
     """One policy rule. ``None`` matches anything; ``src_ports``/``dst_ports`` are sorted,
     merged inclusive ranges; ``proto``/``dscp`` sorted numbers. ``class_name`` is the file's
     ``class``: the class of an ``allow`` rule (the tenant's default class when the file names
-    none), ``None`` for ``drop``; its id in the compiled tables is ``cls``."""
+    none), ``None`` for ``drop``; its id in the compiled tables is ``cls``. ``ethertype``: the rule
+    matches the tenant's frames of that EtherType (ARP, ...) and has no IP fields."""
 
     action: ActionName
     class_name: str | None = None
@@ -288,6 +290,7 @@ class Rule:
     dscp: tuple[int, ...] | None = None
     name: str | None = None
     description: str | None = None
+    ethertype: int | None = None
 
     @property
     def expansion(self) -> int:
@@ -316,6 +319,8 @@ class Rule:
         if self.dscp is not None:
             dscps = [_DSCP_NAME.get(d, d) for d in self.dscp]
             out["dscp"] = dscps[0] if len(dscps) == 1 else dscps
+        if self.ethertype is not None:
+            out["ethertype"] = _ETHERTYPE_NAME.get(self.ethertype, f"0x{self.ethertype:04x}")
         out["action"] = self.action
         if self.class_name is not None:
             out["class"] = self.class_name

@@ -32,6 +32,7 @@ from isolane.policy.constants import (
     DEFAULT_LARGEST_FRAME,
     DEFAULT_PRIORITY,
     DSCP_NAMES,
+    ETHERTYPES,
     MAX_PORT,
     MAX_PRIORITY,
     MAX_PROFILE_SWITCHES,
@@ -39,6 +40,7 @@ from isolane.policy.constants import (
     MAX_VNI,
     MAX_WEIGHT,
     METER_KINDS,
+    MIN_ETHERTYPE,
     PORT_ALPHA_LOG2,
     PROTOCOLS,
     SCHEMA_VERSION,
@@ -73,11 +75,18 @@ Ports = PortNumber | PortText | Annotated[list[PortNumber | PortText | PortPair]
 if TYPE_CHECKING:  # names computed at run time are no Literal to a type checker
     ProtocolName = str
     DscpName = str
+    EtherTypeName = str
 else:
     ProtocolName = Literal[tuple(sorted(PROTOCOLS))]
     DscpName = Literal[tuple(sorted(DSCP_NAMES))]
+    EtherTypeName = Literal[tuple(sorted(ETHERTYPES))]
 Protocol = Annotated[int, Field(ge=0, le=255)] | ProtocolName
 Dscp = Annotated[int, Field(ge=0, le=63)] | DscpName
+EtherType = (
+    EtherTypeName
+    | Annotated[int, Field(ge=MIN_ETHERTYPE, le=0xFFFF)]
+    | Annotated[str, Field(pattern=r"^0[xX][0-9a-fA-F]{1,4}$", description="a number in hexadecimal, e.g. '0x88cc'")]
+)
 #: A key of ``color_map``: a DSCP's name or number (a number is text in JSON, an integer in YAML).
 DscpKey = DscpName | Annotated[int, Field(ge=0, le=63)] | Annotated[str, Field(pattern=r"^0*(?:6[0-3]|[1-5]?[0-9])$")]
 Alpha = Annotated[float, Field(json_schema_extra={"enum": [2**k for k in PORT_ALPHA_LOG2]})]
@@ -249,6 +258,9 @@ class Rule(_Mapping):
     )
     proto: Protocol | Annotated[list[Protocol], Field(min_length=1)] | None = Field(None, description="protocol names or numbers; omitted = any")
     dscp: Dscp | Annotated[list[Dscp], Field(min_length=1)] | None = Field(None, description="DSCP names or numbers 0-63; omitted = any")
+    ethertype: EtherType | None = Field(
+        None, description="match the tenant's frames of this EtherType (arp, ipv4, ipv6 or a number such as 0x88cc); with no src, dst, ports, proto or dscp"
+    )
     action: ActionName = Field(description="allow or drop")
     class_: Name | None = Field(None, alias="class", description="for allow: a class of the tenant (default: its default_class); not on drop")
 

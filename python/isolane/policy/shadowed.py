@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane.policy.compile import U8, TenantTables
+from isolane.policy.constants import FRAME_RULE_DSCP
 
 _MASKS = [((1 << n) - 1) << (128 - n) for n in range(129)]
 _MAPPED_VALUE = 0xFFFF << 32
@@ -90,7 +91,7 @@ def _shadowed_rules(t: TenantTables) -> list[tuple[int, list[int]]]:
                     if pm & ~pmask[r]:
                         continue
                     for dm in dmasks:
-                        if dm & ~dmask[r]:
+                        if dm & ~dmask[r] or (dm ^ dmask[r]) & FRAME_RULE_DSCP:  # frame rules cover frame rules only
                             continue
                         key = (s_len, s_val, d_len, d_val, pm, pval[r] & pm, dm, dval[r] & dm)
                         members = groups.get(key)

@@ -16,14 +16,17 @@ from isolane.policy.constants import (
     _TENANT_KEYS,
     ACTIONS,
     DSCP_NAMES,
+    ETHERTYPES,
     MAX_CLASSES,
     MAX_PORT,
     MAX_PRIORITY,
     MAX_RULE_EXPANSION,
     MAX_VLAN,
     MAX_VNI,
+    MIN_ETHERTYPE,
     PORT_PROTOCOLS,
     PROTOCOLS,
+    VLAN_TPIDS,
 )
 from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text
 from isolane.policy.model import Contract, Rule, Tenant, TrafficClass
@@ -37,6 +40,9 @@ if TYPE_CHECKING:
     pass
 from isolane.policy.validate_qos import _QosChecks
 from isolane.policy.validate_shapes import BAD, _Bad
+
+#: The keys of a rule that match IP packets by their fields (none goes with ``ethertype``).
+_IP_KEYS = ("src", "dst", "src_ports", "dst_ports", "proto", "dscp")
 
 
 class _Checker(_QosChecks):
@@ -120,6 +126,21 @@ class _Checker(_QosChecks):
                 out.add(number)
         return tuple(sorted(out)) if ok else BAD
 
+    def ethertype(self, value: Any, path: str) -> int | _Bad:
+        """A rule's ``ethertype``: a name, a number, or a number in hexadecimal text ('0x88cc')."""
+        if isinstance(value, str) and value.lower().startswith("0x"):
+            try:
+                value = int(value, 16)
+            except ValueError:
+                self.error(path, f"{value!r} is not a hexadecimal number")
+                return BAD
+        hints = ("an EtherType name", "a number such as 0x88cc")
+        number = self.named_integer(value, path, ETHERTYPES, hints, MIN_ETHERTYPE, 0xFFFF, "EtherType", " (below 0x0600 the field is a length)")
+        if number in VLAN_TPIDS:
+            self.error(path, f"0x{number:04x} is a VLAN tag: isolane looks past VLAN tags to the frame's EtherType")
+            return BAD
+        return number
+
     def rule(self, value: Any, path: str, class_names: list[str] | None, default_class: str | None) -> Rule | None:
         data = self.mapping(value, path, _RULE_KEYS, required=("action",))
         if data is None:
@@ -159,13 +180,20 @@ class _Checker(_QosChecks):
                     f"{names} {'has' if len(portless) == 1 else 'have'} no ports, but the rule matches ports "
                     "(ports exist for tcp, udp, sctp, dccp and udplite)",
                 )
+        ethertype = self.ethertype(data["ethertype"], _at(path, "ethertype")) if "ethertype" in data else None
+        ip_keys = [key for key in _IP_KEYS if key in data]
+        if ethertype is not None and ip_keys:
+            self.error(
+                _at(path, "ethertype"),
+                f"a rule that matches frames by EtherType takes no IP keys: remove {', '.join(ip_keys)} (or ethertype, to match IP packets by their fields)",
+            )
         if len(self.errors) > errors_before or isinstance(action, _Bad):
             return None
-        assert not isinstance(src, _Bad) and not isinstance(dst, _Bad) and not isinstance(cls, _Bad)
+        assert not isinstance(src, _Bad) and not isinstance(dst, _Bad) and not isinstance(cls, _Bad) and not isinstance(ethertype, _Bad)
         assert not isinstance(src_ports, _Bad) and not isinstance(dst_ports, _Bad)
         assert not isinstance(proto, _Bad) and not isinstance(dscp, _Bad)
         assert not isinstance(name, _Bad) and not isinstance(description, _Bad)
-        rule = Rule(action, cls, src, dst, src_ports, dst_ports, proto, dscp, name, description)  # type: ignore[arg-type]
+        rule = Rule(action, cls, src, dst, src_ports, dst_ports, proto, dscp, name, description, ethertype)  # type: ignore[arg-type]
         if rule.expansion > MAX_RULE_EXPANSION:
             self.error(path, f"the rule expands into {rule.expansion:,} table rules (at most {MAX_RULE_EXPANSION:,}): use port ranges")
             return None

@@ -232,11 +232,16 @@ class _Shapes:
         return weight
 
     def dscp_value(self, value: Any, path: str) -> int | None:
-        if isinstance(value, str):
-            if value in DSCP_NAMES:
-                return DSCP_NAMES[value]
-            hint = _did_you_mean(value, DSCP_NAMES) or f" (names: {', '.join(sorted(DSCP_NAMES))}; or a number 0-63)"
-            self.error(path, f"{value!r} is not a DSCP name{hint}")
-            return None
-        number = self.integer(value, path, 0, 63, "DSCP")
+        number = self.named_integer(value, path, DSCP_NAMES, ("a DSCP name", "a number 0-63"), 0, 63, "DSCP")
         return None if isinstance(number, _Bad) else number
+
+    def named_integer(self, value: Any, path: str, names: Mapping[str, int], hints: tuple[str, str], lo: int, hi: int, what: str, note: str = "") -> int | _Bad:
+        """A name of ``names`` or an integer ``lo``..``hi``; ``hints``: what a name is ("a DSCP
+        name") and what else is accepted ("a number 0-63"), for the error."""
+        if isinstance(value, str):
+            if value in names:
+                return names[value]
+            hint = _did_you_mean(value, names) or f" (names: {', '.join(sorted(names))}; or {hints[1]})"
+            self.error(path, f"{value!r} is not {hints[0]}{hint}")
+            return BAD
+        return self.integer(value, path, lo, hi, what, note)

@@ -1,6 +1,6 @@
 """What a replay found, in a few sentences at the top of the report (``docs/report.md``,
 "Findings"): packets lost and whether in microbursts the polled counters hid, tenants slowed by
-the others, long shaper holds, tenants short of their guarantee, VNIs no tenant claims."""
+the others, long shaper holds, tenants short of their guarantee, packets of no tenant."""
 
 from __future__ import annotations
 
@@ -27,11 +27,19 @@ def findings(report: Report) -> list[str]:
     for tenant in report.tenants:
         if tenant.name is not None and tenant.counts.dropped:
             out.append(_loss(report, tenant))
-    out += _slowed(report) + _holds(report) + _short(report)
-    if report.unclaimed_vnis:
-        packets = sum(report.unclaimed_vnis.values())
-        out.append(f"{len(report.unclaimed_vnis):,} VNIs that no tenant claims carried {packets:,} packets")
+    out += _slowed(report) + _holds(report) + _short(report) + _unclaimed(report)
     return out or ["no tenant lost a packet, none was slowed by the others, and every packet found its tenant"]
+
+
+def _unclaimed(report: Report) -> list[str]:
+    """The packets no tenant claims, and the VNIs among them."""
+    orphans = next((t.counts.packets for t in report.tenants if t.name is None), 0)
+    if not orphans:
+        return []
+    text = f"{orphans:,} of {report.packets:,} packets ({100 * orphans / report.packets:.3g}%) found no tenant"
+    if report.unclaimed_vnis:
+        text += f", {sum(report.unclaimed_vnis.values()):,} of them in {len(report.unclaimed_vnis):,} VNIs that no tenant claims"
+    return [text]
 
 
 def _loss(report: Report, tenant: TenantReport) -> str:
