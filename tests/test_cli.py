@@ -107,9 +107,9 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *expected: s
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["inspect", str(SAMPLE), "--batch-size", "-5"], "batch_size: can't convert negative int to unsigned"),
+        (["inspect", str(SAMPLE), "--batch-size", "-5"], "argument --batch-size: '-5' is not at least 1"),
         (["replay", str(SAMPLE), "--policy", str(POLICY), "--batch-size", str(2**70)], "batch_size: int too big to convert"),
-        (["replay", str(SAMPLE), "--policy", str(POLICY), "--batch-size", "0"], "batch_size must be at least 1"),
+        (["replay", str(SAMPLE), "--policy", str(POLICY), "--batch-size", "0"], "argument --batch-size: '0' is not at least 1"),
         (["replay", str(SAMPLE), "--policy", str(POLICY), "--threads", "0"], "threads must be at least 1"),
         (["replay", str(SAMPLE), "--policy", str(POLICY), "--threads", "two"], "argument --threads: invalid int value: 'two' (see isolane replay --help)"),
         (["replay", str(SAMPLE)], "the following arguments are required: --policy"),
@@ -186,7 +186,7 @@ def test_help_gives_the_project_urls_not_files_that_are_not_installed() -> None:
     }
     top, replay, check, diff = (run_cli(*args, "--help").stdout for args in ([], ["replay"], ["check"], ["diff"]))
     assert urls["Documentation"] in top and urls["Issues"] in top
-    assert "https://github.com/isolane/isolane/blob/main/docs/qos.md#replaying-a-capture" in " ".join(replay.split())
+    assert "https://github.com/isolane/isolane/blob/main/docs/report.md" in " ".join(replay.split())
     assert "https://github.com/isolane/isolane/blob/main/docs/policy.md" in " ".join(check.split())
     for text in (top, replay, check, diff):
         assert re.search(r"(?<![/\w])docs/\w+\.md", text) is None, text

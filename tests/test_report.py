@@ -130,7 +130,7 @@ def test_frames_larger_than_the_policy_expects_are_a_warning(tmp_path: Path) -> 
         f"{oversized:,} frames are larger than the policy's largest_frame (1,200 B; GSO or BIG TCP captures?): "
         "meters whose burst is smaller meter them red; raise largest_frame if the network carries such frames"
     ]
-    assert not replay(SAMPLE, isolane.Policy.from_file(POLICY)).warnings
+    assert not [w for w in replay(SAMPLE, isolane.Policy.from_file(POLICY)).warnings if "largest_frame" in w]
 
 
 def test_the_shipped_schema_file_is_the_one_isolane_prints() -> None:
