@@ -1,5 +1,6 @@
 //! Cost per packet of the EDT shaper and the egress port model:
-//! `cargo run --release --example port_speed [PACKETS]` (default 5,000,000).
+//! `cargo run --release --example port_speed [PACKETS [QUEUES,... [per-tenant|shared-fifo]]]`
+//! (default 5,000,000 packets, 1,000 and 10,000 queues, both modes).
 //! Traffic: random queues, sizes 64-1500 B, offered at 1.2x a 100 Gbit/s line, so queues stay
 //! backlogged, buckets bind and the buffer overflows.
 use isolane::shaping::{Departure, Port, PortConfig, PortMode, QueueConfig, ShaperParams, ShaperState};
@@ -40,6 +41,7 @@ fn queue_configs(count: u64, seed: u64) -> Vec<QueueConfig> {
         .collect()
 }
 
+#[inline(never)] // a symbol of its own, for callgrind
 fn port_run(mode: PortMode, queues: u64, packets: &[(u64, u32, u32)]) -> (f64, usize, usize) {
     let config = PortConfig { line_rate: LINE, buffer_bytes: 32 << 20, mode };
     let mut port = Port::new(config, queue_configs(queues, 9)).unwrap();
@@ -62,12 +64,21 @@ fn port_run(mode: PortMode, queues: u64, packets: &[(u64, u32, u32)]) -> (f64, u
 
 fn main() {
     let count: usize = std::env::args().nth(1).map_or(5_000_000, |a| a.parse().unwrap());
-    for queues in [1_000u64, 10_000] {
+    let queue_counts: Vec<u64> = std::env::args().nth(2).map_or(vec![1_000, 10_000], |a| a.split(',').map(|q| q.parse().unwrap()).collect());
+    let modes = match std::env::args().nth(3).as_deref() {
+        Some("per-tenant") => vec![PortMode::PerTenant],
+        Some("shared-fifo") => vec![PortMode::SharedFifo],
+        _ => vec![PortMode::PerTenant, PortMode::SharedFifo],
+    };
+    for queues in queue_counts {
         let packets = traffic(count, queues, 7);
-        for mode in [PortMode::PerTenant, PortMode::SharedFifo] {
+        for mode in modes.iter().copied() {
             let best = (0..3).map(|_| port_run(mode, queues, &packets)).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
             println!("port {mode:?}, {queues} queues: {:.1} ns/packet ({} departed, {} dropped)", best.0, best.1, best.2);
         }
+    }
+    if std::env::args().nth(3).is_some() {
+        return;
     }
     // The shaper: one flow per queue, 1000 flows at 1/1000 of the line each (offered 1.2x).
     let packets = traffic(count, 1000, 8);

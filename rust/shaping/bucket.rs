@@ -46,12 +46,11 @@ impl Bucket {
         if missing <= 0 {
             return self.tokens;
         }
-        let elapsed = now - self.at;
-        let to_full = (missing as u128).div_ceil(self.rate as u128);
-        if elapsed >= to_full {
-            self.depth
-        } else {
-            self.tokens + elapsed as i128 * self.rate
+        // Full once `elapsed x rate` covers what is missing: a multiplication, where dividing
+        // `missing` by the rate took a 128-bit division on every charge.
+        match (now - self.at).checked_mul(self.rate as u128) {
+            Some(gained) if gained < missing as u128 => self.tokens + gained as i128,
+            _ => self.depth,
         }
     }
 

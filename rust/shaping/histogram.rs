@@ -27,7 +27,9 @@ impl LogHistogram {
     pub fn record(&mut self, value: u64) {
         let index = bucket_index(value);
         if index >= self.counts.len() {
-            self.counts.resize(index + 1, 0);
+            // A whole power of two at a time: delays that creep up one bucket after another
+            // (a queue building) would otherwise grow the array, and copy it, on most samples.
+            self.counts.resize((index | (SUB_BUCKETS - 1)) + 1, 0);
         }
         self.counts[index] += 1;
         self.min = if self.total == 0 { value } else { self.min.min(value) };

@@ -212,6 +212,9 @@ pub struct Port {
     clock: Tick,
     /// The line is busy until this tick.
     free_at: Tick,
+    /// `free_at` in whole ns rounded up, and the ticks the rounding added (`None` past u64::MAX
+    /// ns): a transmission right after the last one takes its times from it without dividing.
+    free_at_ns: Option<(u64, u64)>,
     departures: Vec<Departure>,
     unknown_queue_drops: u64,
 }
@@ -253,6 +256,7 @@ impl Port {
             queued_bytes: 0,
             clock: 0,
             free_at: 0,
+            free_at_ns: Some((0, 0)),
             departures: Vec::new(),
             unknown_queue_drops: 0,
         })
@@ -299,7 +303,9 @@ impl Port {
             stats.dropped_bytes[reason as usize] += u64::from(bytes);
             return Err(reason);
         }
-        let waiting = Waiting { packet, arrival_ns: self.ns_at(now), bytes, queue };
+        // `now` is the arrival's own time unless the clock was ahead of it: no division then.
+        let arrival_ns = if now == u128::from(now_ns) * u128::from(self.line_rate) { now_ns } else { self.ns_at(now) };
+        let waiting = Waiting { packet, arrival_ns, bytes, queue };
         self.queued_bytes += u64::from(bytes);
         match self.mode {
             PortMode::SharedFifo => self.fifo.push_back(waiting),
@@ -467,8 +473,11 @@ impl Port {
 
     fn transmit(&mut self, now: Tick, waiting: Waiting) {
         self.queued_bytes -= u64::from(waiting.bytes);
+        let start = if now == self.free_at { self.free_at_ns } else { self.ns_and_slack(now) };
         self.free_at = now + u128::from(waiting.bytes) * NS_PER_S;
-        let start_ns = self.ns_at(now);
+        self.free_at_ns = start.and_then(|(ns, slack)| self.ns_and_slack_after(ns, slack, waiting.bytes));
+        let start_ns = start.map_or_else(|| self.ns_at(now), |(ns, _)| ns);
+        let depart_ns = self.free_at_ns.map_or_else(|| self.ns_at(self.free_at), |(ns, _)| ns);
         let stats = &mut self.stats[waiting.queue as usize];
         stats.sent_packets += 1;
         stats.sent_bytes += u64::from(waiting.bytes);
@@ -478,7 +487,7 @@ impl Port {
             queue: waiting.queue,
             arrival_ns: waiting.arrival_ns,
             start_ns,
-            depart_ns: self.ns_at(self.free_at),
+            depart_ns,
             bytes: waiting.bytes,
         });
     }
@@ -497,7 +506,9 @@ impl Port {
         let guaranteed_from = state.guarantee.as_ref().map_or(Tick::MAX, |b| b.ready_at(need)).max(borrow_from);
         self.set_membership(Phase::Borrowed, queue, borrow_from <= now);
         self.set_membership(Phase::Guaranteed, queue, guaranteed_from <= now);
-        let next = [borrow_from, guaranteed_from].into_iter().find(|&tick| tick > now && tick != Tick::MAX);
+        // The first of the two still ahead (the guarantee's never comes before the ceiling's).
+        let next = if borrow_from > now { borrow_from } else { guaranteed_from };
+        let next = (next > now && next != Tick::MAX).then_some(next);
         self.set_timer(queue, next);
     }
 
@@ -537,6 +548,25 @@ impl Port {
         let Reverse((tick, queue, _)) = self.timers.pop().expect("a live timer");
         self.queues[queue as usize].timer = None;
         self.refresh(queue, tick);
+    }
+
+    /// A tick as whole ns rounded up, and the ticks the rounding added; `None` past u64::MAX ns.
+    fn ns_and_slack(&self, tick: Tick) -> Option<(u64, u64)> {
+        let line_rate = u128::from(self.line_rate);
+        let (whole, rest) = (tick / line_rate, tick % line_rate);
+        let slack = if rest == 0 { 0 } else { line_rate - rest };
+        u64::try_from(whole + u128::from(rest != 0)).ok().map(|ns| (ns, slack as u64))
+    }
+
+    /// [`ns_and_slack`](Port::ns_and_slack) of the tick `bytes` x 1e9 after the one at `ns` less
+    /// `slack`, in 64 bits: `bytes` x 1e9 < 2^63 and the slack is below the line rate.
+    fn ns_and_slack_after(&self, ns: u64, slack: u64, bytes: u32) -> Option<(u64, u64)> {
+        let ticks = u64::from(bytes) * NS_PER_S as u64;
+        if ticks <= slack {
+            return Some((ns, slack - ticks));
+        }
+        let whole = (ticks - slack).div_ceil(self.line_rate);
+        Some((ns.checked_add(whole)?, whole * self.line_rate - (ticks - slack)))
     }
 
     /// A tick as whole ns, rounded up.
