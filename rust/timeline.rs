@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
+use crate::memory::prefetch;
 use crate::shaping::LogHistogram;
 
 /// Bins at most: enough for a picture a screen wide, small enough for thousands of series.
@@ -24,25 +25,49 @@ pub type ClassKey = (Option<String>, Option<u16>);
 /// Every tenant's series (by name) and every class's, as [`Timeline::snapshot`] gives them.
 pub type Snapshot = (Vec<(Option<String>, Series)>, Vec<(ClassKey, Series)>);
 
-/// One tenant's or class's series. Each array is empty until its first sample, then
-/// [`MAX_BINS`] long.
-#[derive(Debug, Clone, Default)]
-pub struct Series {
-    /// Bytes (as the policy counts them) and packets arriving in each bin.
-    pub bytes: Vec<u64>,
-    pub packets: Vec<u64>,
-    /// Packets dropped in each bin, at any stage (the port's at their arrival there), and of
+/// One bin of a series: one cache line, so that a packet touches one line of its tenant's
+/// series and one of its class's.
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bin {
+    /// Bytes (as the policy counts them) and packets arriving in the bin.
+    pub bytes: u64,
+    pub packets: u64,
+    /// Packets dropped in the bin, at any stage (the port's at their arrival there), and of
     /// those the ones the meters had coloured green: conforming to their contract.
-    pub dropped: Vec<u64>,
-    pub conforming_dropped: Vec<u64>,
+    pub dropped: u64,
+    pub conforming_dropped: u64,
     /// The most bytes that arrived in one window `(t - window, t]` ending at a packet's time `t`
     /// in the bin.
-    pub peak_bytes: Vec<u64>,
+    pub peak_bytes: u64,
     /// Packets the port started sending that reached it in the bin, their summed and largest
     /// queueing delays.
-    pub delay_count: Vec<u64>,
-    pub delay_sum_ns: Vec<u64>,
-    pub delay_max_ns: Vec<u64>,
+    pub delay_count: u64,
+    pub delay_sum_ns: u64,
+    pub delay_max_ns: u64,
+}
+
+impl Bin {
+    /// This bin and the next as one bin twice as wide.
+    fn merged(&self, next: &Bin) -> Bin {
+        Bin {
+            bytes: self.bytes + next.bytes,
+            packets: self.packets + next.packets,
+            dropped: self.dropped + next.dropped,
+            conforming_dropped: self.conforming_dropped + next.conforming_dropped,
+            peak_bytes: self.peak_bytes.max(next.peak_bytes),
+            delay_count: self.delay_count + next.delay_count,
+            delay_sum_ns: self.delay_sum_ns.saturating_add(next.delay_sum_ns),
+            delay_max_ns: self.delay_max_ns.max(next.delay_max_ns),
+        }
+    }
+}
+
+/// One tenant's or class's series. `bins` is empty until the first sample, then [`MAX_BINS`]
+/// long.
+#[derive(Debug, Clone, Default)]
+pub struct Series {
+    pub bins: Vec<Bin>,
     /// The first and the last arrival.
     pub first_ns: Option<u64>,
     pub last_ns: u64,
@@ -54,6 +79,20 @@ pub struct Series {
 }
 
 impl Series {
+    /// Bin `bin`, the bins made at the first sample.
+    #[inline]
+    fn bin(&mut self, bin: usize) -> &mut Bin {
+        if self.bins.is_empty() {
+            self.bins.resize(MAX_BINS, Bin::default());
+        }
+        &mut self.bins[bin]
+    }
+
+    /// One field of every bin, in order.
+    pub fn column(&self, field: impl Fn(&Bin) -> u64) -> Vec<u64> {
+        self.bins.iter().map(field).collect()
+    }
+
     fn arrive(&mut self, bin: usize, window_ns: u64, now_ns: u64, bytes: u32) {
         self.recent.push_back((now_ns, bytes));
         self.in_window += u64::from(bytes);
@@ -64,57 +103,39 @@ impl Series {
             self.recent.pop_front();
             self.in_window -= u64::from(size);
         }
-        let peaks = allocated(&mut self.peak_bytes);
-        peaks[bin] = peaks[bin].max(self.in_window);
-        allocated(&mut self.bytes)[bin] += u64::from(bytes);
-        allocated(&mut self.packets)[bin] += 1;
+        let in_window = self.in_window;
+        let slot = self.bin(bin);
+        slot.peak_bytes = slot.peak_bytes.max(in_window);
+        slot.bytes += u64::from(bytes);
+        slot.packets += 1;
         self.first_ns.get_or_insert(now_ns);
         self.last_ns = now_ns;
     }
 
     fn drop_at(&mut self, bin: usize, green: bool) {
-        allocated(&mut self.dropped)[bin] += 1;
-        if green {
-            allocated(&mut self.conforming_dropped)[bin] += 1;
-        }
+        let slot = self.bin(bin);
+        slot.dropped += 1;
+        slot.conforming_dropped += u64::from(green);
     }
 
     fn depart(&mut self, bin: usize, delay_ns: u64) {
-        allocated(&mut self.delay_count)[bin] += 1;
-        let sums = allocated(&mut self.delay_sum_ns);
-        sums[bin] = sums[bin].saturating_add(delay_ns);
-        let maxima = allocated(&mut self.delay_max_ns);
-        maxima[bin] = maxima[bin].max(delay_ns);
+        let slot = self.bin(bin);
+        slot.delay_count += 1;
+        slot.delay_sum_ns = slot.delay_sum_ns.saturating_add(delay_ns);
+        slot.delay_max_ns = slot.delay_max_ns.max(delay_ns);
     }
 
     /// Merges bins pairwise: bin `i` becomes bins `2i` and `2i + 1`.
     fn halve(&mut self) {
-        for array in [&mut self.bytes, &mut self.packets, &mut self.dropped, &mut self.conforming_dropped, &mut self.delay_count, &mut self.delay_sum_ns] {
-            merge_pairs(array, |a, b| a + b);
+        if self.bins.is_empty() {
+            return;
         }
-        for array in [&mut self.peak_bytes, &mut self.delay_max_ns] {
-            merge_pairs(array, u64::max);
+        let half = self.bins.len() / 2;
+        for i in 0..half {
+            self.bins[i] = self.bins[2 * i].merged(&self.bins[2 * i + 1]);
         }
+        self.bins[half..].fill(Bin::default());
     }
-}
-
-/// `array`, made [`MAX_BINS`] zeros long at its first use.
-fn allocated(array: &mut Vec<u64>) -> &mut Vec<u64> {
-    if array.is_empty() {
-        array.resize(MAX_BINS, 0);
-    }
-    array
-}
-
-fn merge_pairs(array: &mut [u64], merge: impl Fn(u64, u64) -> u64) {
-    if array.is_empty() {
-        return;
-    }
-    let half = array.len() / 2;
-    for i in 0..half {
-        array[i] = merge(array[2 * i], array[2 * i + 1]);
-    }
-    array[half..].fill(0);
 }
 
 /// The series of every tenant and class seen, by name, so that a policy update keeps them.
@@ -169,6 +190,30 @@ impl Timeline {
         let bin = self.bin_at(now_ns);
         self.tenants[tenant].1.arrive(bin, self.window_ns, now_ns, bytes);
         self.classes[class].1.arrive(bin, self.window_ns, now_ns, bytes);
+    }
+
+    /// Asks the cache for the series of row `row`.
+    #[inline]
+    pub fn prefetch_series(&self, row: usize) {
+        if let Some(&(tenant, class)) = self.rows.get(row) {
+            prefetch(&self.tenants[tenant].1);
+            prefetch(&self.classes[class].1);
+        }
+    }
+
+    /// Asks the cache for the bins of row `row` at `time_ns` and the ends of its windows.
+    #[inline]
+    pub fn prefetch_bins(&self, row: usize, time_ns: u64) {
+        let (Some(&(tenant, class)), Some(start)) = (self.rows.get(row), self.start_ns) else { return };
+        let bin = (time_ns.saturating_sub(start) / self.bin_ns).min(MAX_BINS as u64 - 1) as usize;
+        for series in [&self.tenants[tenant].1, &self.classes[class].1] {
+            if let Some(slot) = series.bins.get(bin) {
+                prefetch(slot);
+            }
+            if let Some(last) = series.recent.back() {
+                prefetch(last);
+            }
+        }
     }
 
     /// A packet of row `row` dropped at `at_ns`; `green`: coloured green by the meters.
@@ -238,18 +283,7 @@ impl Timeline {
         let cut = |series: &Series| {
             let mut series = series.clone();
             series.recent.clear();
-            for array in [
-                &mut series.bytes,
-                &mut series.packets,
-                &mut series.dropped,
-                &mut series.conforming_dropped,
-                &mut series.peak_bytes,
-                &mut series.delay_count,
-                &mut series.delay_sum_ns,
-                &mut series.delay_max_ns,
-            ] {
-                array.resize(bins, 0);
-            }
+            series.bins.resize(bins, Bin::default());
             series
         };
         (self.tenants.iter().map(|(name, s)| (name.clone(), cut(s))).collect(), self.classes.iter().map(|(key, s)| (key.clone(), cut(s))).collect())

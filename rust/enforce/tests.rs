@@ -432,13 +432,13 @@ proptest! {
             let series = &classes.iter().find(|(k, _)| *k == key).expect("a series for every row").1;
             let c = &stats.counters;
             let dropped = c.outcome_packets[Outcome::DropClassifier as usize..].iter().sum::<u64>();
-            prop_assert_eq!((sum(&series.bytes), sum(&series.packets), sum(&series.dropped)), (c.bytes, c.packets, dropped), "{:?} {:?}", key, c.outcome_packets);
-            prop_assert_eq!(sum(&series.delay_count), stats.delay_ns.count());
-            prop_assert_eq!(series.delay_max_ns.iter().max().copied().unwrap_or(0), stats.delay_ns.max());
+            prop_assert_eq!((sum(&series.column(|x| x.bytes)), sum(&series.column(|x| x.packets)), sum(&series.column(|x| x.dropped))), (c.bytes, c.packets, dropped), "{:?} {:?}", key, c.outcome_packets);
+            prop_assert_eq!(sum(&series.column(|x| x.delay_count)), stats.delay_ns.count());
+            prop_assert_eq!(series.column(|x| x.delay_max_ns).iter().max().copied().unwrap_or(0), stats.delay_ns.max());
             *tenant_bytes.entry(key.0).or_default() += c.bytes;
         }
         for (name, series) in &tenants {
-            prop_assert_eq!(sum(&series.bytes), tenant_bytes.get(name).copied().unwrap_or(0));
+            prop_assert_eq!(sum(&series.column(|x| x.bytes)), tenant_bytes.get(name).copied().unwrap_or(0));
         }
     }
 }
@@ -463,7 +463,7 @@ fn the_timeline_counts_the_green_packets_lost_at_the_port_as_conforming() {
     let (tenants, _) = e.timeline().unwrap().snapshot();
     let of = |name: &str| {
         let series = &tenants.iter().find(|(n, _)| n.as_deref() == Some(name)).unwrap().1;
-        (series.dropped.iter().sum::<u64>(), series.conforming_dropped.iter().sum::<u64>())
+        (series.column(|x| x.dropped).iter().sum::<u64>(), series.column(|x| x.conforming_dropped).iter().sum::<u64>())
     };
     assert_eq!(of("metered"), (1, 0), "a red packet lost at the port");
     assert_eq!(of("open"), (3, 3), "green packets lost at the port");

@@ -5,10 +5,14 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 
 use crate::shaping::LogHistogram;
-use crate::timeline::{ClassKey, Series, Timeline};
+use crate::timeline::{Bin, ClassKey, Series, Timeline};
 
 /// The fields of a series, in the order of the arrays' second axis.
 pub(super) const SERIES_FIELDS: [&str; 8] = ["bytes", "packets", "dropped", "conforming_dropped", "peak_bytes", "delay_count", "delay_sum_ns", "delay_max_ns"];
+
+/// The fields by [`SERIES_FIELDS`].
+const SERIES_COLUMNS: [fn(&Bin) -> u64; 8] =
+    [|b| b.bytes, |b| b.packets, |b| b.dropped, |b| b.conforming_dropped, |b| b.peak_bytes, |b| b.delay_count, |b| b.delay_sum_ns, |b| b.delay_max_ns];
 
 /// What `Engine.timeline()` returns: the bins' geometry, the series' names and their values.
 #[pyclass(frozen, module = "isolane._core")]
@@ -74,8 +78,8 @@ fn series_array<'a>(py: Python<'_>, series: impl ExactSizeIterator<Item = &'a Se
     let count = series.len();
     let mut values = Vec::with_capacity(count * SERIES_FIELDS.len() * bins);
     for s in series {
-        for field in [&s.bytes, &s.packets, &s.dropped, &s.conforming_dropped, &s.peak_bytes, &s.delay_count, &s.delay_sum_ns, &s.delay_max_ns] {
-            values.extend_from_slice(&field[..bins]);
+        for field in SERIES_COLUMNS {
+            values.extend(s.bins[..bins].iter().map(field));
         }
     }
     Ok(PyArray1::from_vec(py, values).reshape([count, SERIES_FIELDS.len(), bins])?.into_any().unbind())

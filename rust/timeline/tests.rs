@@ -49,11 +49,11 @@ fn bins_hold_the_sums_and_the_peak_windows_of_the_samples() {
             }
             let series = series_of(&tenants, name);
             if bytes.iter().all(|&b| b == 0) {
-                assert!(series.bytes.iter().all(|&b| b == 0));
+                assert!(series.column(|x| x.bytes).iter().all(|&b| b == 0));
                 continue;
             }
-            assert_eq!(series.bytes, bytes, "{name} at {packets} packets");
-            assert_eq!(series.peak_bytes, peaks, "{name} at {packets} packets");
+            assert_eq!(series.column(|x| x.bytes), bytes, "{name} at {packets} packets");
+            assert_eq!(series.column(|x| x.peak_bytes), peaks, "{name} at {packets} packets");
         }
     }
 }
@@ -72,10 +72,10 @@ fn bins_double_in_width_when_time_runs_past_the_last() {
     assert_eq!(timeline.bin_ns(), 16 * WINDOW);
     let (tenants, _) = timeline.snapshot();
     let a = series_of(&tenants, "a");
-    assert_eq!(a.bytes.iter().sum::<u64>(), 1_000);
-    assert_eq!(a.packets.iter().sum::<u64>(), 4);
+    assert_eq!(a.column(|x| x.bytes).iter().sum::<u64>(), 1_000);
+    assert_eq!(a.column(|x| x.packets).iter().sum::<u64>(), 4);
     assert_eq!((a.first_ns, a.last_ns), (Some(start), start + 10 * (MAX_BINS as u64) * WINDOW));
-    assert_eq!(a.peak_bytes.iter().max(), Some(&500), "the 200 B and 300 B packets 1 ns apart share a window");
+    assert_eq!(a.column(|x| x.peak_bytes).iter().max(), Some(&500), "the 200 B and 300 B packets 1 ns apart share a window");
 }
 
 #[test]
@@ -90,12 +90,12 @@ fn delays_drops_and_holds_go_to_the_class_of_their_row() {
     timeline.held(1, 5_000);
     let (tenants, classes) = timeline.snapshot();
     let b = &classes.iter().find(|(key, _)| key.0.as_deref() == Some("b")).unwrap().1;
-    assert_eq!((b.delay_count.iter().sum::<u64>(), b.delay_sum_ns.iter().sum::<u64>()), (2, 1_000));
-    assert_eq!(b.delay_max_ns.iter().max(), Some(&700));
-    assert_eq!((b.dropped.iter().sum::<u64>(), b.conforming_dropped.iter().sum::<u64>()), (2, 1));
+    assert_eq!((b.column(|x| x.delay_count).iter().sum::<u64>(), b.column(|x| x.delay_sum_ns).iter().sum::<u64>()), (2, 1_000));
+    assert_eq!(b.column(|x| x.delay_max_ns).iter().max(), Some(&700));
+    assert_eq!((b.column(|x| x.dropped).iter().sum::<u64>(), b.column(|x| x.conforming_dropped).iter().sum::<u64>()), (2, 1));
     assert_eq!((b.hold_ns.count(), b.hold_ns.max()), (2, 5_000));
-    assert_eq!(series_of(&tenants, "b").dropped.iter().sum::<u64>(), 2, "the tenant counts its classes' drops");
-    assert!(series_of(&tenants, "a").bytes.iter().all(|&x| x == 0));
+    assert_eq!(series_of(&tenants, "b").column(|x| x.dropped).iter().sum::<u64>(), 2, "the tenant counts its classes' drops");
+    assert!(series_of(&tenants, "a").column(|x| x.bytes).iter().all(|&x| x == 0));
 }
 
 #[test]
@@ -105,7 +105,7 @@ fn a_rebinding_keeps_the_series_of_the_same_tenant_and_class() {
     timeline.bind(&keys(&["c", "b"]).into_iter().rev().collect::<Vec<_>>()); // b is row 0 now
     timeline.arrive(0, 20_000, 50);
     let (tenants, _) = timeline.snapshot();
-    assert_eq!(series_of(&tenants, "b").bytes.iter().sum::<u64>(), 150);
-    assert_eq!(series_of(&tenants, "b").packets.iter().sum::<u64>(), 2);
+    assert_eq!(series_of(&tenants, "b").column(|x| x.bytes).iter().sum::<u64>(), 150);
+    assert_eq!(series_of(&tenants, "b").column(|x| x.packets).iter().sum::<u64>(), 2);
     assert_eq!(tenants.len(), 3, "a, b and c");
 }

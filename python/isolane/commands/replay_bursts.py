@@ -19,6 +19,7 @@ from isolane.report.text import rate_text, size_text, time_text
 
 PROTOCOL_NAMES = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
 DROP_FIELDS = ("drop_meter", "drop_shaper_bytes", "drop_shaper_time", "drop_port_buffer", "drop_port_queue")
+DROP_NAMES = tuple(field.removeprefix("drop_") for field in DROP_FIELDS)
 LISTED_BURSTS = 10
 """The table lists this many of the biggest bursts (the JSON has them all)."""
 
@@ -79,60 +80,73 @@ class ScopeBursts:
 
 def burst_events(engine: Engine, start_ns: int) -> list[dict[str, Any]]:
     """Every burst of ``engine`` as JSON, with its flows; ``start_ns``: the capture's first
-    timestamp, which ``offset_ns`` counts from."""
+    timestamp, which ``offset_ns`` counts from. Built column by column (a long capture has tens
+    of thousands of bursts), each address formatted once."""
     events = engine.bursts()
-    flows = engine.burst_flows(events["id"])
-    by_event: dict[int, list[dict[str, Any]]] = {}
-    for flow in flows:
-        by_event.setdefault(int(flow["event"]), []).append(_flow_json(flow))
+    by_event = _flows_by_event(engine.burst_flows(events["id"]))
     names = engine.burst_tenants
     class_names = {t.name: t.class_names for t in engine.policy.tenants}
+    scopes = [scope.name.lower() for scope in BurstScope]
+    views = [view.name.lower() for view in BurstView]
+    columns = {field: events[field].tolist() for field in events.dtype.names or ()}
+    drops = [dict(zip(DROP_NAMES, values)) for values in zip(*(columns[field] for field in DROP_FIELDS))]
     out = []
-    for event in events:
-        tenant = names[event["tenant"]] if event["tenant"] >= 0 else None
-        cls = int(event["cls"]) if event["cls"] >= 0 else None
+    for i, (event_id, tenant_index, cls, start, end) in enumerate(zip(columns["id"], columns["tenant"], columns["cls"], columns["start_ns"], columns["end_ns"])):
+        tenant = names[tenant_index] if tenant_index >= 0 else None
         classes = class_names.get(tenant or "", [])
-        start, end = int(event["start_ns"]), int(event["end_ns"])
         out.append(
             {
-                "id": int(event["id"]),
-                "scope": BurstScope(event["scope"]).name.lower(),
-                "view": BurstView(event["view"]).name.lower(),
+                "id": event_id,
+                "scope": scopes[columns["scope"][i]],
+                "view": views[columns["view"][i]],
                 "tenant": tenant,
-                "cls": cls,
-                "class": classes[cls] if cls is not None and cls < len(classes) else None,
+                "cls": cls if cls >= 0 else None,
+                "class": classes[cls] if 0 <= cls < len(classes) else None,
                 "start_ns": start,
                 "end_ns": end,
                 "offset_ns": start - start_ns,
                 "duration_ns": end - start,
-                "bytes": int(event["bytes"]),
-                "packets": int(event["packets"]),
-                "peak_bps": int(event["peak_bps"]),
-                "max_queue_bytes": int(event["max_queue_bytes"]),
-                "dropped": int(event["dropped"]),
-                "drops": {name.removeprefix("drop_"): int(event[name]) for name in DROP_FIELDS},
-                "remarked": int(event["remarked"]),
-                "flows": by_event.get(int(event["id"]), []),
+                "bytes": columns["bytes"][i],
+                "packets": columns["packets"][i],
+                "peak_bps": columns["peak_bps"][i],
+                "max_queue_bytes": columns["max_queue_bytes"][i],
+                "dropped": columns["dropped"][i],
+                "drops": drops[i],
+                "remarked": columns["remarked"][i],
+                "flows": by_event.get(event_id, []),
             }
         )
     return out
 
 
-def _flow_json(flow: np.void) -> dict[str, Any]:
-    return {
-        "src": _address(flow["src"]),
-        "dst": _address(flow["dst"]),
-        "src_port": int(flow["src_port"]),
-        "dst_port": int(flow["dst_port"]),
-        "proto": int(flow["proto"]),
-        "packets": int(flow["packets"]),
-        "bytes": int(flow["bytes"]),
-        "error_bytes": int(flow["error_bytes"]),
-    }
+def _flows_by_event(flows: npt.NDArray[np.void]) -> dict[int, list[dict[str, Any]]]:
+    """Each burst's flows as JSON, by burst id."""
+    texts = _address_texts(np.concatenate([flows["src"], flows["dst"]]))
+    sources, destinations = texts[: len(flows)], texts[len(flows) :]
+    numbers = {field: flows[field].tolist() for field in ("event", "src_port", "dst_port", "proto", "packets", "bytes", "error_bytes")}
+    by_event: dict[int, list[dict[str, Any]]] = {}
+    for i, event in enumerate(numbers["event"]):
+        by_event.setdefault(event, []).append(
+            {
+                "src": sources[i],
+                "dst": destinations[i],
+                **{field: numbers[field][i] for field in ("src_port", "dst_port", "proto", "packets", "bytes", "error_bytes")},
+            }
+        )
+    return by_event
 
 
-def _address(raw: npt.NDArray[np.uint8]) -> str:
-    address = ipaddress.IPv6Address(bytes(raw))
+def _address_texts(raw: npt.NDArray[np.uint8]) -> list[str]:
+    """16-byte addresses (IPv4 mapped into IPv6) as text, each distinct one formatted once."""
+    if not len(raw):
+        return []
+    unique, inverse = np.unique(np.ascontiguousarray(raw).view("V16").ravel(), return_inverse=True)
+    texts = [_address(bytes(address)) for address in unique.tolist()]
+    return [texts[i] for i in inverse.ravel().tolist()]
+
+
+def _address(raw: bytes) -> str:
+    address = ipaddress.IPv6Address(raw)
     return str(address.ipv4_mapped or address)
 
 
