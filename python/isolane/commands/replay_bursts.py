@@ -91,7 +91,8 @@ def burst_events(engine: Engine, start_ns: int) -> list[dict[str, Any]]:
     columns = {field: events[field].tolist() for field in events.dtype.names or ()}
     drops = [dict(zip(DROP_NAMES, values)) for values in zip(*(columns[field] for field in DROP_FIELDS))]
     out = []
-    for i, (event_id, tenant_index, cls, start, end) in enumerate(zip(columns["id"], columns["tenant"], columns["cls"], columns["start_ns"], columns["end_ns"])):
+    keys = zip(columns["id"], columns["tenant"], columns["cls"], columns["start_ns"], columns["end_ns"])
+    for i, (event_id, tenant_index, cls, start, end) in enumerate(keys):
         tenant = names[tenant_index] if tenant_index >= 0 else None
         classes = class_names.get(tenant or "", [])
         out.append(
