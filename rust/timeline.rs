@@ -258,6 +258,17 @@ impl Timeline {
         self.bin_ns *= 2;
     }
 
+    /// Every tenant's series (by name) in the order first seen; a series' bins may be fewer than
+    /// [`bins`](Timeline::bins) (none before its first sample), and those beyond are zeros.
+    pub fn tenant_series(&self) -> &[(Option<String>, Series)] {
+        &self.tenants
+    }
+
+    /// Every class's series, as [`tenant_series`](Timeline::tenant_series).
+    pub fn class_series(&self) -> &[(ClassKey, Series)] {
+        &self.classes
+    }
+
     pub fn window_ns(&self) -> u64 {
         self.window_ns
     }

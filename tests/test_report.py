@@ -138,3 +138,20 @@ def test_the_shipped_schema_file_is_the_one_isolane_prints() -> None:
     shipped = json.loads((ROOT / "docs" / "report-v1.schema.json").read_text())
     assert shipped == report_schema()
     assert shipped["$id"].endswith("/docs/report-v1.schema.json")
+
+
+def test_the_json_lists_the_biggest_bursts_and_the_scopes_still_count_them_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long capture's report stays bounded: the JSON lists the biggest bursts, in the order
+    they ended; the scopes' summaries (counts, longest, biggest, drops in bursts) cover all."""
+    sample = ROOT / "pcaps" / "scenarios" / "invisible-loss"
+    policy = isolane.Policy.from_file(sample.with_suffix(".yaml"))
+    whole = replay(sample.with_suffix(".pcap"), policy).to_json()
+    assert len(whole["microbursts"]) > 20
+    monkeypatch.setattr("isolane.commands.replay_bursts.LISTED_IN_JSON", 5)
+    bounded = replay(sample.with_suffix(".pcap"), policy).to_json()
+    biggest = sorted(whole["microbursts"], key=lambda e: -e["bytes"])[:5]
+    assert bounded["microbursts"] == sorted(biggest, key=lambda e: e["id"])
+    assert bounded["burst_scopes"] == whole["burst_scopes"]
+    every = sum(s["bursts"] + s["queue_bursts"] for s in whole["burst_scopes"])
+    assert every == len(whole["microbursts"])
+    assert f"biggest bursts (5 of {every:,};" in isolane.format_report(replay(sample.with_suffix(".pcap"), policy))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -265,12 +266,15 @@ def _read_policy(path: str) -> Policy:
 
 
 def _print(output: str | dict[str, object], path: str | None = None) -> None:
-    """A table as it is, JSON indented; to standard output, or to ``path``."""
-    text = output if isinstance(output, str) else json.dumps(output, indent=2)
-    if path is None:
-        print(text)
-    else:
-        Path(path).write_text(text + "\n")
+    """A table as it is, JSON indented; to standard output, or to ``path``. JSON is written as
+    it is made (a big report's text would double its memory)."""
+    with contextlib.ExitStack() as stack:
+        out = sys.stdout if path is None else stack.enter_context(open(path, "w"))
+        if isinstance(output, str):
+            out.write(output)
+        else:
+            json.dump(output, out, indent=2)
+        out.write("\n")
 
 
 def format_table(summary: CaptureSummary) -> str:

@@ -17,7 +17,7 @@ use super::batch::PacketBatch;
 use super::bursts::burst_stats_dict;
 use super::convert::{column, U16, U8};
 use super::rule_table::rules_from_columns;
-use super::timeline::TimelineView;
+use super::timeline::{TimelineData, TimelineView};
 use super::without_gil;
 
 /// A tenant's compiled tables as Python's `isolane.policy.TenantTables` holds them (read by
@@ -224,8 +224,8 @@ impl Engine {
 
     /// The time series kept since `keep_timeline`; None if it was never called.
     fn timeline(&self, py: Python<'_>) -> PyResult<Option<TimelineView>> {
-        let timeline = self.engine.with_enforcer(|enforcer| enforcer.timeline().cloned());
-        timeline.map(|timeline| TimelineView::new(py, &timeline)).transpose()
+        let data = self.engine.with_enforcer(|enforcer| enforcer.timeline().map(TimelineData::of));
+        data.map(|data| TimelineView::new(py, data)).transpose()
     }
 
     /// Every burst that ended (raw bytes of a BURST_DTYPE array).

@@ -53,42 +53,79 @@ pub struct TimelineView {
     class_holds: Py<PyAny>,
 }
 
-impl TimelineView {
-    pub(super) fn new(py: Python<'_>, timeline: &Timeline) -> PyResult<TimelineView> {
-        let (tenants, classes) = timeline.snapshot();
+/// A timeline's numbers, copied out under the engine's lock (no series is cloned), to become
+/// numpy arrays once the lock is let go.
+pub(super) struct TimelineData {
+    window_ns: u64,
+    bin_ns: u64,
+    start_ns: Option<u64>,
+    bins: usize,
+    tenants: Vec<Option<String>>,
+    classes: Vec<ClassKey>,
+    tenant_series: Vec<u64>,
+    class_series: Vec<u64>,
+    tenant_spans: Vec<i64>,
+    class_spans: Vec<i64>,
+    class_holds: Vec<u64>,
+}
+
+impl TimelineData {
+    pub(super) fn of(timeline: &Timeline) -> TimelineData {
         let bins = timeline.bins();
-        let holds: Vec<u64> = classes.iter().flat_map(|(_, series)| hold_summary(&series.hold_ns)).collect();
-        Ok(TimelineView {
+        let (tenants, classes) = (timeline.tenant_series(), timeline.class_series());
+        TimelineData {
             window_ns: timeline.window_ns(),
             bin_ns: timeline.bin_ns(),
             start_ns: timeline.start_ns(),
             bins,
-            tenant_series: series_array(py, tenants.iter().map(|(_, s)| s), bins)?,
-            class_series: series_array(py, classes.iter().map(|(_, s)| s), bins)?,
-            tenant_spans: spans(py, tenants.iter().map(|(_, s)| s))?,
-            class_spans: spans(py, classes.iter().map(|(_, s)| s))?,
-            class_holds: PyArray1::from_vec(py, holds).reshape([classes.len(), 5])?.into_any().unbind(),
-            tenants: tenants.into_iter().map(|(name, _)| name).collect(),
-            classes: classes.into_iter().map(|(key, _)| key).collect(),
+            tenant_series: columns(tenants.iter().map(|(_, s)| s), bins),
+            class_series: columns(classes.iter().map(|(_, s)| s), bins),
+            tenant_spans: spans(tenants.iter().map(|(_, s)| s)),
+            class_spans: spans(classes.iter().map(|(_, s)| s)),
+            class_holds: classes.iter().flat_map(|(_, series)| hold_summary(&series.hold_ns)).collect(),
+            tenants: tenants.iter().map(|(name, _)| name.clone()).collect(),
+            classes: classes.iter().map(|(key, _)| key.clone()).collect(),
+        }
+    }
+}
+
+impl TimelineView {
+    pub(super) fn new(py: Python<'_>, data: TimelineData) -> PyResult<TimelineView> {
+        let (tenants, classes, fields, bins) = (data.tenants.len(), data.classes.len(), SERIES_FIELDS.len(), data.bins);
+        let array = |values: Vec<u64>, shape: [usize; 3]| -> PyResult<Py<PyAny>> { Ok(PyArray1::from_vec(py, values).reshape(shape)?.into_any().unbind()) };
+        let pairs = |values: Vec<i64>, count: usize| -> PyResult<Py<PyAny>> { Ok(PyArray1::from_vec(py, values).reshape([count, 2])?.into_any().unbind()) };
+        Ok(TimelineView {
+            window_ns: data.window_ns,
+            bin_ns: data.bin_ns,
+            start_ns: data.start_ns,
+            bins,
+            tenant_series: array(data.tenant_series, [tenants, fields, bins])?,
+            class_series: array(data.class_series, [classes, fields, bins])?,
+            tenant_spans: pairs(data.tenant_spans, tenants)?,
+            class_spans: pairs(data.class_spans, classes)?,
+            class_holds: PyArray1::from_vec(py, data.class_holds).reshape([classes, 5])?.into_any().unbind(),
+            tenants: data.tenants,
+            classes: data.classes,
         })
     }
 }
 
-fn series_array<'a>(py: Python<'_>, series: impl ExactSizeIterator<Item = &'a Series>, bins: usize) -> PyResult<Py<PyAny>> {
-    let count = series.len();
-    let mut values = Vec::with_capacity(count * SERIES_FIELDS.len() * bins);
+/// Every series' fields (by [`SERIES_FIELDS`]) over its first `bins` bins, zeros where it has none.
+fn columns<'a>(series: impl ExactSizeIterator<Item = &'a Series>, bins: usize) -> Vec<u64> {
+    let mut values = Vec::with_capacity(series.len() * SERIES_FIELDS.len() * bins);
     for s in series {
         for field in SERIES_COLUMNS {
-            values.extend(s.bins[..bins].iter().map(field));
+            match s.bins.get(..bins) {
+                Some(used) => values.extend(used.iter().map(field)),
+                None => values.extend(std::iter::repeat_n(0, bins)),
+            }
         }
     }
-    Ok(PyArray1::from_vec(py, values).reshape([count, SERIES_FIELDS.len(), bins])?.into_any().unbind())
+    values
 }
 
-fn spans<'a>(py: Python<'_>, series: impl ExactSizeIterator<Item = &'a Series>) -> PyResult<Py<PyAny>> {
-    let count = series.len();
-    let values: Vec<i64> = series.flat_map(|s| s.first_ns.map_or([-1, -1], |first| [first as i64, s.last_ns as i64])).collect();
-    Ok(PyArray1::from_vec(py, values).reshape([count, 2])?.into_any().unbind())
+fn spans<'a>(series: impl Iterator<Item = &'a Series>) -> Vec<i64> {
+    series.flat_map(|s| s.first_ns.map_or([-1, -1], |first| [first as i64, s.last_ns as i64])).collect()
 }
 
 fn hold_summary(hold: &LogHistogram) -> [u64; 5] {

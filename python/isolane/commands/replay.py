@@ -28,7 +28,7 @@ from isolane.policy import Policy
 from isolane.report.findings import findings
 from isolane.report.isolation import AUTO_ALONE_MAX, ClassDelay, Isolation, TenantIsolation
 from isolane.report.model import COLORS, DROP_OUTCOMES, DROP_STAGES, METERED_COLORS, NO_DELAYS, REASONS, ClassReport, Counts, Report, TenantReport
-from isolane.report.timeline import holds_by_key, rates_by_key, timeline_json
+from isolane.report.timeline import holds_by_key, rates_by_key, timeline_arrays
 
 DEFAULT_WINDOW_NS = 10_000
 """The timeline's burst window when neither ``--window`` nor the policy's port names one."""
@@ -155,7 +155,8 @@ class _Replayed:
         rows = engine.stats_array()
         tenants = engine.stats_tenants  # read after the rows, so that it names every one of them
         stats = {stats_key(row, tenants): row for row in rows}
-        events = burst_events(engine, self.start_ns or 0)
+        every_burst = engine.bursts()
+        events = burst_events(engine, self.start_ns or 0, every_burst)
         view = engine.timeline()
         duration_ns = (self.end_ns or 0) - (self.start_ns or 0)
         class_names = {t.name: list(t.class_names) for t in policy.tenants}
@@ -172,10 +173,10 @@ class _Replayed:
             warnings=reader_warnings + self.warnings(),
             unclaimed_vnis=dict(self.unclaimed_vnis),
             microbursts=events,
-            burst_scopes=scope_summaries(engine, events, _drops(stats)),
+            burst_scopes=scope_summaries(engine, every_burst, _drops(stats)),
             profiles=profile_counts(engine),
             profile_switches=profile_switches(engine, self.start_ns or 0),
-            timeline=timeline_json(view, class_names) if view is not None else None,
+            timeline=timeline_arrays(view, class_names) if view is not None else None,
         )
         if view is not None:
             _add_rates(report, view, duration_ns)

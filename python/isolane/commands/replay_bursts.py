@@ -21,7 +21,10 @@ PROTOCOL_NAMES = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
 DROP_FIELDS = ("drop_meter", "drop_shaper_bytes", "drop_shaper_time", "drop_port_buffer", "drop_port_queue")
 DROP_NAMES = tuple(field.removeprefix("drop_") for field in DROP_FIELDS)
 LISTED_BURSTS = 10
-"""The table lists this many of the biggest bursts (the JSON has them all)."""
+"""The table lists this many of the biggest bursts."""
+LISTED_IN_JSON = 10_000
+"""The report's JSON lists this many of the biggest bursts, with their flows (the scopes'
+summaries count them all), so that its memory does not grow with the capture's length."""
 
 
 def with_window(policy: Policy, window_ns: int) -> Policy:
@@ -78,11 +81,14 @@ class ScopeBursts:
         return out
 
 
-def burst_events(engine: Engine, start_ns: int) -> list[dict[str, Any]]:
-    """Every burst of ``engine`` as JSON, with its flows; ``start_ns``: the capture's first
-    timestamp, which ``offset_ns`` counts from. Built column by column (a long capture has tens
-    of thousands of bursts), each address formatted once."""
-    events = engine.bursts()
+def burst_events(engine: Engine, start_ns: int, events: npt.NDArray[np.void]) -> list[dict[str, Any]]:
+    """The :data:`LISTED_IN_JSON` biggest of ``events`` (``engine.bursts()``) as JSON, in the
+    order they ended, with their flows; ``start_ns``: the capture's first timestamp, which
+    ``offset_ns`` counts from. Built column by column (a long capture has tens of thousands of
+    bursts), each address formatted once."""
+    if len(events) > LISTED_IN_JSON:
+        biggest = np.argsort(-events["bytes"].astype(np.int64), kind="stable")[:LISTED_IN_JSON]
+        events = events[np.sort(biggest)]
     by_event = _flows_by_event(engine.burst_flows(events["id"]))
     names = engine.burst_tenants
     class_names = {t.name: t.class_names for t in engine.policy.tenants}
@@ -151,17 +157,19 @@ def _address(raw: bytes) -> str:
     return str(address.ipv4_mapped or address)
 
 
-def scope_summaries(engine: Engine, events: Sequence[dict[str, Any]], drops: dict[tuple[str | None, int | None], int]) -> list[ScopeBursts]:
-    """Per scope watched: ``drops`` is the packets dropped after the classifier by (tenant,
-    class), as ``Engine.stats_array()`` counts them."""
+def scope_summaries(engine: Engine, events: npt.NDArray[np.void], drops: dict[tuple[str | None, int | None], int]) -> list[ScopeBursts]:
+    """Per scope watched, from every burst ``events`` (``engine.bursts()``): ``drops`` is the
+    packets dropped after the classifier by (tenant, class), as ``Engine.stats_array()`` counts
+    them."""
     out = []
     order = {name: index for index, name in enumerate(engine.policy.tenant_names)}
     in_policy_order = sorted(
         engine.burst_stats(), key=lambda s: (s["scope"] != "port", order.get(s["tenant"], len(order)), s["cls"] if s["cls"] is not None else -1)
     )
+    rate_bursts = _rate_bursts_by_scope(events, engine.burst_tenants)
     for stats in in_policy_order:
         key = (stats["tenant"], stats["cls"])
-        mine = [e for e in events if (e["tenant"], e["cls"], e["scope"]) == (*key, stats["scope"]) and e["view"] == "rate"]
+        longest, biggest, dropped_in_bursts = rate_bursts.get((stats["scope"], *key), (0, 0, 0))
         if stats["scope"] == "port":
             dropped = sum(drops.values())
         elif stats["scope"] == "tenant":
@@ -179,15 +187,28 @@ def scope_summaries(engine: Engine, events: Sequence[dict[str, Any]], drops: dic
                 bursts=stats["rate_events"],
                 queue_bursts=stats["queue_events"],
                 time_in_burst_ns=stats["time_in_burst_ns"],
-                longest_ns=max((e["duration_ns"] for e in mine), default=0),
-                biggest_bytes=max((e["bytes"] for e in mine), default=0),
+                longest_ns=longest,
+                biggest_bytes=biggest,
                 peak_window_bps=stats["peak_window_bps"],
                 max_queue_bytes=stats["max_queue_bytes"],
                 dropped=dropped,
-                dropped_in_bursts=sum(e["dropped"] for e in mine),
+                dropped_in_bursts=dropped_in_bursts,
                 polls=stats["polls"],
             )
         )
+    return out
+
+
+def _rate_bursts_by_scope(events: npt.NDArray[np.void], names: Sequence[str]) -> dict[tuple[str, str | None, int | None], tuple[int, int, int]]:
+    """Per (scope, tenant, class) the longest and biggest rate burst and the drops in them, in
+    one pass over every burst."""
+    rate = events[events["view"] == BurstView.RATE]
+    out: dict[tuple[str, str | None, int | None], tuple[int, int, int]] = {}
+    columns = zip(rate["scope"].tolist(), rate["tenant"].tolist(), rate["cls"].tolist(), (rate["end_ns"] - rate["start_ns"]).tolist())
+    for (scope, tenant, cls, duration), size, dropped in zip(columns, rate["bytes"].tolist(), rate["dropped"].tolist()):
+        key = (BurstScope(scope).name.lower(), names[tenant] if tenant >= 0 else None, cls if cls >= 0 else None)
+        longest, biggest, lost = out.get(key, (0, 0, 0))
+        out[key] = (max(longest, duration), max(biggest, size), lost + dropped)
     return out
 
 
@@ -213,7 +234,8 @@ def format_bursts(scopes: Sequence[ScopeBursts], events: Sequence[dict[str, Any]
         lines += ["", *align(rows, right=range(1, len(header)))]
     biggest = sorted(events, key=lambda e: (-e["bytes"], e["id"]))[:LISTED_BURSTS]
     if biggest:
-        lines += ["", f"biggest bursts ({len(biggest)} of {len(events):,}; at: time from the first packet), with their top flow:"]
+        every = sum(s.bursts + s.queue_bursts for s in scopes)
+        lines += ["", f"biggest bursts ({len(biggest)} of {every:,}; at: time from the first packet), with their top flow:"]
         rows = [["scope", "view", "at", "lasted", "bytes", "packets", "peak", "dropped"]]
         flows = []
         for e in biggest:

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from isolane.codes import Color, Outcome, Reason
 from isolane.report.isolation import Isolation
 
@@ -205,7 +207,8 @@ class Report:
     profile_switches: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Every switch of adaptive profile, in order."""
     timeline: dict[str, Any] | None = None
-    """Per tenant and class over time (``docs/report.md``, "Timeline")."""
+    """Per tenant and class over time (``docs/report.md``, "Timeline"), its series as numpy
+    arrays (:func:`~isolane.report.timeline.timeline_arrays`; lists in :meth:`to_json`)."""
     isolation: Isolation | None = None
     """How well each tenant was kept from the others (``docs/report.md``, "Isolation")."""
     findings: list[str] = dataclasses.field(default_factory=list)
@@ -269,7 +272,7 @@ class Report:
             "burst_scopes": [scope.to_json() for scope in self.burst_scopes],
             "profiles": self.profiles,
             "profile_switches": self.profile_switches,
-            "timeline": self.timeline,
+            "timeline": timeline_json(self.timeline) if self.timeline is not None else None,
             "isolation": self.isolation.to_json() if self.isolation is not None else None,
         }
 
@@ -292,4 +295,23 @@ class Report:
         from isolane.report.plot import plot_report
 
         return plot_report(self.to_json(), Path(out_dir), tenants=tenants, max_tenants=max_tenants)
+
+
+def timeline_json(timeline: dict[str, Any]) -> dict[str, Any]:
+    """The timeline (:func:`~isolane.report.timeline.timeline_arrays`) as JSON-ready data: lists, null for no value."""
+    return {**timeline, "tenants": [_lists(t) for t in timeline["tenants"]], "classes": [_lists(c) for c in timeline["classes"]]}
+
+
+def _lists(series: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in series.items():
+        if isinstance(value, np.ndarray):
+            if value.dtype.kind == "f":
+                value = [None if v != v else v for v in value.tolist()]  # NaN: no value
+            elif value.dtype.kind == "i":
+                value = [None if v < 0 else v for v in value.tolist()]  # -1: no value
+            else:
+                value = value.tolist()
+        out[key] = value
+    return out
 
