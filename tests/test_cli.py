@@ -223,3 +223,13 @@ def test_the_progress_bar_shows_on_a_terminal_for_big_captures_and_goes_away() -
     unknown(PROGRESS_MIN_BYTES, 0)
     assert unknown._bar is not None, "standard input: a bar once 64 MB are read"
     unknown.close()
+
+
+def test_inspect_table_fits_100_columns_with_each_tenants_mix_under_it() -> None:
+    result = subprocess.run([sys.executable, "-m", "isolane.cli", "inspect", str(SAMPLE)], capture_output=True, text=True)
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0 and max(map(len, lines)) <= 100
+    assert lines[1].split() == ["tenant", "packets", "bytes", "first", "(UTC)", "duration"]
+    tenants = lines[2::2]
+    assert [line.split("  ")[0] for line in tenants] == ["vxlan vni 100", "vxlan vni 200", "vxlan vni 300", "untunnelled"]
+    assert all(mix.startswith("  protocols ") and "; status ok:" in mix for mix in lines[3::2])

@@ -278,25 +278,21 @@ def _print(output: str | dict[str, object], path: str | None = None) -> None:
 
 
 def format_table(summary: CaptureSummary) -> str:
+    """A line per tenant (VNI) and for the untunnelled traffic, its protocol mix and parse
+    statuses on the line under it, so that the table keeps to 100 columns."""
     lines = [f"{summary.path}: {summary.format}, {summary.packets:,} packets, {summary.bytes:,} bytes on the wire"]
     if not summary.groups:
         return lines[0] + " (empty capture)"
-    header = ("tenant", "packets", "bytes", "first (UTC)", "duration", "protocols", "status")
-    rows = [header]
+    rows = [("tenant", "packets", "bytes", "first (UTC)", "duration")]
+    mixes = []
     for group in summary.sorted_groups():
         first, last = group.first_ns or 0, group.last_ns or 0
-        rows.append(
-            (
-                group.label,
-                f"{group.packets:,}",
-                f"{group.bytes:,}",
-                _utc(first),
-                f"{(last - first) / 1e9:.6f} s",
-                " ".join(f"{name}:{count}" for name, count in group.protocols.most_common()),
-                " ".join(f"{name}:{count}" for name, count in group.statuses.most_common()),
-            )
-        )
-    return "\n".join(lines + align(rows, right={1, 2, 4}))
+        rows.append((group.label, f"{group.packets:,}", f"{group.bytes:,}", _utc(first), f"{(last - first) / 1e9:.6f} s"))
+        protocols = " ".join(f"{name}:{count}" for name, count in group.protocols.most_common())
+        statuses = " ".join(f"{name}:{count}" for name, count in group.statuses.most_common())
+        mixes.append(f"  protocols {protocols}; status {statuses}")
+    table = align(rows, right={1, 2, 4})
+    return "\n".join([*lines, table[0], *(line for pair in zip(table[1:], mixes) for line in pair)])
 
 
 def _utc(ns: int) -> str:
