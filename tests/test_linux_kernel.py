@@ -14,6 +14,7 @@ quiet: it carries what the test sends, and the counters are compared exactly."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from isolane.cli import main
 from isolane.linux import LinuxError, apply_plan, discover_vxlan, plan_htb, probe_features, read_stats, remove, tc_commands
 from isolane.linux.apply import as_kernel
 from isolane.linux.htb import ROOT_HANDLE, HtbClass, HtbPlan
@@ -156,6 +158,8 @@ def test_apply_builds_the_plan_and_a_second_apply_changes_nothing(clean: None) -
     assert filters == Counter((f.prio, f.protocol, f.keys, f.classid) for f in plan.filters)
     assert apply_plan(plan, "va0", A) == []
     assert _tree(A, "va0") == (classes, filters)
+    above_32_bits = [k for k in classes if k.ceil >= 1 << 32]  # 50 and 100 Gbit/s: HTB's 64-bit rate attributes
+    assert len(above_32_bits) == len(classes) == 7 and all(k.cbuffer > 0 for k in above_32_bits)
 
 
 def test_a_changed_policy_changes_only_what_differs(clean: None) -> None:
@@ -203,6 +207,7 @@ def test_dry_run_commands_build_the_same_classes_and_filters(clean: None) -> Non
         for line in tc_commands(plan, "va0", FRESH):
             _run(*line.split())
         assert _tree(FRESH, "va0") == _tree(A, "va0")
+        assert apply_plan(plan, "va0", FRESH) == []  # apply sees tc's tree as its own
     finally:
         subprocess.run(["ip", "netns", "del", FRESH], capture_output=True)
 
@@ -263,3 +268,22 @@ def test_the_kernel_counts_each_tenants_vxlan_traffic_in_its_class(clean: None) 
     assert (rows["1:101"]["tenant"], rows["1:101"]["cls"], rows["1:101"]["class"], rows["1:101"]["role"]) == ("training", 0, "bulk", "class")
     assert (rows["1:100"]["tenant"], rows["1:100"]["cls"], rows["1:100"]["role"]) == ("training", None, "tenant")
     assert rows["1:ffff"]["tenant"] is None and rows["1:ffff"]["drops"] == 0
+
+
+def test_the_command_line_applies_reads_and_removes(clean: None, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    discovered = tmp_path / "discovered.yaml"
+    assert main(["linux", "discover", "--netns", A]) == 0
+    discovered.write_text(capsys.readouterr().out)
+    assert [t.vnis for t in Policy.from_file(discovered).tenants] == [(100,), (200,), (300,)]
+    options = ["--netns", A, "--dev", "va0", "--policy", str(discovered), "--link-rate", "1Gbps"]
+    assert main(["linux", "apply", *options]) == 0
+    assert "add class 1:300" in capsys.readouterr().out
+    assert main(["linux", "apply", *options]) == 0
+    assert capsys.readouterr().out == "va0: already as the policy says, nothing changed\n"
+    assert main(["linux", "stats", *options, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["classid"], r["tenant"], r["class"]) for r in rows][2:4] == [("1:100", "vni-100", None), ("1:101", "vni-100", "default")]
+    assert main(["linux", "remove", "--netns", A, "--dev", "va0"]) == 0
+    assert "back to the default qdisc" in capsys.readouterr().out
+    assert main(["linux", "stats", *options[:4], "--dev", "nope", "--policy", str(discovered), "--link-rate", "1Gbps"]) == 2
+    assert "no device 'nope'" in capsys.readouterr().err

@@ -4,6 +4,7 @@ checked against VXLAN packets scapy builds, the tree against the policy's compil
 from __future__ import annotations
 
 import struct
+import sys
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -12,7 +13,7 @@ from scapy.layers.l2 import Ether
 from scapy.layers.vxlan import VXLAN
 
 from isolane.cli import main
-from isolane.linux import VxlanDevice, plan_htb, policy_skeleton, tc_commands
+from isolane.linux import Feature, Features, LinuxError, VxlanDevice, plan_htb, policy_skeleton, probe_features, tc_commands
 from isolane.linux.htb import DEFAULT_MINOR, ETH_P_IP, ETH_P_IPV6, MIN_RATE_BYTES, ROOT_HANDLE, format_handle, read_ticks_per_us, vni_keys, xmit_ticks
 from isolane.policy import Policy
 from isolane.policy.units import default_burst
@@ -181,3 +182,48 @@ def test_skeleton_is_a_policy_that_check_accepts(tmp_path, capsys) -> None:  # t
     empty = tmp_path / "empty.yaml"
     empty.write_text(policy_skeleton([]))
     assert Policy.from_file(empty).tenants == ()
+
+
+def test_what_the_kernel_does_not_enforce_is_named_by_place() -> None:
+    policy = {
+        **POLICY,
+        "tenants": [
+            {**POLICY["tenants"][0], "rules": [{"proto": "udp", "action": "allow", "class": "bulk"}], "meter": {"kind": "srtcm", "cir": "1Gbps"}},  # type: ignore[dict-item]
+            {"name": "untunnelled", "vlans": [12], "classes": [{"name": "only", "shaper": {"rate": "1Gbps"}}]},
+        ],
+    }
+    notes = _plan(policy).unenforced
+    assert notes == (
+        "tenants[0]: its rules are not pushed: all of training's packets go to its class 'control'",
+        "tenants[0]: meter: isolane's only (HTB enforces rate and ceil)",
+        "tenants[1]: its untunnelled traffic (vlans, sources) matches no filter: it lands in the default class",
+        "tenants[1]: no VNIs: no filter sends untunnelled's traffic to its classes",
+        "tenants[1].classes[0]: shaper: isolane's only (HTB enforces rate and ceil)",
+    )
+    assert _plan().unenforced == ()
+
+
+def test_dry_run_prints_the_commands_and_the_warnings(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "policy.yaml"
+    path.write_text("tenants:\n  - {name: a, vnis: [7], rules: [{action: drop}]}\n")
+    assert main(["linux", "apply", "--dev", "eth1", "--policy", str(path), "--link-rate", "10Gbps", "--vxlan-port", "8472", "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == tc_commands(plan_htb(Policy.from_file(path), link_rate_bps=10**10, vxlan_ports=(8472,)), "eth1")
+    assert "0x00002118 0x0000ffff at 20" in out  # port 8472
+    assert err == "isolane: warning: not enforced by the kernel: tenants[0]: its rules are not pushed: all of a's packets go to its class 'default'\n"
+    assert main(["linux", "apply", "--dev", "eth1", "--policy", str(path), "--dry-run"]) == 2
+    assert "--link-rate" in capsys.readouterr().err
+
+
+def test_missing_features_are_named_before_anything_changes() -> None:
+    features = Features({"htb": Feature("htb", True), "u32": Feature("u32", False, "not built into this kernel (Operation not supported)")})
+    assert features.missing(("htb", "u32")) == ["u32: not built into this kernel (Operation not supported)"]
+    with pytest.raises(LinuxError, match=r"cannot apply: the kernel lacks u32: not built into this kernel"):
+        features.require(("htb", "u32"), "apply")
+    features.require(("htb",), "apply")
+
+
+def test_without_pyroute2_the_error_says_what_to_install(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setitem(sys.modules, "pyroute2", None)
+    with pytest.raises(LinuxError, match=r"pip install 'isolane\[linux\]'"):
+        probe_features()

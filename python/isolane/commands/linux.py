@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from isolane.policy import Policy, parse_rate
@@ -104,6 +105,8 @@ def _apply(args: argparse.Namespace) -> int:
     from isolane.linux import apply_plan, tc_commands
 
     plan = _plan(args)
+    for note in plan.unenforced:
+        print(f"isolane: warning: not enforced by the kernel: {note}", file=sys.stderr)
     if args.dry_run:
         print("\n".join(tc_commands(plan, args.dev, args.netns)))
         return 0

@@ -85,6 +85,8 @@ class HtbPlan:
 
     classes: tuple[HtbClass, ...]
     filters: tuple[U32Filter, ...]
+    unenforced: tuple[str, ...] = ()
+    """What of the policy the kernel does not enforce with this plan, one line each, by place."""
 
     def class_by_id(self) -> dict[int, HtbClass]:
         return {c.classid: c for c in self.classes}
@@ -183,7 +185,28 @@ def plan_htb(policy: Policy, *, link_rate_bps: int | None = None, vxlan_ports: t
             for port in vxlan_ports:
                 for protocol, prio in FILTER_PRIO.items():
                     filters.append(U32Filter(prio, protocol, vni_keys(vni, port, protocol), target, tenant.name, vni, port))
-    return HtbPlan(tuple(classes), tuple(filters))
+    return HtbPlan(tuple(classes), tuple(filters), unenforced(policy))
+
+
+def unenforced(policy: Policy) -> tuple[str, ...]:
+    """The parts of ``policy`` an HTB tree with VNI filters leaves to isolane: rules (the kernel
+    puts all of a tenant's packets in its default class), untunnelled traffic by VLAN or source,
+    meters, shapers and microburst watches."""
+    notes = []
+    for t, tenant in enumerate(policy.tenants):
+        where = f"tenants[{t}]"
+        if tenant.rules or tenant.default == "drop":
+            notes.append(f"{where}: its rules are not pushed: all of {tenant.name}'s packets go to its class {tenant.default_class!r}")
+        if tenant.vlans or tenant.sources:
+            notes.append(f"{where}: its untunnelled traffic (vlans, sources) matches no filter: it lands in the default class")
+        if not tenant.vnis:
+            notes.append(f"{where}: no VNIs: no filter sends {tenant.name}'s traffic to its classes")
+        contracts = [(where, tenant.contract)] + [(f"{where}.classes[{c}]", cls.contract) for c, cls in enumerate(tenant.classes)]
+        for place, contract in contracts:
+            kept = [name for name in ("meter", "shaper", "microburst") if getattr(contract, name) is not None]
+            if kept:
+                notes.append(f"{place}: {' and '.join(kept)}: isolane's only (HTB enforces rate and ceil)")
+    return tuple(notes)
 
 
 def _named(made: HtbClass, cls: int, name: str) -> HtbClass:
