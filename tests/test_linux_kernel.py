@@ -159,7 +159,7 @@ def test_apply_builds_the_plan_and_a_second_apply_changes_nothing(clean: None) -
     assert apply_plan(plan, "va0", A) == []
     assert _tree(A, "va0") == (classes, filters)
     above_32_bits = [k for k in classes if k.ceil >= 1 << 32]  # 50 and 100 Gbit/s: HTB's 64-bit rate attributes
-    assert len(above_32_bits) == len(classes) == 7 and all(k.cbuffer > 0 for k in above_32_bits)
+    assert len(above_32_bits) == len(classes) == 8 and all(k.cbuffer > 0 for k in above_32_bits)
 
 
 def test_a_changed_policy_changes_only_what_differs(clean: None) -> None:
@@ -232,15 +232,17 @@ def _counts(plan: HtbPlan) -> dict[str, tuple[int, int]]:
 
 
 def _quiet(plan: HtbPlan) -> dict[str, tuple[int, int]]:
-    """The counters once nothing has passed the link class for a second (the underlay's own
-    start-up traffic, such as MLD reports, is over)."""
-    before = _counts(plan)
-    for _ in range(10):
-        time.sleep(1)
+    """The counters once nothing has passed the link class for 2.5 s: the underlay's own start-up
+    traffic is over (MLDv2 repeats its unsolicited reports up to a second apart)."""
+    before, quiet_since = _counts(plan), time.monotonic()
+    deadline = quiet_since + 15
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
         now = _counts(plan)
-        if now["1:1"] == before["1:1"]:
+        if now["1:1"] != before["1:1"]:
+            before, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= 2.5:
             return now
-        before = now
     raise AssertionError(f"the underlay never went quiet: {before}")
 
 
@@ -263,6 +265,7 @@ def test_the_kernel_counts_each_tenants_vxlan_traffic_in_its_class(clean: None) 
     assert delta["1:100"] == on_wire(100)  # the tenant counts what its classes passed
     assert delta["1:201"] == delta["1:200"] == on_wire(300)
     assert delta["1:ffff"] == on_wire(200)  # VNI 200 is no tenant's
+    assert delta["1:fffe"] == (0, 0)
     assert delta["1:1"] == tuple(map(sum, zip(on_wire(100), on_wire(200), on_wire(300))))
     rows = {row["classid"]: row for row in read_stats(plan, "va0", A)}
     assert (rows["1:101"]["tenant"], rows["1:101"]["cls"], rows["1:101"]["class"], rows["1:101"]["role"]) == ("training", 0, "bulk", "class")
@@ -282,8 +285,44 @@ def test_the_command_line_applies_reads_and_removes(clean: None, tmp_path, capsy
     assert capsys.readouterr().out == "va0: already as the policy says, nothing changed\n"
     assert main(["linux", "stats", *options, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [(r["classid"], r["tenant"], r["class"]) for r in rows][2:4] == [("1:100", "vni-100", None), ("1:101", "vni-100", "default")]
+    assert [(r["classid"], r["tenant"], r["class"]) for r in rows][3:5] == [("1:100", "vni-100", None), ("1:101", "vni-100", "default")]
     assert main(["linux", "remove", "--netns", A, "--dev", "va0"]) == 0
     assert "back to the default qdisc" in capsys.readouterr().out
     assert main(["linux", "stats", *options[:4], "--dev", "nope", "--policy", str(discovered), "--link-rate", "1Gbps"]) == 2
     assert "no device 'nope'" in capsys.readouterr().err
+
+
+RAW_SENDER = """
+import socket, sys
+with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
+    s.bind((sys.argv[1], 0))
+    for frame in sys.argv[2:]:
+        s.send(bytes.fromhex(frame))
+"""
+
+
+def test_packets_the_vni_filters_cannot_read_land_in_the_unmatched_class(clean: None) -> None:
+    """Frames scapy builds, sent on va0 through an AF_PACKET socket (which passes the qdisc)."""
+    scapy = pytest.importorskip("scapy.all")
+    plan = _plan()
+    apply_plan(plan, "va0", A)
+    ether = scapy.Ether(src=MAC["va0"], dst=MAC["vb0"])
+    inner = scapy.Ether() / scapy.IP(src="10.100.0.1", dst="10.100.0.2") / scapy.UDP(dport=5001) / (b"x" * 64)
+    v4 = {"src": UNDERLAY["4"][0], "dst": UNDERLAY["4"][1]}
+    vxlan = scapy.UDP(sport=49152, dport=4789) / scapy.VXLAN(flags=0x08, vni=100) / inner
+    frames = {
+        "1:101": [ether / scapy.IP(**v4) / vxlan],  # a plain VXLAN packet of training's VNI
+        "1:fffe": [
+            ether / scapy.IP(**v4, options=[scapy.IPOption_RR()]) / vxlan,  # IP options: the VNI is not at 32
+            ether / scapy.IP(**v4, proto=17, frag=185) / (b"y" * 80),  # a later fragment: no UDP header
+            ether / scapy.IPv6(src=UNDERLAY["6"][0], dst=UNDERLAY["6"][1]) / scapy.IPv6ExtHdrHopByHop() / vxlan,
+        ],
+        "1:ffff": [ether / scapy.IP(**v4) / scapy.UDP(sport=49152, dport=4789) / scapy.VXLAN(flags=0x08, vni=999) / inner],
+    }
+    before = _quiet(plan)
+    everything = [bytes(frame).hex() for sent in frames.values() for frame in sent]
+    _run("ip", "netns", "exec", A, sys.executable, "-c", RAW_SENDER, "va0", *everything)
+    after = _counts(plan)
+    delta = {classid: (after[classid][0] - before[classid][0], after[classid][1] - before[classid][1]) for classid in after}
+    for classid, sent in frames.items():
+        assert delta[classid] == (len(sent), sum(len(bytes(frame)) for frame in sent)), delta

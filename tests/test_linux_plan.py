@@ -14,7 +14,8 @@ from scapy.layers.vxlan import VXLAN
 
 from isolane.cli import main
 from isolane.linux import Feature, Features, LinuxError, VxlanDevice, plan_htb, policy_skeleton, probe_features, tc_commands
-from isolane.linux.htb import DEFAULT_MINOR, ETH_P_IP, ETH_P_IPV6, MIN_RATE_BYTES, ROOT_HANDLE, format_handle, read_ticks_per_us, vni_keys, xmit_ticks
+from isolane.linux.htb import DEFAULT_MINOR, MIN_RATE_BYTES, ROOT_HANDLE, UNMATCHED_MINOR, HtbPlan, format_handle, read_ticks_per_us, xmit_ticks
+from isolane.linux.u32 import ETH_P_IP, ETH_P_IPV6, vni_keys
 from isolane.policy import Policy
 from isolane.policy.units import default_burst
 
@@ -90,16 +91,43 @@ def test_ipv6_keys_match_their_vni_at_offset_52() -> None:
 
 
 def test_keys_are_word_aligned_as_tc_writes_them() -> None:
-    for protocol in (ETH_P_IP, ETH_P_IPV6):
-        assert all(offset % 4 == 0 and value & ~mask == 0 for value, mask, offset in vni_keys(0xFFFFFF, 65535, protocol))
+    for f in _plan(vxlan_ports=(65535,)).filters:
+        assert all(offset % 4 == 0 and value & ~mask == 0 for value, mask, offset in f.keys), f.label
+
+
+def _classify(plan: HtbPlan, packet: Ether) -> str:
+    """What HTB does with the plan's filters: the first match by priority, then in order; else the default class."""
+    protocol = ETH_P_IPV6 if IPv6 in packet else ETH_P_IP
+    for f in sorted(plan.filters, key=lambda f: f.prio):
+        if f.protocol == protocol and _matches(f.keys, _outer(packet)):
+            return format_handle(f.classid)
+    return format_handle(ROOT_HANDLE | DEFAULT_MINOR)
+
+
+def test_packets_the_vni_filters_cannot_read_are_counted_apart() -> None:
+    plan = _plan()
+    unmatched = format_handle(ROOT_HANDLE | UNMATCHED_MINOR)
+    assert _classify(plan, _vxlan4(100)) == _classify(plan, _vxlan4(100, flags="MF")) == _classify(plan, _vxlan6(101)) == "1:102"
+    assert _classify(plan, _vxlan4(300)) == "1:201"
+    assert _classify(plan, _vxlan4(555)) == _classify(plan, _vxlan6(555)) == "1:ffff"  # a VNI of no tenant
+    assert _classify(plan, _ETHER / IP() / UDP(dport=53)) == _classify(plan, _ETHER / IPv6() / UDP(dport=4790)) == "1:ffff"
+    for options in (b"\x01\x01\x01\x00", b"\x01" * 40):  # IHL 6 and 15
+        assert _classify(plan, _vxlan4(100, options=options)) == unmatched
+    assert _classify(plan, _vxlan4(100, port=4790, options=b"\x01\x01\x01\x00")) == "1:ffff"  # with options, but not to a VXLAN port
+    for offset in (1, 185, 8191):
+        assert _classify(plan, _vxlan4(100, frag=offset)) == unmatched
+    hop_by_hop = _ETHER / IPv6() / IPv6ExtHdrHopByHop() / UDP(dport=4789) / VXLAN(flags=0x08, vni=100)
+    assert _classify(plan, hop_by_hop) == unmatched
+    mld = _ETHER / IPv6(dst="ff02::16", nh=0) / IPv6ExtHdrHopByHop(nh=58) / (b"\x8f" + bytes(27))  # the underlay's own MLD report
+    assert _classify(plan, mld) == "1:ffff"
 
 
 def test_tree_has_link_default_tenant_and_class_ids() -> None:
     plan = _plan()
     by_id = {format_handle(c.classid): c for c in plan.classes}
-    assert list(by_id) == ["1:1", "1:ffff", "1:100", "1:101", "1:102", "1:200", "1:201"]
+    assert list(by_id) == ["1:1", "1:ffff", "1:fffe", "1:100", "1:101", "1:102", "1:200", "1:201"]
     assert [by_id[i].parent for i in ("1:1", "1:ffff", "1:100", "1:101", "1:201")] == [ROOT_HANDLE, 0x10001, 0x10001, 0x10100, 0x10200]
-    assert (by_id["1:ffff"].role, by_id["1:ffff"].tenant) == ("default", None)
+    assert (by_id["1:ffff"].role, by_id["1:ffff"].tenant, by_id["1:fffe"].role) == ("default", None, "unmatched")
     assert "1:10" not in by_id  # pyroute2's default class id is no class here
     assert (by_id["1:102"].tenant, by_id["1:102"].cls, by_id["1:102"].class_name) == ("training", 1, "control")
 
@@ -119,8 +147,9 @@ def test_rates_ceilings_and_bursts_follow_the_compiled_policy() -> None:
 
 def test_filters_send_each_vni_to_its_tenants_default_class_per_family_and_port() -> None:
     plan = _plan(vxlan_ports=(4789, 8472))
-    seen = {(f.vni, f.udp_port, f.protocol): (f.prio, format_handle(f.classid)) for f in plan.filters}
-    assert len(plan.filters) == len(seen) == 3 * 2 * 2
+    seen = {(f.vni, f.udp_port, f.protocol): (f.prio, format_handle(f.classid)) for f in plan.filters if f.vni is not None}
+    assert len(seen) == 3 * 2 * 2
+    assert len(plan.filters) == len(seen) + 2 * 10 + 13 + 4  # unmatched: IHL 6-15 per port, fragment offset bits, IPv6 extension headers
     assert seen[(100, 8472, ETH_P_IP)] == (1, "1:102")
     assert seen[(101, 4789, ETH_P_IPV6)] == (2, "1:102")
     assert seen[(300, 4789, ETH_P_IP)] == (1, "1:201")
@@ -147,7 +176,7 @@ def test_tc_commands_say_the_same_rates_bursts_and_keys() -> None:
     plan = _plan()
     lines = tc_commands(plan, "eth1", "ns1")
     assert lines[0] == f"tc -n ns1 qdisc replace dev eth1 root handle 1: htb default {DEFAULT_MINOR:x}"
-    assert "classid 1:100 htb rate 10000000000bit ceil 50000000000bit burst 262144b cburst 6250000b prio 0" in lines[3]
+    assert "classid 1:100 htb rate 10000000000bit ceil 50000000000bit burst 262144b cburst 6250000b prio 0" in lines[4]
     vni100 = [line for line in lines if "0x00006400 0xffffff00" in line]
     assert len(vni100) == 2
     assert "protocol ip prio 1 u32" in vni100[0] and "at 32 flowid 1:102" in vni100[0]

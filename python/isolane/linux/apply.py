@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from isolane.linux.htb import DEFAULT_MINOR, ETH_P_IP, ROOT_HANDLE, HtbClass, HtbPlan, U32Filter, format_handle
+from isolane.linux.htb import DEFAULT_MINOR, ROOT_HANDLE, HtbClass, HtbPlan, format_handle
 from isolane.linux.netlink import (
     CREATE,
     NLM_F_CREATE,
@@ -41,6 +41,7 @@ from isolane.linux.netlink import (
     u32_message,
 )
 from isolane.linux.probe import APPLY_NEEDS, probe_features
+from isolane.linux.u32 import U32Filter
 
 
 @dataclass
@@ -170,8 +171,8 @@ def _delete_class(tx: _Transaction, have: KernelClass) -> None:
 
 
 def _add_filter(tx: _Transaction, planned: U32Filter) -> None:
-    family = "IPv4" if planned.protocol == ETH_P_IP else "IPv6"
-    doing = f"add u32 filter: VNI {planned.vni} ({family}, UDP {planned.udp_port}) to {format_handle(planned.classid)} ({planned.tenant})"
+    owner = f" ({planned.tenant})" if planned.tenant else ""
+    doing = f"add u32 filter: {planned.label} to {format_handle(planned.classid)}{owner}"
     want = KernelFilter(planned.prio, planned.protocol, planned.keys, planned.classid)
     tx.change(
         doing,

@@ -17,10 +17,10 @@ the leaf of its ``default_class`` (the kernel does not see the tenant's rules)."
 from __future__ import annotations
 
 import dataclasses
-import socket
 from dataclasses import dataclass
 from typing import Literal
 
+from isolane.linux.u32 import U32Filter, unmatched_filters, vni_filters
 from isolane.policy import Policy
 from isolane.policy.units import default_burst
 
@@ -30,20 +30,16 @@ LINK_MINOR = 0x1
 DEFAULT_MINOR = 0xFFFF
 """The class of traffic no tenant claims, ``1:ffff``: pyroute2's own default (``1:10``) is a
 tenant's class id here."""
+UNMATCHED_MINOR = 0xFFFE
+"""The class of the packets the VNI filters cannot read (:func:`~isolane.linux.u32.unmatched_filters`), ``1:fffe``."""
 MAX_TENANTS = 0xFE
 MAX_CLASSES = 0xFF
 MIN_RATE_BYTES = 1000
 """HTB needs a rate above 0: a tenant or class without a guarantee gets 8 kbit/s and borrows the rest."""
-ETH_P_IP = 0x0800
-ETH_P_IPV6 = 0x86DD
-FILTER_PRIO = {ETH_P_IP: 1, ETH_P_IPV6: 2}
-"""u32 filters of different protocols need different priorities."""
 TICKS_PER_US_DEFAULT = 15.625
 """psched ticks per microsecond (1 tick = 64 ns) when ``/proc/net/psched`` cannot be read."""
 
-Role = Literal["link", "default", "tenant", "class"]
-U32Key = tuple[int, int, int]
-"""One u32 key: (value, mask, offset), offset a multiple of 4 from the network header."""
+Role = Literal["link", "default", "unmatched", "tenant", "class"]
 
 
 @dataclass(frozen=True)
@@ -64,19 +60,6 @@ class HtbClass:
     tenant: str | None = None
     cls: int | None = None
     class_name: str | None = None
-
-
-@dataclass(frozen=True)
-class U32Filter:
-    """A u32 filter on the root: packets of ``protocol`` whose keys all match go to ``classid``."""
-
-    prio: int
-    protocol: int
-    keys: tuple[U32Key, ...]
-    classid: int
-    tenant: str
-    vni: int
-    udp_port: int
 
 
 @dataclass(frozen=True)
@@ -108,26 +91,6 @@ def tenant_classid(tenant: int) -> int:
 
 def leaf_classid(tenant: int, cls: int) -> int:
     return tenant_classid(tenant) | (cls + 1)
-
-
-def vni_keys(vni: int, udp_port: int, protocol: int) -> tuple[U32Key, ...]:
-    """The u32 keys that find a VXLAN packet of ``vni`` to ``udp_port``. IPv4: a header without
-    options (IHL 5), the first fragment, UDP, the port, then the VNI word at 32; IPv6: next header
-    UDP (no extension headers), the port, the VNI word at 52. Later fragments and packets with IP
-    options or IPv6 extension headers match no tenant (they land in the default class)."""
-    if protocol == ETH_P_IP:
-        return (
-            (0x0500_0000, 0x0F00_0000, 0),  # IHL 5
-            (0x0000_0000, 0x0000_1FFF, 4),  # fragment offset 0
-            (socket.IPPROTO_UDP << 16, 0x00FF_0000, 8),
-            (udp_port, 0x0000_FFFF, 20),
-            (vni << 8, 0xFFFF_FF00, 32),
-        )
-    return (
-        (socket.IPPROTO_UDP << 8, 0x0000_FF00, 4),  # next header
-        (udp_port, 0x0000_FFFF, 40),
-        (vni << 8, 0xFFFF_FF00, 52),
-    )
 
 
 def xmit_ticks(rate: int, size: int, ticks_per_us: float) -> int:
@@ -165,6 +128,7 @@ def plan_htb(policy: Policy, *, link_rate_bps: int | None = None, vxlan_ports: t
     builder = _ClassBuilder(link_rate, qos.largest_frame, ticks_per_us)
     classes = [builder.make(handle(1, LINK_MINOR), ROOT_HANDLE, link_rate, link_rate, 0, 0, "link", "link")]
     classes.append(builder.make(handle(1, DEFAULT_MINOR), handle(1, LINK_MINOR), 0, link_rate, 0, 7, "default", "default class"))
+    classes.append(builder.make(handle(1, UNMATCHED_MINOR), handle(1, LINK_MINOR), 0, link_rate, 0, 7, "unmatched", "unmatched class"))
     filters: list[U32Filter] = []
     for t, tenant in enumerate(policy.tenants):
         where = f"tenants[{t}]"
@@ -181,10 +145,8 @@ def plan_htb(policy: Policy, *, link_rate_bps: int | None = None, vxlan_ports: t
             made = builder.make(leaf_classid(t, c), tenant_classid(t), rate, class_ceil, burst, prio, "class", f"{where}.classes[{c}]", tenant=tenant.name)
             classes.append(_named(made, c, traffic_class.name))
         target = leaf_classid(t, tenant.class_id(tenant.default_class))
-        for vni in tenant.vnis:
-            for port in vxlan_ports:
-                for protocol, prio in FILTER_PRIO.items():
-                    filters.append(U32Filter(prio, protocol, vni_keys(vni, port, protocol), target, tenant.name, vni, port))
+        filters += (f for vni in tenant.vnis for port in vxlan_ports for f in vni_filters(vni, port, target, tenant.name))
+    filters += unmatched_filters(vxlan_ports, handle(1, UNMATCHED_MINOR))
     return HtbPlan(tuple(classes), tuple(filters), unenforced(policy))
 
 

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from isolane.linux.htb import ROOT_HANDLE, HtbClass, U32Key
+from isolane.linux.htb import ROOT_HANDLE, HtbClass
+from isolane.linux.u32 import U32Key
 
 NETNS_DIR = "/var/run/netns"
 TC_H_ROOT = 0xFFFF_FFFF

@@ -10,8 +10,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from isolane.linux.htb import ETH_P_IP, ROOT_HANDLE
+from isolane.linux.htb import ROOT_HANDLE
 from isolane.linux.netlink import CREATE, RTM_NEWTFILTER, LinuxError, _pyroute2, link_index, open_netns, request, u32_message
+from isolane.linux.u32 import ETH_P_IP
 
 ETH_P_ALL = 0x0003
 CLSACT_EGRESS = 0xFFFF_FFF3

@@ -4,7 +4,8 @@ makes (the same rates, bursts in ticks, priorities and u32 keys)."""
 
 from __future__ import annotations
 
-from isolane.linux.htb import DEFAULT_MINOR, ETH_P_IP, ROOT_HANDLE, HtbPlan, format_handle
+from isolane.linux.htb import DEFAULT_MINOR, ROOT_HANDLE, HtbPlan, format_handle
+from isolane.linux.u32 import ETH_P_IP
 
 _PROTOCOL_NAME = {ETH_P_IP: "ip"}
 
