@@ -173,6 +173,19 @@ def test_a_changed_policy_changes_only_what_differs(clean: None) -> None:
     assert classes == {as_kernel(c) for c in _plan(changed).classes}
 
 
+def test_a_smaller_policy_deletes_the_classes_and_filters_it_no_longer_has(clean: None) -> None:
+    apply_plan(_plan(), "va0", A)
+    smaller = {**POLICY, "tenants": [{"name": "inference", "vnis": [300]}]}
+    changes = apply_plan(_plan(smaller), "va0", A)
+    deleted = [c for c in changes if c.startswith("delete class")]  # the tenants move up: inference is 1:100 now
+    assert sorted(deleted) == ["delete class 1:102", "delete class 1:200", "delete class 1:201"]
+    assert deleted.index("delete class 1:201") < deleted.index("delete class 1:200")  # children first
+    assert _tree(A, "va0") == (
+        {as_kernel(c) for c in _plan(smaller).classes},
+        Counter((f.prio, f.protocol, f.keys, f.classid) for f in _plan(smaller).filters),
+    )
+
+
 def test_a_failed_apply_leaves_the_device_as_it_was(clean: None) -> None:
     plan = _plan()
     refused = HtbClass(0x2_0005, 0x1_0001, 1000, 1000, 9216, 9216, 1000, 1000, 0, "class")  # HTB refuses a class of another qdisc (2:)

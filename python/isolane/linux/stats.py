@@ -14,7 +14,7 @@ def read_stats(plan: HtbPlan, dev: str, netns: str | None = None) -> list[dict[s
     have last). Keys as :meth:`isolane.Engine.stats` where they mean the same: ``tenant`` (None
     for the link and the default class), ``cls`` and ``class`` (id and name; None above the traffic
     classes), ``packets`` and ``bytes`` the class passed; then ``classid``, ``role`` (``link``,
-    ``default``, ``tenant``, ``class``, or ``unknown`` for a class the plan does not have),
+    ``default``, ``unmatched``, ``tenant``, ``class``, or ``unknown`` for a class the plan lacks),
     ``drops``, ``overlimits``, ``backlog_bytes`` and ``backlog_packets``. ``packets``, ``drops``
     and ``overlimits`` are 32-bit in the kernel and wrap; ``bytes`` is 64-bit. An inner class
     (the link, a tenant) counts everything its children passed."""
