@@ -339,3 +339,18 @@ def test_packets_the_vni_filters_cannot_read_land_in_the_unmatched_class(clean: 
     delta = {classid: (after[classid][0] - before[classid][0], after[classid][1] - before[classid][1]) for classid in after}
     for classid, sent in frames.items():
         assert delta[classid] == (len(sent), sum(len(bytes(frame)) for frame in sent)), delta
+
+
+def test_without_privileges_nothing_is_probed_and_apply_says_why(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """In a user namespace of its own, a process has no capabilities over the host's network."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "--user", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs util-linux's unshare and user namespaces")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("port: {rate: 1Gbps, buffer: 1MiB}\ntenants: [{name: a, vnis: [1]}]\n")
+    isolane = [sys.executable, "-m", "isolane.cli", "linux"]
+    probe = subprocess.run(["unshare", "--user", *isolane, "probe"], capture_output=True, text=True)
+    assert probe.returncode == 0
+    assert "htb        no   not probed: cannot make a scratch namespace" in probe.stdout and "it takes root" in probe.stdout
+    apply = subprocess.run(["unshare", "--user", *isolane, "apply", "--dev", "lo", "--policy", str(policy)], capture_output=True, text=True)
+    assert apply.returncode == 2
+    assert apply.stderr.startswith("isolane: error: cannot apply an HTB tree to lo: htb: not probed: cannot make a scratch namespace")

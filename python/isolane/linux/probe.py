@@ -45,7 +45,7 @@ class Features:
         """Raises :class:`LinuxError` naming every missing feature, before anything is changed."""
         missing = self.missing(needs)
         if missing:
-            raise LinuxError(f"cannot {doing}: the kernel lacks " + "; ".join(missing))
+            raise LinuxError(f"cannot {doing}: " + "; ".join(missing))
 
     def to_json(self) -> dict[str, dict[str, Any]]:
         return {name: {"available": f.available, "reason": f.reason or None} for name, f in self.features.items()}
@@ -65,7 +65,7 @@ def probe_features(netns: str | None = None) -> Features:
     try:
         pyroute2.netns.create(scratch)
     except OSError as err:
-        reason = f"not probed: cannot make a scratch namespace ({err.strerror or err})"
+        reason = f"not probed: cannot make a scratch namespace ({err.strerror or err}; it takes root)"
         return Features({name: Feature(name, False, reason) for name in FEATURES} | {"af_packet": _probe_af_packet()})
     try:
         with open_netns(scratch) as ipr:
