@@ -354,3 +354,34 @@ def test_without_privileges_nothing_is_probed_and_apply_says_why(tmp_path) -> No
     apply = subprocess.run(["unshare", "--user", *isolane, "apply", "--dev", "lo", "--policy", str(policy)], capture_output=True, text=True)
     assert apply.returncode == 2
     assert apply.stderr.startswith("isolane: error: cannot apply an HTB tree to lo: htb: not probed: cannot make a scratch namespace")
+
+
+FLOOD = """
+import socket, sys, time
+end = time.monotonic() + float(sys.argv[2])
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+    while time.monotonic() < end:  # bounded by time
+        for _ in range(100):
+            s.sendto(b"z" * 1000, (sys.argv[1], 5001))
+"""
+
+
+def test_htb_holds_a_tenant_offered_above_its_ceiling_to_it(clean: None) -> None:
+    """While the tenant's queue stays full, its class passes bytes at its ceiling (within 5%). (The
+    sender's socket buffer, full of queued packets, slows the sender rather than the queue dropping.)"""
+    ceiling_bps = 20_000_000
+    policy = {"port": {"rate": "10Gbps", "buffer": "4MiB"}, "tenants": [{"name": "capped", "vnis": [100], "rate": "10Mbps", "ceil": "20Mbps"}]}
+    plan = _plan(policy)
+    apply_plan(plan, "va0", A)
+    flood = subprocess.Popen(["ip", "netns", "exec", A, sys.executable, "-c", FLOOD, OVERLAYS[100][2], "2.0"])
+    try:
+        time.sleep(0.5)  # the queue fills
+        start_bytes, start = _counts(plan)["1:100"][1], time.monotonic()
+        time.sleep(1.0)
+        end_bytes, end = _counts(plan)["1:100"][1], time.monotonic()
+        backlog = next(row["backlog_packets"] for row in read_stats(plan, "va0", A) if row["classid"] == "1:101")
+    finally:
+        flood.wait(timeout=10)
+    assert backlog > 0  # still offered above the ceiling when measured
+    delivered_bps = (end_bytes - start_bytes) * 8 / (end - start)
+    assert abs(delivered_bps - ceiling_bps) / ceiling_bps < 0.05, delivered_bps
