@@ -84,8 +84,8 @@ def apply_plan(plan: HtbPlan, dev: str, netns: str | None = None, *, probe: bool
             _sync(tx, plan)
         except BaseException as err:
             failed = tx.rollback()
-            if failed:
-                err.add_note("the rollback failed too: " + "; ".join(failed))
+            if failed and isinstance(err, Exception):
+                raise LinuxError(f"{err}; the rollback failed too: {'; '.join(failed)}") from err
             raise
         return tx.done
 

@@ -65,7 +65,8 @@ class KernelFilter:
         return (self.prio, self.protocol, self.keys, self.classid)
 
 
-def _pyroute2() -> Any:
+def pyroute2_module() -> Any:
+    """pyroute2, or a :class:`LinuxError` saying how to install it."""
     try:
         import pyroute2
     except ImportError:
@@ -77,7 +78,7 @@ def _pyroute2() -> Any:
 def open_netns(netns: str | None) -> Iterator[Any]:
     """An ``IPRoute`` socket in the named namespace (``ip netns`` names), or in this process's
     own one for ``None``. A missing namespace is an error, never created."""
-    pyroute2 = _pyroute2()
+    pyroute2 = pyroute2_module()
     if netns is not None and not os.path.exists(os.path.join(NETNS_DIR, netns)):
         raise LinuxError(f"no network namespace {netns!r} (see ip netns list)")
     ipr = pyroute2.IPRoute(netns=netns, flags=0) if netns else pyroute2.IPRoute()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from isolane.linux.htb import ROOT_HANDLE
-from isolane.linux.netlink import CREATE, RTM_NEWTFILTER, LinuxError, _pyroute2, link_index, open_netns, request, u32_message
+from isolane.linux.netlink import CREATE, RTM_NEWTFILTER, LinuxError, link_index, open_netns, pyroute2_module, request, u32_message
 from isolane.linux.u32 import ETH_P_IP
 
 ETH_P_ALL = 0x0003
@@ -57,7 +57,7 @@ class Features:
 def probe_features(netns: str | None = None) -> Features:
     """Tries each of :data:`FEATURES` in a scratch namespace (made and deleted here; the namespace
     ``netns`` is only checked to exist, never changed)."""
-    pyroute2 = _pyroute2()
+    pyroute2 = pyroute2_module()
     if netns is not None:
         with open_netns(netns):
             pass

@@ -26,9 +26,3 @@ def tc_commands(plan: HtbPlan, dev: str, netns: str | None = None) -> list[str]:
             f"{tc} filter add dev {dev} parent {format_handle(ROOT_HANDLE)} protocol {protocol} prio {f.prio} u32 {matches} flowid {format_handle(f.classid)}"
         )
     return lines
-
-
-def tc_remove_command(dev: str, netns: str | None = None) -> str:
-    """What :func:`~isolane.linux.apply.remove` does, as a command."""
-    tc = f"tc -n {netns}" if netns else "tc"
-    return f"{tc} qdisc del dev {dev} root"
