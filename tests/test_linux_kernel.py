@@ -8,8 +8,9 @@ root, iproute2 or the kernel features.
     vx200: VNI 200, IPv4 underlay (no tenant: the default class)
     vx300: VNI 300, IPv6 underlay (tenant inference)
 
-Static neighbours (underlay and overlay) and IPv6 off on the vxlan devices keep the underlay
-quiet: it carries what the test sends, and the counters are compared exactly."""
+Static neighbours (underlay and overlay), IPv6 off on the vxlan devices and no router
+solicitations keep the underlay quiet: it carries what the test sends, and the counters are
+compared exactly."""
 
 from __future__ import annotations
 
@@ -73,8 +74,10 @@ def _skip_reason() -> str | None:
 
 
 def _make_pair() -> None:
-    _run("ip", "netns", "add", A)
-    _run("ip", "netns", "add", B)
+    for ns in (A, B):
+        _run("ip", "netns", "add", ns)
+        # no router solicitations: the kernel repeats them with backoff, at any time
+        _run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.router_solicitations=0", "net.ipv6.conf.default.accept_ra=0")
     _run("ip", "link", "add", "va0", "netns", A, "address", MAC["va0"], "type", "veth", "peer", "name", "vb0", "netns", B, "address", MAC["vb0"])
     for ns, dev, peer, me in ((A, "va0", "vb0", 0), (B, "vb0", "va0", 1)):
         _run("ip", "-n", ns, "link", "set", "lo", "up")
