@@ -23,10 +23,14 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
+import numpy as np
 import pytest
 
+from isolane import Engine, PacketBatch
 from isolane.cli import main
+from isolane.engine import ClassifierCounters
 from isolane.linux import LinuxError, apply_plan, discover_vxlan, plan_htb, probe_features, read_stats, remove, tc_commands
 from isolane.linux.apply import as_kernel
 from isolane.linux.htb import ROOT_HANDLE, HtbClass, HtbPlan
@@ -326,22 +330,38 @@ def test_packets_the_vni_filters_cannot_read_land_in_the_unmatched_class(clean: 
     inner = scapy.Ether() / scapy.IP(src="10.100.0.1", dst="10.100.0.2") / scapy.UDP(dport=5001) / (b"x" * 64)
     v4 = {"src": UNDERLAY["4"][0], "dst": UNDERLAY["4"][1]}
     vxlan = scapy.UDP(sport=49152, dport=4789) / scapy.VXLAN(flags=0x08, vni=100) / inner
-    frames = {
-        "1:101": [ether / scapy.IP(**v4) / vxlan],  # a plain VXLAN packet of training's VNI
-        "1:fffe": [
-            ether / scapy.IP(**v4, options=[scapy.IPOption_RR()]) / vxlan,  # IP options: the VNI is not at 32
-            ether / scapy.IP(**v4, proto=17, frag=185) / (b"y" * 80),  # a later fragment: no UDP header
-            ether / scapy.IPv6(src=UNDERLAY["6"][0], dst=UNDERLAY["6"][1]) / scapy.IPv6ExtHdrHopByHop() / vxlan,
-        ],
-        "1:ffff": [ether / scapy.IP(**v4) / scapy.UDP(sport=49152, dport=4789) / scapy.VXLAN(flags=0x08, vni=999) / inner],
-    }
+    plain = ether / scapy.IP(**v4) / vxlan  # a VXLAN packet of training's VNI
+    with_options = ether / scapy.IP(**v4, options=[scapy.IPOption_RR()]) / vxlan  # the VNI is not at 32
+    later_fragment = ether / scapy.IP(**v4, proto=17, frag=185) / (b"y" * 80)  # no UDP header
+    hop_by_hop = ether / scapy.IPv6(src=UNDERLAY["6"][0], dst=UNDERLAY["6"][1]) / scapy.IPv6ExtHdrHopByHop() / vxlan
+    no_tenant = ether / scapy.IP(**v4) / scapy.UDP(sport=49152, dport=4789) / scapy.VXLAN(flags=0x08, vni=999) / inner
+    frames = {"1:101": [plain], "1:fffe": [with_options, later_fragment, hop_by_hop], "1:ffff": [no_tenant]}
     before = _quiet(plan)
     everything = [bytes(frame).hex() for sent in frames.values() for frame in sent]
     _run("ip", "netns", "exec", A, sys.executable, "-c", RAW_SENDER, "va0", *everything)
     after = _counts(plan)
     delta = {classid: (after[classid][0] - before[classid][0], after[classid][1] - before[classid][1]) for classid in after}
     for classid, sent in frames.items():
-        assert delta[classid] == (len(sent), sum(len(bytes(frame)) for frame in sent)), delta
+        assert delta[classid] == _size(*sent), delta
+    # isolane on the same bytes: what the kernel put in a tenant's class is the tenant's there too,
+    # and isolane reads what the kernel's filters could not (options, an extension header)
+    counted = _isolane_counters([frame for sent in frames.values() for frame in sent])
+    assert (counted["training"]["packets"], counted["training"]["bytes"]) == tuple(map(sum, zip(delta["1:100"], _size(with_options, hop_by_hop))))
+    assert (counted[None]["packets"], counted[None]["bytes"]) == tuple(map(sum, zip(delta["1:ffff"], _size(later_fragment))))
+
+
+def _size(*frames: Any) -> tuple[int, int]:
+    """Packets and bytes of scapy frames."""
+    return len(frames), sum(len(bytes(frame)) for frame in frames)
+
+
+def _isolane_counters(frames: list[Any]) -> dict[str | None, ClassifierCounters]:
+    raw = [bytes(frame) for frame in frames]
+    lengths = np.array([len(r) for r in raw], dtype=np.uint32)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.uint64)
+    engine = Engine(Policy.from_dict(POLICY))
+    engine.classify(PacketBatch.from_arrays(b"".join(raw), offsets, lengths, np.arange(len(raw), dtype=np.int64)))
+    return engine.counters()
 
 
 def test_without_privileges_nothing_is_probed_and_apply_says_why(tmp_path) -> None:  # type: ignore[no-untyped-def]
