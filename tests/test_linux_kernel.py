@@ -50,6 +50,7 @@ OVERLAYS = {
 }
 UNDERLAY = {"4": ("192.0.2.1", "192.0.2.2"), "6": ("2001:db8::1", "2001:db8::2")}
 POLICY = {
+    "count": "wire",  # HTB charges frame + 20 B (its overhead)
     "port": {"rate": "100Gbps", "buffer": "4MiB"},
     "tenants": [
         {"name": "training", "vnis": [100], "rate": "10Gbps", "ceil": "50Gbps", "classes": [{"name": "bulk", "rate": "1Gbps"}, {"name": "control"}]},
@@ -167,6 +168,7 @@ def test_apply_builds_the_plan_and_a_second_apply_changes_nothing(clean: None) -
     assert _tree(A, "va0") == (classes, filters)
     above_32_bits = [k for k in classes if k.ceil >= 1 << 32]  # 50 and 100 Gbit/s: HTB's 64-bit rate attributes
     assert len(above_32_bits) == len(classes) == 8 and all(k.cbuffer > 0 for k in above_32_bits)
+    assert {k.overhead for k in classes} == {20}
 
 
 def test_a_changed_policy_changes_only_what_differs(clean: None) -> None:

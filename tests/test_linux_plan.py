@@ -256,3 +256,12 @@ def test_without_pyroute2_the_error_says_what_to_install(monkeypatch) -> None:  
     monkeypatch.setitem(sys.modules, "pyroute2", None)
     with pytest.raises(LinuxError, match=r"pip install 'isolane\[linux\]'"):
         probe_features()
+
+
+@pytest.mark.parametrize(("count", "overhead"), [("outer", 0), ("wire", 20), ("wire_fcs", 24), ("inner", 0)])
+def test_htb_charges_the_bytes_the_policy_counts(count: str, overhead: int) -> None:
+    plan = _plan({**POLICY, "count": count})
+    assert {c.overhead for c in plan.classes} == {overhead}
+    class_lines = [line for line in tc_commands(plan, "eth1") if " class add " in line]
+    assert all(line.endswith(f" overhead {overhead}") == bool(overhead) for line in class_lines)
+    assert ("count: inner: HTB charges the outer frame (it cannot leave the tunnel headers out)" in plan.unenforced) == (count == "inner")

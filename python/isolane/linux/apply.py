@@ -118,7 +118,7 @@ def _ensure_root(tx: _Transaction, dev: str) -> None:
 
 def as_kernel(cls: HtbClass) -> KernelClass:
     """A planned class as the kernel will report it."""
-    return KernelClass(cls.classid, cls.parent, cls.rate, cls.ceil, cls.buffer, cls.cbuffer, cls.prio)
+    return KernelClass(cls.classid, cls.parent, cls.rate, cls.ceil, cls.buffer, cls.cbuffer, cls.prio, cls.overhead)
 
 
 def _sync(tx: _Transaction, plan: HtbPlan) -> None:

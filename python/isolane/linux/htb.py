@@ -22,6 +22,7 @@ from typing import Literal
 
 from isolane.linux.u32 import U32Filter, unmatched_filters, vni_filters
 from isolane.policy import Policy
+from isolane.policy.constants import COUNT_OVERHEAD
 from isolane.policy.units import default_burst
 
 ROOT_HANDLE = 0x1_0000
@@ -57,6 +58,8 @@ class HtbClass:
     cbuffer: int
     prio: int
     role: Role
+    overhead: int = 0
+    """Bytes HTB adds to each packet's length before charging it (the policy's ``count``)."""
     tenant: str | None = None
     cls: int | None = None
     class_name: str | None = None
@@ -125,7 +128,7 @@ def plan_htb(policy: Policy, *, link_rate_bps: int | None = None, vxlan_ports: t
         raise ValueError("the policy has no port: give the line rate (--link-rate)")
     if len(policy.tenants) > MAX_TENANTS:
         raise ValueError(f"tenants: {len(policy.tenants)} tenants, more than the {MAX_TENANTS} an HTB tree of isolane's class ids holds")
-    builder = _ClassBuilder(link_rate, qos.largest_frame, ticks_per_us)
+    builder = _ClassBuilder(link_rate, qos.largest_frame, ticks_per_us, COUNT_OVERHEAD[policy.count])
     classes = [builder.make(handle(1, LINK_MINOR), ROOT_HANDLE, link_rate, link_rate, 0, 0, "link", "link")]
     classes.append(builder.make(handle(1, DEFAULT_MINOR), handle(1, LINK_MINOR), 0, link_rate, 0, 7, "default", "default class"))
     classes.append(builder.make(handle(1, UNMATCHED_MINOR), handle(1, LINK_MINOR), 0, link_rate, 0, 7, "unmatched", "unmatched class"))
@@ -155,6 +158,8 @@ def unenforced(policy: Policy) -> tuple[str, ...]:
     puts all of a tenant's packets in its default class), untunnelled traffic by VLAN or source,
     meters, shapers and microburst watches."""
     notes = []
+    if policy.count == "inner":
+        notes.append("count: inner: HTB charges the outer frame (it cannot leave the tunnel headers out)")
     for t, tenant in enumerate(policy.tenants):
         where = f"tenants[{t}]"
         if tenant.rules or tenant.default == "drop":
@@ -180,6 +185,7 @@ class _ClassBuilder:
     link_rate: int
     largest_frame: int
     ticks_per_us: float
+    overhead: int
 
     def make(self, classid: int, parent: int, rate: int, ceil: int, burst: int, prio: int, role: Role, where: str, tenant: str | None = None) -> HtbClass:
         """A class; ``rate`` 0 is no guarantee, ``burst`` 0 the default burst. The bursts must fit
@@ -191,4 +197,4 @@ class _ClassBuilder:
         buffer, cbuffer = xmit_ticks(rate, burst, self.ticks_per_us), xmit_ticks(ceil, cburst, self.ticks_per_us)
         if buffer >= 1 << 32:
             raise ValueError(f"{where}.burst: {burst:,} B at {rate * 8:,} bit/s lasts longer than an HTB buffer holds (about 4.6 min)")
-        return HtbClass(classid, parent, rate, ceil, burst, cburst, buffer, cbuffer, prio, role, tenant)
+        return HtbClass(classid, parent, rate, ceil, burst, cburst, buffer, cbuffer, prio, role, self.overhead, tenant)

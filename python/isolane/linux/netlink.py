@@ -48,6 +48,7 @@ class KernelClass:
     buffer: int
     cbuffer: int
     prio: int
+    overhead: int = 0
 
 
 @dataclass(frozen=True)
@@ -164,8 +165,8 @@ def htb_class_message(index: int, cls: HtbClass | KernelClass) -> Any:
         "cbuffer": cls.cbuffer,
         "prio": cls.prio,
         "quantum": 0,
-        "rate_overhead": 0,
-        "ceil_overhead": 0,
+        "rate_overhead": cls.overhead,
+        "ceil_overhead": cls.overhead,
         "rate_mpu": 0,
         "ceil_mpu": 0,
     }
@@ -226,7 +227,7 @@ def htb_classes(ipr: Any, index: int) -> list[tuple[KernelClass, Any]]:
         ceil = options.get_attr("TCA_HTB_CEIL64") or parms["ceil"]
         parent = int(message["parent"])
         parent = ROOT_HANDLE if parent == TC_H_ROOT else parent  # a top class's parent is reported as the root
-        kernel = KernelClass(int(message["handle"]), parent, rate, ceil, parms["buffer"], parms["cbuffer"], parms["prio"])
+        kernel = KernelClass(int(message["handle"]), parent, rate, ceil, parms["buffer"], parms["cbuffer"], parms["prio"], parms["rate_overhead"])
         out.append((kernel, message))
     return out
 

@@ -17,7 +17,7 @@ def tc_commands(plan: HtbPlan, dev: str, netns: str | None = None) -> list[str]:
     for c in plan.classes:
         lines.append(
             f"{tc} class add dev {dev} parent {format_handle(c.parent)} classid {format_handle(c.classid)} htb"
-            f" rate {c.rate * 8}bit ceil {c.ceil * 8}bit burst {c.burst}b cburst {c.cburst}b prio {c.prio}"
+            f" rate {c.rate * 8}bit ceil {c.ceil * 8}bit burst {c.burst}b cburst {c.cburst}b prio {c.prio}" + (f" overhead {c.overhead}" if c.overhead else "")
         )
     for f in plan.filters:
         matches = " ".join(f"match u32 0x{value:08x} 0x{mask:08x} at {offset}" for value, mask, offset in f.keys)
