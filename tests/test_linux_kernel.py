@@ -31,7 +31,7 @@ import pytest
 from isolane import Engine, PacketBatch
 from isolane.cli import main
 from isolane.engine import ClassifierCounters
-from isolane.linux import LinuxError, apply_plan, discover_vxlan, plan_htb, probe_features, read_stats, remove, tc_commands
+from isolane.linux import LinuxError, StatsPoller, apply_plan, discover_vxlan, plan_htb, probe_features, read_stats, remove, tc_commands
 from isolane.linux.apply import as_kernel
 from isolane.linux.htb import ROOT_HANDLE, HtbClass, HtbPlan
 from isolane.linux.netlink import htb_classes, link_index, open_netns, root_qdisc, u32_filters
@@ -293,6 +293,8 @@ def test_the_kernel_counts_each_tenants_vxlan_traffic_in_its_class(clean: None) 
     assert (rows["1:101"]["tenant"], rows["1:101"]["cls"], rows["1:101"]["class"], rows["1:101"]["role"]) == ("training", 0, "bulk", "class")
     assert (rows["1:100"]["tenant"], rows["1:100"]["cls"], rows["1:100"]["role"]) == ("training", None, "tenant")
     assert rows["1:ffff"]["tenant"] is None and rows["1:ffff"]["drops"] == 0
+    poller = StatsPoller(plan, "va0", A)
+    assert [(r["classid"], r["packets"]) for r in poller.read()] == [(r["classid"], r["packets"]) for r in read_stats(plan, "va0", A)]
 
 
 def test_the_command_line_applies_reads_and_removes(clean: None, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

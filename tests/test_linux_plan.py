@@ -15,6 +15,7 @@ from scapy.layers.vxlan import VXLAN
 from isolane.cli import main
 from isolane.linux import Feature, Features, LinuxError, VxlanDevice, plan_htb, policy_skeleton, probe_features, tc_commands
 from isolane.linux.htb import DEFAULT_MINOR, MIN_RATE_BYTES, ROOT_HANDLE, UNMATCHED_MINOR, HtbPlan, format_handle, read_ticks_per_us, xmit_ticks
+from isolane.linux.stats import StatsPoller, unwrap_32
 from isolane.linux.u32 import ETH_P_IP, ETH_P_IPV6, vni_keys
 from isolane.policy import Policy
 from isolane.policy.units import default_burst
@@ -265,3 +266,18 @@ def test_htb_charges_the_bytes_the_policy_counts(count: str, overhead: int) -> N
     class_lines = [line for line in tc_commands(plan, "eth1") if " class add " in line]
     assert all(line.endswith(f" overhead {overhead}") == bool(overhead) for line in class_lines)
     assert ("count: inner: HTB charges the outer frame (it cannot leave the tunnel headers out)" in plan.unenforced) == (count == "inner")
+
+
+def test_32_bit_counters_are_carried_across_their_wraps() -> None:
+    assert unwrap_32(0, 5) == 5
+    assert unwrap_32(4_294_967_290, 3) == 4_294_967_299  # wrapped once
+    assert unwrap_32(3 * 2**32 + 10, 10) == 3 * 2**32 + 10  # no change
+    assert unwrap_32(3 * 2**32 + 10, 9) == 4 * 2**32 + 9
+    poller = StatsPoller(_plan(), "eth1")
+    readings = [(2**32 - 2, 2**40), (1, 2**40 + 3000), (7, 2**40 + 9000)]
+    carried = [poller.carry([{"classid": "1:101", "packets": p, "bytes": b, "drops": 0, "overlimits": p}])[0] for p, b in readings]
+    assert [(r["packets"], r["overlimits"], r["bytes"]) for r in carried] == [
+        (2**32 - 2, 2**32 - 2, 2**40),
+        (2**32 + 1, 2**32 + 1, 2**40 + 3000),
+        (2**32 + 7, 2**32 + 7, 2**40 + 9000),
+    ]

@@ -15,7 +15,7 @@ from isolane.linux.discover import VxlanDevice, discover_vxlan, policy_skeleton
 from isolane.linux.htb import HtbClass, HtbPlan, plan_htb
 from isolane.linux.netlink import LinuxError
 from isolane.linux.probe import Feature, Features, probe_features
-from isolane.linux.stats import read_stats
+from isolane.linux.stats import StatsPoller, read_stats
 from isolane.linux.tc import tc_commands
 from isolane.linux.u32 import U32Filter
 
@@ -25,6 +25,7 @@ __all__ = [
     "HtbClass",
     "HtbPlan",
     "LinuxError",
+    "StatsPoller",
     "U32Filter",
     "VxlanDevice",
     "apply_plan",
