@@ -35,6 +35,7 @@ from isolane.linux import LinuxError, StatsPoller, apply_plan, discover_vxlan, p
 from isolane.linux.apply import as_kernel
 from isolane.linux.htb import ROOT_HANDLE, HtbClass, HtbPlan
 from isolane.linux.netlink import htb_classes, link_index, open_netns, root_qdisc, u32_filters
+from isolane.linux.probe import _reason
 from isolane.policy import Policy
 
 pytest.importorskip("pyroute2")
@@ -147,6 +148,18 @@ def test_probe_finds_what_the_fixture_used(pair: None) -> None:
     assert all(features.features[name].available for name in ("veth", "vxlan", "htb", "u32"))
     with pytest.raises(LinuxError, match="no network namespace"):
         probe_features(f"{TAG}-absent")
+
+
+def test_an_absent_kind_is_reported_as_not_built_in(pair: None) -> None:
+    """fq_codel and dummy devices are not built into this kind of machine's kernel (issue 19)."""
+    with open_netns(A) as ipr:
+        lo = link_index(ipr, "lo")
+        try:
+            ipr.tc("add", "fq_codel", lo, ROOT_HANDLE)
+        except Exception as err:
+            assert _reason(err) == "not built into this kernel (No such file or directory)"
+        else:
+            pytest.skip("this kernel has fq_codel (the namespace's lo keeps it; no test uses lo)")
 
 
 def test_discover_reads_each_vxlan_device(pair: None) -> None:

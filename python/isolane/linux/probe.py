@@ -4,14 +4,16 @@ built in, and no configuration file says which."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from isolane.linux.htb import ROOT_HANDLE
-from isolane.linux.netlink import CREATE, RTM_NEWTFILTER, LinuxError, link_index, open_netns, pyroute2_module, request, u32_message
+from isolane.linux.netlink import CREATE, RTM_DELQDISC, RTM_NEWTFILTER, LinuxError, link_index, open_netns, pyroute2_module, qdisc_message, request, u32_message
 from isolane.linux.u32 import ETH_P_IP
 
 ETH_P_ALL = 0x0003
@@ -61,7 +63,7 @@ def probe_features(netns: str | None = None) -> Features:
     if netns is not None:
         with open_netns(netns):
             pass
-    scratch = f"isolane-probe-{os.getpid()}"
+    scratch = f"isolane-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         pyroute2.netns.create(scratch)
     except OSError as err:
@@ -90,26 +92,28 @@ def _probe_in(ipr: Any) -> dict[str, Feature]:
         except Exception as err:  # the kernel's refusal, whatever pyroute2 wraps it in
             found[name] = Feature(name, False, _reason(err))
 
+    # qdiscs, filters and actions are tried on the namespace's own lo, so that they do not depend on veth
+    lo = link_index(ipr, "lo")
+    ipr.link("set", index=lo, state="up")
     attempt("veth", lambda: ipr.link("add", ifname="probe0", kind="veth", peer="probe1"))
-    indices: dict[str, int] = {}
-    if found["veth"].available:
-        indices = {dev: link_index(ipr, dev) for dev in ("probe0", "probe1")}
-        for index in indices.values():
-            ipr.link("set", index=index, state="up")
     attempt("vxlan", lambda: _add_and_delete_vxlan(ipr))
-    attempt("htb", lambda: ipr.tc("add", "htb", indices["probe0"], ROOT_HANDLE, default=0xFFFF), ("veth",))
-    keys = ((0, 0, 0),)
-    u32 = u32_message(indices.get("probe0", 0), ROOT_HANDLE, 1, ETH_P_IP, keys, ROOT_HANDLE | 1)
+    attempt("tbf", lambda: _add_and_delete_tbf(ipr, lo))
+    attempt("htb", lambda: ipr.tc("add", "htb", lo, ROOT_HANDLE, default=0xFFFF))
+    u32 = u32_message(lo, ROOT_HANDLE, 1, ETH_P_IP, ((0, 0, 0),), ROOT_HANDLE | 1)
     attempt("u32", lambda: request(ipr, u32, RTM_NEWTFILTER, CREATE, "adding a u32 filter"), ("htb",))
-    attempt("tbf", lambda: ipr.tc("add", "tbf", indices["probe1"], ROOT_HANDLE, rate="1mbit", burst=16384, latency=50000), ("veth",))
-    attempt("clsact", lambda: ipr.tc("add", "clsact", indices["probe0"]), ("veth",))
-    mirred = {"kind": "mirred", "direction": "egress", "action": "redirect", "ifindex": indices.get("probe1", 0)}
+    attempt("clsact", lambda: ipr.tc("add", "clsact", lo))
+    mirred = {"kind": "mirred", "direction": "egress", "action": "redirect", "ifindex": lo}
     attempt(
         "mirred",
-        lambda: ipr.tc("add-filter", "u32", indices["probe0"], parent=CLSACT_EGRESS, prio=1, protocol=ETH_P_ALL, target=0, keys=["0x0/0x0+0"], action=mirred),
+        lambda: ipr.tc("add-filter", "u32", lo, parent=CLSACT_EGRESS, prio=1, protocol=ETH_P_ALL, target=0, keys=["0x0/0x0+0"], action=mirred),
         ("clsact", "u32"),
     )
     return found
+
+
+def _add_and_delete_tbf(ipr: Any, index: int) -> None:
+    ipr.tc("add", "tbf", index, ROOT_HANDLE, rate="1mbit", burst=16384, latency=50000)
+    request(ipr, qdisc_message(index, None), RTM_DELQDISC, 0, "deleting the TBF root")
 
 
 def _add_and_delete_vxlan(ipr: Any) -> None:
@@ -126,6 +130,9 @@ def _probe_af_packet() -> Feature:
 
 
 def _reason(err: BaseException) -> str:
+    """Why a probe failed. On the scratch namespace's lo, "no such file" can only mean an unknown
+    qdisc, filter or action kind, and "not supported" an unknown device kind."""
     code = getattr(err, "code", None) or getattr(err, "errno", None)
-    text = os.strerror(code) if isinstance(code, int) else str(err)
-    return {"Operation not supported": "not built into this kernel (Operation not supported)"}.get(text, text)
+    if code in (errno.ENOENT, errno.EOPNOTSUPP):
+        return f"not built into this kernel ({os.strerror(code)})"
+    return os.strerror(code) if isinstance(code, int) else str(err)
