@@ -8,6 +8,7 @@ same ids):
 - ``1:`` the HTB root qdisc, default class ``1:ffff``;
 - ``1:1`` the link: rate and ceiling the line rate;
 - ``1:ffff`` traffic of no tenant (other VNIs, the underlay's own traffic), under ``1:1``;
+- ``1:fffe`` packets whose VNI the filters cannot read (:mod:`isolane.linux.u32`), under ``1:1``;
 - ``1:T00`` tenant ``T`` (1-based, hex), under ``1:1``: its guarantee and ceiling;
 - ``1:TCC`` its traffic class ``CC`` (1-based, hex), under ``1:T00``.
 
