@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from isolane import __version__, _core
-from isolane.commands import gen
+from isolane.commands import gen, linux
 from isolane.commands.diff import diff
 from isolane.commands.inspect import CaptureSummary, summarize
 from isolane.commands.replay import replay
@@ -145,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("policy", help="tenant policy file")
     check.set_defaults(run=_check)
     gen.add_parser(commands)
+    linux.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,141 @@
+"""``isolane linux probe|discover|apply|remove|stats``: isolane beside a Linux network stack
+(``docs/linux.md``; needs ``isolane[linux]``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from isolane.policy import Policy, parse_rate
+from isolane.report.text import align
+from isolane.urls import doc_url
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``linux`` and its subcommands to the CLI's subparsers."""
+    linux = commands.add_parser(
+        "linux",
+        help="probe the kernel, discover VXLAN tenants, push a policy's guarantees as HTB, read the kernel's counters",
+        description=f"isolane beside a Linux network stack, through netlink (pyroute2: pip install 'isolane[linux]'). See {doc_url('linux.md')}.",
+    )
+    sub = linux.add_subparsers(required=True, metavar="COMMAND")
+    _command(
+        sub,
+        "probe",
+        _probe,
+        "which kernel features isolane can use here",
+        "Try each feature in a scratch namespace.",
+        json_help="print JSON instead of a table",
+    )
+    _command(
+        sub,
+        "discover",
+        _discover,
+        "the VXLAN devices of a namespace, as a policy skeleton",
+        "Print a policy (YAML) with one tenant per VNI of the namespace's vxlan devices, or with --json the devices.",
+        json_help="print the devices as JSON instead of a policy",
+    )
+    apply = _command(
+        sub,
+        "apply",
+        _apply,
+        "enforce a policy's guarantees and ceilings as an HTB tree with u32 VNI filters",
+        "Make DEV's root an HTB tree with one class per tenant (rate = guarantee, ceil = ceiling), one per "
+        "traffic class under it, u32 filters on the outer VXLAN VNI (IPv4 and IPv6 underlay) and a default class 1:ffff "
+        "for traffic of no tenant. Changes only what differs; on a failure undoes what it did.",
+        plan=True,
+    )
+    apply.add_argument("--dry-run", action="store_true", help="print the tc commands that build the same tree on a device with its default qdisc")
+    remove = _command(sub, "remove", _remove, "put DEV back to its default qdisc", "Delete isolane's HTB root from DEV (nothing else).")
+    remove.add_argument("--dev", required=True, help="the underlay device")
+    _command(
+        sub,
+        "stats",
+        _stats,
+        "the kernel's per-class counters, by tenant and class",
+        "Read DEV's HTB class counters through netlink and name them by the policy's tenants and classes.",
+        plan=True,
+        json_help="print JSON instead of a table",
+    )
+
+
+def _command(sub: Any, name: str, run: Any, summary: str, description: str, plan: bool = False, json_help: str | None = None) -> argparse.ArgumentParser:
+    """One subcommand with ``--netns``, and the options that make a plan (``plan``) and ``--json`` (``json_help``) when asked."""
+    command: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=description)
+    command.add_argument("--netns", help="network namespace (ip netns name; default: this process's)")
+    if plan:
+        command.add_argument("--dev", required=True, help="the underlay device carrying the VXLAN traffic")
+        command.add_argument("--policy", required=True, help=f"tenant policy (see {doc_url('policy.md')})")
+        command.add_argument("--link-rate", metavar="RATE", help="the device's line rate, e.g. 100Gbps (default: the policy's port rate)")
+        command.add_argument("--vxlan-port", type=int, action="append", metavar="PORT", help="UDP port carrying VXLAN (repeatable; default 4789)")
+    if json_help:
+        command.add_argument("--json", action="store_true", help=json_help)
+    command.set_defaults(run=run)
+    return command
+
+
+def _plan(args: argparse.Namespace) -> Any:
+    from isolane.cli import _read_policy
+    from isolane.linux import plan_htb
+
+    policy: Policy = _read_policy(args.policy)
+    link_rate = parse_rate(args.link_rate) if args.link_rate else None
+    return plan_htb(policy, link_rate_bps=link_rate, vxlan_ports=tuple(args.vxlan_port or [4789]))
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from isolane.linux import probe_features
+
+    features = probe_features(args.netns)
+    print(json.dumps(features.to_json(), indent=2) if args.json else features)
+    return 0
+
+
+def _discover(args: argparse.Namespace) -> int:
+    from isolane.linux import discover_vxlan, policy_skeleton
+
+    devices = discover_vxlan(args.netns)
+    print(json.dumps([d.__dict__ for d in devices], indent=2) if args.json else policy_skeleton(devices), end="" if not args.json else "\n")
+    return 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    from isolane.linux import apply_plan, tc_commands
+
+    plan = _plan(args)
+    for note in plan.unenforced:
+        print(f"isolane: warning: not enforced by the kernel: {note}", file=sys.stderr)
+    if args.dry_run:
+        print("\n".join(tc_commands(plan, args.dev, args.netns)))
+        return 0
+    changes = apply_plan(plan, args.dev, args.netns)
+    print("\n".join(changes) if changes else f"{args.dev}: already as the policy says, nothing changed")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    from isolane.linux import remove
+
+    removed = remove(args.dev, args.netns)
+    print(f"{args.dev}: " + ("isolane's HTB root deleted, back to the default qdisc" if removed else "no isolane HTB root, nothing changed"))
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from isolane.linux import read_stats
+
+    rows = read_stats(_plan(args), args.dev, args.netns)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    header = ("class", "tenant / class", "packets", "bytes", "drops", "overlimits", "backlog")
+    table = [header]
+    for row in rows:
+        label = row["class"] and f"  {row['class']}" or row["tenant"] or row["role"]
+        table.append(
+            (row["classid"], label, f"{row['packets']:,}", f"{row['bytes']:,}", f"{row['drops']:,}", f"{row['overlimits']:,}", f"{row['backlog_bytes']:,} B")
+        )
+    print("\n".join(align(table, right={2, 3, 4, 5, 6})))
+    return 0

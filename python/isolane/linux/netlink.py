@@ -1,0 +1,255 @@
+"""Netlink through pyroute2: a socket in a namespace, the tc messages isolane sends, and the
+classes and filters read back as plain tuples.
+
+Two messages are built here rather than by pyroute2's ``tc()``: u32 filters (pyroute2 re-packs
+u32 keys byte by byte, moving a key to its first masked byte and, past a zero byte inside a
+mask, shifting the rest of it; tc and the issue's filters use word-aligned keys) and HTB classes
+(so that a class's buffers in ticks are sent as computed, and restored exactly on rollback)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from isolane.linux.htb import ROOT_HANDLE, HtbClass
+from isolane.linux.u32 import U32Key
+
+NETNS_DIR = "/var/run/netns"
+TC_H_ROOT = 0xFFFF_FFFF
+# rtnetlink message types and flags (linux/rtnetlink.h, linux/netlink.h), named here so that
+# modules can build requests without importing pyroute2 first
+RTM_NEWQDISC, RTM_DELQDISC, RTM_NEWTCLASS, RTM_DELTCLASS, RTM_NEWTFILTER, RTM_DELTFILTER = 36, 37, 40, 41, 44, 45
+NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x100, 0x200, 0x400
+CREATE = NLM_F_CREATE | NLM_F_EXCL
+TC_U32_TERMINAL = 1
+_SEL_HEADER = struct.Struct("=BBBxHHhhI")  # struct tc_u32_sel without its keys (offmask and hmask are big-endian, and 0 here)
+_KEY = struct.Struct(">II")  # mask, value (big-endian), then off and offmask (host order)
+_KEY_OFFSETS = struct.Struct("=ii")
+
+
+class LinuxError(OSError):
+    """What the kernel refused or lacks, or a namespace or device that is not there; the message
+    says what isolane was doing."""
+
+
+@dataclass(frozen=True)
+class KernelClass:
+    """An HTB class as the kernel reports it (rates in bytes per second, buffers in ticks)."""
+
+    classid: int
+    parent: int
+    rate: int
+    ceil: int
+    buffer: int
+    cbuffer: int
+    prio: int
+    overhead: int = 0
+
+
+@dataclass(frozen=True)
+class KernelFilter:
+    """A u32 filter node as the kernel reports it; ``handle`` is the kernel's (``800::800``)."""
+
+    prio: int
+    protocol: int
+    keys: tuple[U32Key, ...]
+    classid: int
+    handle: int = 0
+
+    def same_as(self) -> tuple[int, int, tuple[U32Key, ...], int]:
+        """What two filters must share to be the same (not the handle the kernel chose)."""
+        return (self.prio, self.protocol, self.keys, self.classid)
+
+
+def pyroute2_module() -> Any:
+    """pyroute2, or a :class:`LinuxError` saying how to install it."""
+    try:
+        import pyroute2
+    except ImportError:
+        raise LinuxError("isolane.linux needs pyroute2: pip install 'isolane[linux]'") from None
+    return pyroute2
+
+
+@contextmanager
+def open_netns(netns: str | None) -> Iterator[Any]:
+    """An ``IPRoute`` socket in the named namespace (``ip netns`` names), or in this process's
+    own one for ``None``. A missing namespace is an error, never created."""
+    pyroute2 = pyroute2_module()
+    if netns is not None and not os.path.exists(os.path.join(NETNS_DIR, netns)):
+        raise LinuxError(f"no network namespace {netns!r} (see ip netns list)")
+    ipr = pyroute2.IPRoute(netns=netns, flags=0) if netns else pyroute2.IPRoute()
+    try:
+        yield ipr
+    finally:
+        ipr.close()
+
+
+def link_index(ipr: Any, dev: str) -> int:
+    found = ipr.link_lookup(ifname=dev)
+    if not found:
+        raise LinuxError(f"no device {dev!r} in that namespace")
+    return int(found[0])
+
+
+def request(ipr: Any, message: Any, msg_type: int, flags: int, doing: str) -> None:
+    """Sends one tc request and waits for its acknowledgement; a refusal becomes a
+    :class:`LinuxError` that says what was being done."""
+    from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    message["header"]["type"] = msg_type
+    message["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK | flags
+    try:
+        list(ipr.nlm_request_batch([message]))
+    except NetlinkError as err:
+        raise LinuxError(err.code, f"{doing}: {os.strerror(err.code)}") from err
+
+
+def tc_info(prio: int, protocol: int) -> int:
+    """tcmsg's ``info`` of a filter: its priority and protocol (network order)."""
+    return (prio << 16) | socket.htons(protocol)
+
+
+def u32_message(index: int, parent: int, prio: int, protocol: int, keys: tuple[U32Key, ...], classid: int, filter_handle: int = 0) -> Any:
+    """A u32 filter node: its keys exactly as given, terminal, to ``classid``."""
+    from pyroute2.netlink import nla
+    from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
+    class _Options(nla):
+        nla_map = (
+            ("TCA_U32_UNSPEC", "none"),
+            ("TCA_U32_CLASSID", "uint32"),
+            ("TCA_U32_HASH", "uint32"),
+            ("TCA_U32_LINK", "hex"),
+            ("TCA_U32_DIVISOR", "uint32"),
+            ("TCA_U32_SEL", "cdata"),
+        )
+
+    class _Message(tcmsg):  # type: ignore[misc]
+        @staticmethod
+        def get_options(self: Any, *argv: Any, **kwarg: Any) -> type:
+            return _Options
+
+    selector = _SEL_HEADER.pack(TC_U32_TERMINAL, 0, len(keys), 0, 0, 0, 0, 0)
+    selector += b"".join(_KEY.pack(mask, value) + _KEY_OFFSETS.pack(offset, 0) for value, mask, offset in keys)
+    message = _Message()
+    message.compile_nla_table()  # its own table: a subclass inherits tcmsg's compiled one, with tcmsg's options
+    message["index"], message["handle"], message["parent"], message["info"] = index, filter_handle, parent, tc_info(prio, protocol)
+    message["attrs"] = [["TCA_KIND", "u32"], ["TCA_OPTIONS", {"attrs": [["TCA_U32_CLASSID", classid], ["TCA_U32_SEL", selector]]}]]
+    return message
+
+
+def filter_delete_message(index: int, parent: int, prio: int, protocol: int, filter_handle: int) -> Any:
+    from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
+    message = tcmsg()
+    message["index"], message["handle"], message["parent"], message["info"] = index, filter_handle, parent, tc_info(prio, protocol)
+    message["attrs"] = [["TCA_KIND", "u32"]]
+    return message
+
+
+def htb_class_message(index: int, cls: HtbClass | KernelClass) -> Any:
+    """An HTB class with its rates (64-bit attributes above 2^32 - 1 bytes/s) and its buffers in ticks."""
+    from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
+    limit = (1 << 32) - 1
+    parms = {
+        "rate": min(cls.rate, limit),
+        "ceil": min(cls.ceil, limit),
+        "buffer": cls.buffer,
+        "cbuffer": cls.cbuffer,
+        "prio": cls.prio,
+        "quantum": 0,
+        "rate_overhead": cls.overhead,
+        "ceil_overhead": cls.overhead,
+        "rate_mpu": 0,
+        "ceil_mpu": 0,
+    }
+    options: list[list[Any]] = [["TCA_HTB_PARMS", parms], ["TCA_HTB_RTAB", True], ["TCA_HTB_CTAB", True]]
+    if cls.rate > limit:
+        options.append(["TCA_HTB_RATE64", cls.rate])
+    if cls.ceil > limit:
+        options.append(["TCA_HTB_CEIL64", cls.ceil])
+    message = tcmsg()
+    message["index"], message["handle"], message["parent"] = index, cls.classid, cls.parent
+    message["attrs"] = [["TCA_KIND", "htb"], ["TCA_OPTIONS", {"attrs": options}]]
+    return message
+
+
+def qdisc_message(index: int, default: int | None) -> Any:
+    """The HTB root ``1:`` with its ``default`` class minor (r2q 10, version 3, as tc makes it) or,
+    with ``default`` None, a request to delete the root qdisc."""
+    from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
+    message = tcmsg()
+    message["index"], message["parent"] = index, TC_H_ROOT
+    if default is not None:
+        message["handle"] = ROOT_HANDLE
+        init = {"version": 3, "rate2quantum": 10, "defcls": default, "debug": 0, "direct_pkts": 0}
+        message["attrs"] = [["TCA_KIND", "htb"], ["TCA_OPTIONS", {"attrs": [["TCA_HTB_INIT", init]]}]]
+    return message
+
+
+def class_delete_message(index: int, classid: int, parent: int) -> Any:
+    from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
+    message = tcmsg()
+    message["index"], message["handle"], message["parent"] = index, classid, parent
+    return message
+
+
+def root_qdisc(ipr: Any, index: int) -> tuple[str, int, int | None]:
+    """The root qdisc's kind, handle and, for HTB, its default class minor."""
+    for qdisc in ipr.get_qdiscs(index):
+        if qdisc["parent"] == TC_H_ROOT:
+            kind = qdisc.get_attr("TCA_KIND")
+            default = None
+            if kind == "htb":
+                default = qdisc.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_INIT")["defcls"]
+            return kind, int(qdisc["handle"]), default
+    return "", 0, None
+
+
+def htb_classes(ipr: Any, index: int) -> list[tuple[KernelClass, Any]]:
+    """The device's HTB classes, each with its raw message (for its counters)."""
+    out = []
+    for message in ipr.get_classes(index):
+        if message.get_attr("TCA_KIND") != "htb":
+            continue
+        options = message.get_attr("TCA_OPTIONS")
+        parms = options.get_attr("TCA_HTB_PARMS")
+        rate = options.get_attr("TCA_HTB_RATE64") or parms["rate"]
+        ceil = options.get_attr("TCA_HTB_CEIL64") or parms["ceil"]
+        parent = int(message["parent"])
+        parent = ROOT_HANDLE if parent == TC_H_ROOT else parent  # a top class's parent is reported as the root
+        kernel = KernelClass(int(message["handle"]), parent, rate, ceil, parms["buffer"], parms["cbuffer"], parms["prio"], parms["rate_overhead"])
+        out.append((kernel, message))
+    return out
+
+
+def u32_filters(ipr: Any, index: int, parent: int) -> list[KernelFilter]:
+    """The u32 filter nodes under ``parent`` (not the hash tables u32 makes for itself), their
+    keys decoded from the selector's bytes (pyroute2's decoder reads them 4 bytes off)."""
+    out = []
+    for message in ipr.get_filters(index, parent=parent):
+        options = message.get_attr("TCA_OPTIONS") if message.get_attr("TCA_KIND") == "u32" else None
+        selector = options.get_attr("TCA_U32_SEL") if options is not None else None
+        if options is None or selector is None:
+            continue
+        raw = bytes(selector.data[selector.offset + 4 : selector.offset + selector.length])
+        count = raw[2]
+        keys = []
+        for k in range(count):
+            start = _SEL_HEADER.size + k * 16
+            mask, value = _KEY.unpack_from(raw, start)
+            offset, _ = _KEY_OFFSETS.unpack_from(raw, start + 8)
+            keys.append((value, mask, offset))
+        info = int(message["info"])
+        classid = options.get_attr("TCA_U32_CLASSID") or 0
+        out.append(KernelFilter(info >> 16, socket.ntohs(info & 0xFFFF), tuple(keys), classid, int(message["handle"])))
+    return out
