@@ -27,7 +27,7 @@ import isolane
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
 from support.locations import ROOT, SAMPLE, SHARED
-from support.policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
+from support.policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, policy_warnings, quiet
 
 EXAMPLE = ROOT / "pcaps" / "tenants.yaml"
 CLASSBENCH = SHARED / "classbench"
@@ -49,14 +49,6 @@ def caught() -> Iterator[list[warnings.WarningMessage]]:
         warnings.simplefilter("always")
         yield found
 
-
-def policy_warnings(data: Any) -> list[str]:
-    with warnings.catch_warnings(record=True) as found:
-        warnings.simplefilter("always")
-        policy = Policy.from_dict(data)
-    messages = [str(w.message) for w in found if issubclass(w.category, PolicyWarning)]
-    assert messages == list(policy.warnings)
-    return messages
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from isolane.cli import main
 from isolane.policy import Policy, PolicyWarning, qos_context, qos_settings, tenant_qos
 from isolane.policy.qos import ClassQos, MeterRow, OverloadRow, ProfileRow, ShaperRow
 from support.locations import ROOT
-from support.policy_edits import errors_of, quiet
+from support.policy_edits import errors_of, policy_warnings, quiet
 
 SCHEMA = P.schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -341,14 +341,6 @@ def test_every_profile_problem_is_reported_at_once() -> None:
 # Warnings
 # ---------------------------------------------------------------------------------------------
 
-
-def policy_warnings(data: dict[str, Any]) -> list[str]:
-    with warnings.catch_warnings(record=True) as found:
-        warnings.simplefilter("always")
-        policy = Policy.from_dict(data)
-    messages = [str(w.message) for w in found if issubclass(w.category, PolicyWarning)]
-    assert messages == list(policy.warnings)
-    return messages
 
 
 def test_queue_changes_without_per_tenant_queues_are_warned_about() -> None:

@@ -21,19 +21,11 @@ from hypothesis import strategies as st
 from isolane import policy as P
 from isolane.policy import Policy, PolicyError, PolicyWarning
 from support.locations import ROOT
-from support.policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, quiet
+from support.policy_edits import DELETE, assert_schema_accepts_if_isolane_does, edited, errors_of, policy_warnings, quiet
 
 DOCS = ROOT / "docs"
 EXAMPLE = ROOT / "pcaps" / "tenants.yaml"
 
-
-def policy_warnings(data: Any) -> list[str]:
-    with warnings.catch_warnings(record=True) as found:
-        warnings.simplefilter("always")
-        policy = Policy.from_dict(data)
-    messages = [str(w.message) for w in found if issubclass(w.category, PolicyWarning)]
-    assert messages == list(policy.warnings)
-    return messages
 
 
 def doc_blocks(path: Path) -> list[tuple[str, Any]]:

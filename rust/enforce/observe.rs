@@ -27,16 +27,24 @@ impl Enforcer {
     pub(super) fn observe_timeline(&mut self, mut clock_ns: u64, records: &[PacketInfo], verdicts: &[Verdict], rows: &[Processed]) {
         let Some(mut timeline) = self.timeline.take() else { return };
         // Thousands of tenants' series are far apart: their lines are asked for ahead, the
-        // series two steps ahead, then, from them, the bins one step ahead.
+        // series two steps ahead, then, from them, the bins one step ahead. Each packet's
+        // statistics row is found once, two steps ahead, and kept in a ring until its turn.
         const AHEAD: usize = 8;
-        for (i, ((info, verdict), processed)) in records.iter().zip(verdicts).zip(rows).enumerate() {
-            if let Some(ahead) = verdicts.get(i + 2 * AHEAD) {
-                timeline.prefetch_series(self.row_of(ahead, self.tenants.get(ahead.tenant as usize)));
+        const RING: usize = 2 * AHEAD;
+        let row_of = |verdict: &Verdict| self.row_of(verdict, self.tenants.get(verdict.tenant as usize));
+        let mut ring = [0usize; RING];
+        for (slot, verdict) in ring.iter_mut().zip(verdicts) {
+            *slot = row_of(verdict);
+        }
+        for (i, ((info, _), processed)) in records.iter().zip(verdicts).zip(rows).enumerate() {
+            let row = ring[i % RING];
+            if let Some(ahead) = verdicts.get(i + RING) {
+                ring[i % RING] = row_of(ahead);
+                timeline.prefetch_series(ring[i % RING]);
             }
-            if let (Some(ahead), Some(at)) = (verdicts.get(i + AHEAD), records.get(i + AHEAD)) {
-                timeline.prefetch_bins(self.row_of(ahead, self.tenants.get(ahead.tenant as usize)), packet_time(at));
+            if let Some(at) = records.get(i + AHEAD) {
+                timeline.prefetch_bins(ring[(i + AHEAD) % RING], packet_time(at));
             }
-            let row = self.row_of(verdict, self.tenants.get(verdict.tenant as usize));
             clock_ns = clock_ns.max(packet_time(info));
             timeline.arrive(row, clock_ns, self.spec.count.bytes(&Arrival::of(info, clock_ns)));
             let (outcome, release_ns) = (processed.outcome, processed.release_ns);

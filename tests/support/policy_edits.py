@@ -43,6 +43,16 @@ def quiet(data: Any) -> Policy:
         return Policy.from_dict(data)
 
 
+def policy_warnings(data: Any) -> list[str]:
+    """The policy's warnings, as Python's warnings and as ``Policy.warnings`` (which must agree)."""
+    with warnings.catch_warnings(record=True) as found:
+        warnings.simplefilter("always")
+        policy = Policy.from_dict(data)
+    messages = [str(w.message) for w in found if issubclass(w.category, PolicyWarning)]
+    assert messages == list(policy.warnings)
+    return messages
+
+
 def assert_schema_accepts_if_isolane_does(validator: Any, data: dict[str, Any]) -> None:
     """The JSON Schema must not be stricter than validation: a policy isolane accepts, it
     accepts too."""

@@ -187,11 +187,14 @@ class _Replayed:
     def _isolation(self, stats: dict[StatsKey, np.void], view: _core.TimelineView, duration_ns: int) -> Isolation:
         seconds = duration_ns / 1e9 or float("inf")
         conforming = {name: int(series[SERIES_FIELDS.index("conforming_dropped")].sum()) for name, series in zip(view.tenants, view.tenant_series)}
+        offered_bytes: Counter[str | None] = Counter()
+        achieved_bytes: Counter[str | None] = Counter()
+        for (name, _), row in stats.items():  # one pass, not one per tenant
+            offered_bytes[name] += int(row["bytes"])
+            achieved_bytes[name] += int(row["outcome_bytes"][Outcome.PASS]) + int(row["outcome_bytes"][Outcome.REMARKED])
         tenants = []
         for tenant in self.policy.tenants:
-            mine = [row for (name, _), row in stats.items() if name == tenant.name]
-            offered = sum(int(row["bytes"]) for row in mine)
-            achieved = sum(int(row["outcome_bytes"][Outcome.PASS]) + int(row["outcome_bytes"][Outcome.REMARKED]) for row in mine)
+            offered, achieved = offered_bytes[tenant.name], achieved_bytes[tenant.name]
             entry = TenantIsolation(tenant.name, tenant.contract.rate_bps, offered * 8 / seconds, achieved * 8 / seconds, conforming.get(tenant.name, 0))
             if tenant.name in self.alone:
                 entry.delays = _delays_alone(tenant.name, tenant.class_names, stats, self.alone[tenant.name][1])

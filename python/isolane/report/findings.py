@@ -65,10 +65,10 @@ def _slowed(report: Report) -> list[str]:
         return []
     out = []
     for entry in report.isolation.tenants:
-        packets = {c.cls: c.counts.packets for c in report.tenant(entry.tenant).classes}
         measured = [d for d in entry.delays if d.p99_ns is not None]
         if not measured:
-            continue
+            continue  # not replayed alone
+        packets = {c.cls: c.counts.packets for c in report.tenant(entry.tenant).classes}
         busiest = max(measured, key=lambda d: packets.get(d.cls, 0))
         if busiest.only_with_others:
             out.append(f"{entry.tenant} / {busiest.name} waited at the port only because of the others (p99 {time_text(busiest.p99_ns)}, none alone)")
