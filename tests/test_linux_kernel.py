@@ -3,20 +3,13 @@ apply, idempotence, rollback, remove, the dry run's tc commands, discovery, and 
 class counters on real VXLAN traffic (IPv4 and IPv6 underlay). Skipped, saying why, without
 root, iproute2 or the kernel features.
 
-    ns A (va0 192.0.2.1 / 2001:db8::1)  <== veth ==>  ns B (vb0 192.0.2.2 / 2001:db8::2)
-    vx100: VNI 100, IPv4 underlay (tenant training)
-    vx200: VNI 200, IPv4 underlay (no tenant: the default class)
-    vx300: VNI 300, IPv6 underlay (tenant inference)
-
-Static neighbours (underlay and overlay), IPv6 off on the vxlan devices and no router
-solicitations keep the underlay quiet: it carries what the test sends, and the counters are
-compared exactly."""
+The namespaces, their veth pair and VXLAN devices: tests/support/netns.py. The underlay carries
+what the test sends, so the counters are compared exactly."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -40,16 +33,8 @@ from isolane.policy import Policy
 
 pytest.importorskip("pyroute2")
 
-TAG = f"isl{os.getpid()}"
-A, B, FRESH = f"{TAG}a", f"{TAG}b", f"{TAG}c"
-MAC = {"va0": "02:00:00:00:00:0a", "vb0": "02:00:00:00:00:0b"}
-#: VNI: (underlay family, A's inner address, B's inner address, vxlan MAC in A, in B)
-OVERLAYS = {
-    100: ("4", "10.100.0.1", "10.100.0.2", "02:00:00:00:01:0a", "02:00:00:00:01:0b"),
-    200: ("4", "10.200.0.1", "10.200.0.2", "02:00:00:00:02:0a", "02:00:00:00:02:0b"),
-    300: ("6", "10.30.0.1", "10.30.0.2", "02:00:00:00:03:0a", "02:00:00:00:03:0b"),
-}
-UNDERLAY = {"4": ("192.0.2.1", "192.0.2.2"), "6": ("2001:db8::1", "2001:db8::2")}
+from support.netns import FLOOD, FRESH, MAC, OVERLAYS, RAW_SENDER, TAG, UNDERLAY, A, namespaces, run, send  # noqa: E402
+
 POLICY = {
     "count": "wire",  # HTB charges frame + 20 B (its overhead)
     "port": {"rate": "100Gbps", "buffer": "4MiB"},
@@ -60,61 +45,10 @@ POLICY = {
 }
 
 
-def _run(*command: str) -> None:
-    subprocess.run(command, check=True, capture_output=True, text=True)
-
-
-def _delete_namespaces() -> None:
-    for name in (A, B, FRESH):
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
-
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"needs iproute2's {tool}"
-    missing = probe_features().missing(("veth", "vxlan", "htb", "u32"))
-    return "the kernel lacks " + "; ".join(missing) if missing else None
-
-
-def _make_pair() -> None:
-    for ns in (A, B):
-        _run("ip", "netns", "add", ns)
-        # no router solicitations: the kernel repeats them with backoff, at any time
-        _run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.router_solicitations=0", "net.ipv6.conf.default.accept_ra=0")
-    _run("ip", "link", "add", "va0", "netns", A, "address", MAC["va0"], "type", "veth", "peer", "name", "vb0", "netns", B, "address", MAC["vb0"])
-    for ns, dev, peer, me in ((A, "va0", "vb0", 0), (B, "vb0", "va0", 1)):
-        _run("ip", "-n", ns, "link", "set", "lo", "up")
-        for family, (here, there) in UNDERLAY.items():
-            mine, theirs = (here, there) if me == 0 else (there, here)
-            _run("ip", "-n", ns, "addr", "add", f"{mine}/{24 if family == '4' else 64}", "dev", dev, *(["nodad"] if family == "6" else []))
-            _run("ip", "-n", ns, "neigh", "replace", theirs, "lladdr", MAC[peer], "dev", dev, "nud", "permanent")
-        _run("ip", "-n", ns, "link", "set", dev, "up")
-        _run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1")  # for the vxlan devices made next
-        for vni, (family, inner_a, inner_b, mac_a, mac_b) in OVERLAYS.items():
-            local, remote = UNDERLAY[family] if me == 0 else UNDERLAY[family][::-1]
-            inner, other, mac, other_mac = (inner_a, inner_b, mac_a, mac_b) if me == 0 else (inner_b, inner_a, mac_b, mac_a)
-            vx = f"vx{vni}"
-            tunnel = ("id", str(vni), "local", local, "remote", remote, "dstport", "4789", "dev", dev)
-            _run("ip", "-n", ns, "link", "add", vx, "address", mac, "type", "vxlan", *tunnel)
-            _run("ip", "-n", ns, "addr", "add", f"{inner}/24", "dev", vx)
-            _run("ip", "-n", ns, "neigh", "replace", other, "lladdr", other_mac, "dev", vx, "nud", "permanent")
-            _run("ip", "-n", ns, "link", "set", vx, "up")
-
-
 @pytest.fixture(scope="module")
 def pair() -> Iterator[None]:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    _delete_namespaces()
-    try:
-        _make_pair()
+    with namespaces():
         yield
-    finally:
-        _delete_namespaces()
 
 
 @pytest.fixture
@@ -237,29 +171,14 @@ def test_dry_run_commands_build_the_same_classes_and_filters(clean: None) -> Non
     apply_plan(plan, "va0", A)
     subprocess.run(["ip", "netns", "del", FRESH], capture_output=True)
     try:
-        _run("ip", "netns", "add", FRESH)
-        _run("ip", "-n", FRESH, "link", "add", "va0", "type", "veth", "peer", "name", "vc1")
+        run("ip", "netns", "add", FRESH)
+        run("ip", "-n", FRESH, "link", "add", "va0", "type", "veth", "peer", "name", "vc1")
         for line in tc_commands(plan, "va0", FRESH):
-            _run(*line.split())
+            run(*line.split())
         assert _tree(FRESH, "va0") == _tree(A, "va0")
         assert apply_plan(plan, "va0", FRESH) == []  # apply sees tc's tree as its own
     finally:
         subprocess.run(["ip", "netns", "del", FRESH], capture_output=True)
-
-
-SENDER = """
-import socket, sys
-for spec in sys.argv[1:]:
-    address, count, size = spec.split(",")
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for _ in range(int(count)):
-            s.sendto(b"x" * int(size), (address, 5001))
-"""
-
-
-def _send(*specs: tuple[str, int, int]) -> None:
-    """UDP datagrams from namespace A: (inner destination, count, payload bytes) each."""
-    _run("ip", "netns", "exec", A, sys.executable, "-c", SENDER, *(f"{a},{n},{s}" for a, n, s in specs))
 
 
 def _counts(plan: HtbPlan) -> dict[str, tuple[int, int]]:
@@ -286,7 +205,7 @@ def test_the_kernel_counts_each_tenants_vxlan_traffic_in_its_class(clean: None) 
     apply_plan(plan, "va0", A)
     before = _quiet(plan)
     sends = {100: (50, 200), 200: (20, 100), 300: (30, 300)}
-    _send(*((OVERLAYS[vni][2], count, size) for vni, (count, size) in sends.items()))
+    send(*((OVERLAYS[vni][2], count, size) for vni, (count, size) in sends.items()))
     after = _counts(plan)
     delta = {classid: (after[classid][0] - before[classid][0], after[classid][1] - before[classid][1]) for classid in after}
 
@@ -329,15 +248,6 @@ def test_the_command_line_applies_reads_and_removes(clean: None, tmp_path, capsy
     assert "no device 'nope'" in capsys.readouterr().err
 
 
-RAW_SENDER = """
-import socket, sys
-with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
-    s.bind((sys.argv[1], 0))
-    for frame in sys.argv[2:]:
-        s.send(bytes.fromhex(frame))
-"""
-
-
 def test_packets_the_vni_filters_cannot_read_land_in_the_unmatched_class(clean: None) -> None:
     """Frames scapy builds, sent on va0 through an AF_PACKET socket (which passes the qdisc)."""
     scapy = pytest.importorskip("scapy.all")
@@ -355,7 +265,7 @@ def test_packets_the_vni_filters_cannot_read_land_in_the_unmatched_class(clean: 
     frames = {"1:101": [plain], "1:fffe": [with_options, later_fragment, hop_by_hop], "1:ffff": [no_tenant]}
     before = _quiet(plan)
     everything = [bytes(frame).hex() for sent in frames.values() for frame in sent]
-    _run("ip", "netns", "exec", A, sys.executable, "-c", RAW_SENDER, "va0", *everything)
+    run("ip", "netns", "exec", A, sys.executable, "-c", RAW_SENDER, "va0", *everything)
     after = _counts(plan)
     delta = {classid: (after[classid][0] - before[classid][0], after[classid][1] - before[classid][1]) for classid in after}
     for classid, sent in frames.items():
@@ -394,16 +304,6 @@ def test_without_privileges_nothing_is_probed_and_apply_says_why(tmp_path) -> No
     apply = subprocess.run(["unshare", "--user", *isolane, "apply", "--dev", "lo", "--policy", str(policy)], capture_output=True, text=True)
     assert apply.returncode == 2
     assert apply.stderr.startswith("isolane: error: cannot apply an HTB tree to lo: htb: not probed: cannot make a scratch namespace")
-
-
-FLOOD = """
-import socket, sys, time
-end = time.monotonic() + float(sys.argv[2])
-with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-    while time.monotonic() < end:  # bounded by time
-        for _ in range(100):
-            s.sendto(b"z" * 1000, (sys.argv[1], 5001))
-"""
 
 
 def test_htb_holds_a_tenant_offered_above_its_ceiling_to_it(clean: None) -> None:
