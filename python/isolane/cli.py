@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
 import sys
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 from isolane import __version__, _core
@@ -18,11 +16,10 @@ from isolane.commands import gen, linux
 from isolane.commands.diff import diff
 from isolane.commands.inspect import CaptureSummary, summarize
 from isolane.commands.replay import replay
-from isolane.engine import DEFAULT_POLLS
-from isolane.policy import MAX_WINDOW_NS, MIN_WINDOW_NS, Policy, PolicyWarning, parse_duration, schema_text
+from isolane.commands.report_output import add_report_options, add_tunnel_options, engine_options, print_output, tunnel_options, write_report
+from isolane.policy import Policy, PolicyWarning, schema_text
 from isolane.progress import terminal_progress
 from isolane.report.schema import report_schema
-from isolane.report.table import format_report
 from isolane.report.text import align
 from isolane.urls import doc_url, project_url
 
@@ -101,31 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_capture_options(replay, "pcap or pcapng captures, plain, gzip or zstd, merged by time; '-' for standard input")
     replay.add_argument("--policy", required=True, help=f"tenant policy (YAML, TOML or JSON; see {doc_url('policy.md')})")
-    replay.add_argument("--threads", type=int, default=1, help="threads processing each batch (default 1; the report is the same on any number)")
-    replay.add_argument(
-        "--no-drain",
-        dest="drain",
-        action="store_false",
-        help="leave the packets still on their way to the port at the end of the capture in flight (by default they reach it and everything queued is sent)",
-    )
-    replay.add_argument(
-        "--window", metavar="DURATION", help="watch every scope the policy watches for microbursts at this window (e.g. 10us; 1us to 10ms) instead of its own"
-    )
-    replay.add_argument(
-        "--poll",
-        metavar="INTERVALS",
-        default=",".join(DEFAULT_POLLS),
-        help=f"polling intervals to compare the bursts with, each a multiple of the shortest (default {','.join(DEFAULT_POLLS)})",
-    )
-    replay.add_argument("-o", "--output", metavar="FILE", help="write the table (or with --json the JSON) to FILE instead of standard output")
-    replay.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page, with its pictures (needs isolane[plot])")
-    replay.add_argument("--plot", metavar="DIR", help="also write the report's pictures (PNG) into DIR (needs isolane[plot])")
-    replay.add_argument(
-        "--alone",
-        metavar="TENANTS",
-        help="tenants (comma-separated) also replayed alone, to measure how much the others inflate their queueing delays "
-        "(default: every tenant when the policy has a port and at most 16 tenants; '' for none)",
-    )
+    add_report_options(replay)
     replay.set_defaults(run=_replay)
     _add_diff(commands)
     schema = commands.add_parser(
@@ -152,8 +125,7 @@ def _parser() -> argparse.ArgumentParser:
 def _add_capture_options(command: argparse.ArgumentParser, files_help: str) -> None:
     command.add_argument("files", nargs="+", metavar="FILE", help=files_help)
     command.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    command.add_argument("--vxlan-port", type=int, action="append", metavar="PORT", help="UDP port carrying VXLAN (repeatable; default 4789)")
-    command.add_argument("--geneve-port", type=int, action="append", metavar="PORT", help="UDP port carrying Geneve (repeatable; default 6081)")
+    add_tunnel_options(command)
     command.add_argument("--batch-size", type=_positive_int, default=65536, help="packets per batch (default 65536)")
 
 
@@ -171,8 +143,7 @@ def _positive_int(text: str) -> int:
 def _capture_options(args: argparse.Namespace) -> dict[str, Any]:
     """What the options of ``_add_capture_options`` ask of ``summarize`` and ``replay``."""
     return {
-        "vxlan_ports": args.vxlan_port or [_core.VXLAN_PORT],
-        "geneve_ports": args.geneve_port or [_core.GENEVE_PORT],
+        **tunnel_options(args),
         "batch_size": args.batch_size,
         "progress": terminal_progress(),
     }
@@ -196,29 +167,15 @@ def _count(n: int, noun: str) -> str:
 
 def _inspect(args: argparse.Namespace) -> int:
     summary = summarize(args.files, **_capture_options(args))
-    _print(summary.to_json() if args.json else format_table(summary))
+    print_output(summary.to_json() if args.json else format_table(summary))
     for warning in summary.warnings:
         print(f"isolane: warning: {warning}", file=sys.stderr)
     return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
-    window_ns = _window(args.window) if args.window is not None else None
-    poll = [interval.strip() for interval in args.poll.split(",") if interval.strip()]
-    alone = None if args.alone is None else [name.strip() for name in args.alone.split(",") if name.strip()]
-    options = {"threads": args.threads, "drain": args.drain, "window_ns": window_ns, "poll": poll, "alone": alone}
-    report = replay(args.files, _read_policy(args.policy), **options, **_capture_options(args))
-    for warning in report.warnings:
-        print(f"isolane: warning: {warning}", file=sys.stderr)
-    _print(report.to_json() if args.json else format_report(report), args.output)
-    if args.html:
-        Path(args.html).write_text(report.to_html())
-    if args.plot:
-        report.plot(args.plot)
-    problems = report.discrepancies()
-    for problem in problems:
-        print(f"isolane: error: the report does not add up (a bug in isolane): {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    report = replay(args.files, _read_policy(args.policy), drain=args.drain, **engine_options(args), **_capture_options(args))
+    return write_report(report, args)
 
 
 def _add_diff(commands: Any) -> None:
@@ -244,16 +201,8 @@ def _diff(args: argparse.Namespace) -> int:
         for warning in report.warnings:
             print(f"isolane: warning: {report.capture}: {warning}", file=sys.stderr)
     result = diff(before, after)
-    _print(result.to_json() if args.json else result.to_text(), args.output)
+    print_output(result.to_json() if args.json else result.to_text(), args.output)
     return 0
-
-
-def _window(text: str) -> int:
-    """``--window``: a duration within the microburst windows' range."""
-    window = parse_duration(text)
-    if not MIN_WINDOW_NS <= window <= MAX_WINDOW_NS:
-        raise ValueError(f"--window {text!r} is not within 1us to 10ms")
-    return window
 
 
 def _read_policy(path: str) -> Policy:
@@ -264,18 +213,6 @@ def _read_policy(path: str) -> Policy:
     for message in policy.warnings:
         print(f"isolane: warning: {message}", file=sys.stderr)
     return policy
-
-
-def _print(output: str | dict[str, object], path: str | None = None) -> None:
-    """A table as it is, JSON indented; to standard output, or to ``path``. JSON is written as
-    it is made (a big report's text would double its memory)."""
-    with contextlib.ExitStack() as stack:
-        out = sys.stdout if path is None else stack.enter_context(open(path, "w"))
-        if isinstance(output, str):
-            out.write(output)
-        else:
-            json.dump(output, out, indent=2)
-        out.write("\n")
 
 
 def format_table(summary: CaptureSummary) -> str:

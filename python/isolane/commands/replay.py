@@ -62,19 +62,58 @@ def replay(
     (``docs/report.md``, "Isolation"); by default every tenant when the policy has a port and at
     most 16 tenants."""
     paths = [os.fspath(captures)] if isinstance(captures, (str, os.PathLike)) else [os.fspath(p) for p in captures]
-    parse_options = {"vxlan_ports": list(vxlan_ports), "geneve_ports": list(geneve_ports)}
     reader = open_captures(paths, batch_size)
-    engine = Engine(policy if window_ns is None else with_window(policy, window_ns), threads=threads, poll=poll)
-    engine.keep_timeline(window_ns or _port_window(policy))
-    replayed = _Replayed(engine, policy, parse_options, _alone_engines(policy, alone, poll))
+    replayer = Replayer(policy, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports, threads=threads, window_ns=window_ns, poll=poll, alone=alone)
     for batch in reader:
-        replayed.add(batch)
+        replayer.add(batch)
         if progress is not None:
             progress(reader.position, reader.size or 0)
     if drain:
-        for each in [engine, *(e for _, e in replayed.alone.values())]:
-            each.drain()
-    return replayed.report(reader.paths, reader.format, reader.warnings())
+        replayer.drain()
+    return replayer.report(reader.paths, reader.format, reader.warnings())
+
+
+class Replayer:
+    """A policy's engine fed batch by batch from any source (captures, a live interface), with
+    the tenants to replay alone beside it, and the report on what it was fed.
+    :func:`replay` and ``isolane linux live`` are built on it; its options are :func:`replay`'s."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        vxlan_ports: Iterable[int] = (_core.VXLAN_PORT,),
+        geneve_ports: Iterable[int] = (_core.GENEVE_PORT,),
+        threads: int = 1,
+        window_ns: int | None = None,
+        poll: Iterable[int | str] = DEFAULT_POLLS,
+        alone: Iterable[str] | None = None,
+    ) -> None:
+        poll = list(poll)
+        self.engine = Engine(policy if window_ns is None else with_window(policy, window_ns), threads=threads, poll=poll)
+        """The engine the batches go through: its counters are live while it is fed."""
+        self.engine.keep_timeline(window_ns or _port_window(policy))
+        parse_options = {"vxlan_ports": list(vxlan_ports), "geneve_ports": list(geneve_ports)}
+        self._replayed = _Replayed(self.engine, policy, parse_options, _alone_engines(policy, alone, poll))
+
+    @property
+    def packets(self) -> int:
+        """Packets fed so far."""
+        return self._replayed.packets
+
+    def add(self, batch: _core.PacketBatch) -> None:
+        """Processes ``batch`` (its times after those of the batches before)."""
+        self._replayed.add(batch)
+
+    def drain(self) -> None:
+        """Lets every packet still on its way to the port reach it, and every burst end."""
+        for engine in [self.engine, *(e for _, e in self._replayed.alone.values())]:
+            engine.drain()
+
+    def report(self, sources: list[str], format: str, warnings: list[str]) -> Report:
+        """The report on everything fed: ``sources`` and ``format`` name where the packets came
+        from; ``warnings`` are the source's own, listed before the replay's."""
+        return self._replayed.report(sources, format, warnings)
 
 
 def _alone_engines(policy: Policy, alone: Iterable[str] | None, poll: Iterable[int | str]) -> dict[str, tuple[int, Engine]]:
