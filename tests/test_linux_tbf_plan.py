@@ -86,6 +86,7 @@ def test_buffer_ticks_are_what_the_kernel_reported(rate: int, size: int, ticks: 
 def test_what_tbf_does_not_enforce_is_named_by_place() -> None:
     assert _plan().unenforced == (
         "tenants[0]: its guarantee (10Gbps) is not enforced: TBF caps it at its ceiling (50Gbps), neither guarantees nor borrows",
+        "tenants[0]: 2 vxlan devices (vx100, vx100b), one TBF each: together they may pass 2x its rate",
         "tenants[0].classes: TBF is one bucket per device: no per-class rates, ceilings or priorities",
         "tenants[2]: no ceil and no rate: TBF has nothing to cap, batch's devices are left as they are",
         "tenants[3]: no vxlan device here has its VNIs (999): nothing enforces elsewhere",

@@ -133,13 +133,17 @@ def unenforced_by_tbf(policy: Policy, devices: Sequence[VxlanDevice]) -> tuple[s
     vnis = {d.vni for d in devices}
     for t, tenant in enumerate(policy.tenants):
         where, contract = f"tenants[{t}]", tenant.contract
+        capped = contract.ceil_bps or contract.rate_bps or any(c.contract.rate_bps for c in tenant.classes)
         if not any(vni in vnis for vni in tenant.vnis):
             notes.append(f"{where}: no vxlan device here has its VNIs ({', '.join(map(str, tenant.vnis)) or 'none'}): nothing enforces {tenant.name}")
-        elif not (contract.ceil_bps or contract.rate_bps or any(c.contract.rate_bps for c in tenant.classes)):
+        elif not capped:
             notes.append(f"{where}: no ceil and no rate: TBF has nothing to cap, {tenant.name}'s devices are left as they are")
         elif contract.ceil_bps and contract.rate_bps and contract.rate_bps < contract.ceil_bps:
             guarantee, ceiling = format_rate(contract.rate_bps), format_rate(contract.ceil_bps)
             notes.append(f"{where}: its guarantee ({guarantee}) is not enforced: TBF caps it at its ceiling ({ceiling}), neither guarantees nor borrows")
+        own = sorted(d.name for d in devices if d.vni in tenant.vnis)
+        if len(own) > 1 and capped:
+            notes.append(f"{where}: {len(own)} vxlan devices ({', '.join(own)}), one TBF each: together they may pass {len(own)}x its rate")
         if len(tenant.classes) > 1 or any(c.contract.rate_bps or c.contract.ceil_bps for c in tenant.classes):
             notes.append(f"{where}.classes: TBF is one bucket per device: no per-class rates, ceilings or priorities")
         if tenant.rules or tenant.default == "drop":
