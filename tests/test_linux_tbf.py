@@ -190,6 +190,23 @@ def test_a_rollback_that_fails_says_what_is_left_and_how_to_clean_up(clean: None
     }
 
 
+def test_a_device_that_vanishes_mid_apply_is_named_in_the_report(clean: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vx150 (made here) gets its TBF, then vanishes just before vx300's TBF is refused (burst 0):
+    the kernel refuses the undo step on vx150 (no such device); vx100 is put back."""
+    run("ip", "-n", A, "link", "add", "vx150", "type", "vxlan", "id", "150", "dstport", "4789", "local", "192.0.2.1", "remote", "192.0.2.2", "dev", "va0")
+    try:
+        plan = _plan({**POLICY, "tenants": [{**POLICY["tenants"][0], "vnis": [100, 150]}, POLICY["tenants"][1]]})
+        assert [q.dev for q in plan.qdiscs] == ["vx100", "vx150", "vx300"]
+        broken = dataclasses.replace(plan, qdiscs=(*plan.qdiscs[:2], dataclasses.replace(plan.qdiscs[2], burst=0)))
+        _another_program_at("replace the root qdisc (noqueue) of vx300", ("ip", "-n", A, "link", "del", "vx150"), monkeypatch)
+        with pytest.raises(RollbackFailed) as raised:
+            apply_tbf(broken, A)
+        assert raised.value.failures == [("vx150", "deleting the TBF root of vx150: No such device")]
+        assert _state(devices=("vx100", "vx300")) == {"vx100": ("noqueue", 0, None), "vx300": ("noqueue", 0, None)}
+    finally:
+        subprocess.run(["ip", "-n", A, "link", "del", "vx150"], capture_output=True)
+
+
 def test_an_htb_rollback_that_fails_says_what_is_left_and_how_to_clean_up(clean: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """HTB refuses a class of another qdisc (2:5, last); just before, another program replaced
     va0's new HTB root with its own pfifo, taking isolane's classes and filters with it: every

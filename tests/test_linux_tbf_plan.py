@@ -184,3 +184,16 @@ def test_htb_mode_needs_a_device(tmp_path: Any, capsys: pytest.CaptureFixture[st
     assert capsys.readouterr().err == "isolane: error: --dev: the underlay device is needed in htb mode\n"
     assert main(["linux", "remove"]) == 2
     assert "--dev: the underlay device is needed in htb mode" in capsys.readouterr().err
+
+
+def test_the_command_line_prints_an_interrupts_rollback_report(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def interrupted_apply(*args: Any, **kwargs: Any) -> list[str]:
+        interrupt = KeyboardInterrupt()
+        interrupt.add_note("KeyboardInterrupt; rolling back failed too, so eth1 may not be as before (...). To clean up: ...")
+        raise interrupt
+
+    monkeypatch.setattr("isolane.linux.apply_plan", interrupted_apply)
+    path = tmp_path / "policy.yaml"
+    path.write_text("tenants: [{name: a, vnis: [7]}]\n")
+    assert main(["linux", "apply", "--dev", "eth1", "--policy", str(path), "--link-rate", "1Gbps"]) == 130
+    assert capsys.readouterr().err == "isolane: interrupted\nKeyboardInterrupt; rolling back failed too, so eth1 may not be as before (...). To clean up: ...\n"

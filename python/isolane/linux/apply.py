@@ -76,6 +76,8 @@ def _ensure_root(tx: Transaction, dev: str) -> None:
         return
     if kind == "htb":
         raise LinuxError(f"{dev} has an HTB root that isolane did not make ({format_handle(root)} default {default or 0:x}): remove it first")
+    if root:  # not the device's default qdisc (handle 0:): deleting isolane's root on a rollback would not bring it back
+        raise LinuxError(f"{dev} has a root qdisc that isolane did not make ({kind} {format_handle(root)}): remove it first")
     tx.change(
         f"replace the root qdisc ({kind or 'none'}) of {dev} with HTB 1: default {DEFAULT_MINOR:x}",
         lambda: qdisc_message(tx.index, DEFAULT_MINOR),
