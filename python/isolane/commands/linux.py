@@ -77,8 +77,8 @@ def _command(sub: Any, name: str, run: Any, summary: str, description: str, plan
         command.add_argument("--dev", help="the underlay device carrying the VXLAN traffic (htb; tbf finds the tenants' vxlan devices)")
         _mode_option(command)
         command.add_argument("--policy", required=True, help=f"tenant policy (see {doc_url('policy.md')})")
-        command.add_argument("--link-rate", metavar="RATE", help="the device's line rate, e.g. 100Gbps (default: the policy's port rate)")
-        command.add_argument("--vxlan-port", type=int, action="append", metavar="PORT", help="UDP port carrying VXLAN (repeatable; default 4789)")
+        command.add_argument("--link-rate", metavar="RATE", help="the device's line rate, e.g. 100Gbps (htb; default: the policy's port rate)")
+        command.add_argument("--vxlan-port", type=int, action="append", metavar="PORT", help="UDP port carrying VXLAN (htb; repeatable; default 4789)")
     if json_help:
         command.add_argument("--json", action="store_true", help=json_help)
     command.set_defaults(run=run)
