@@ -166,6 +166,18 @@ def test_remove_goes_back_to_the_default_qdisc_once(clean: None) -> None:
     assert remove("va0", A) is False
 
 
+def test_a_root_another_program_made_is_an_error_and_left_alone(clean: None) -> None:
+    """A rollback deletes isolane's root, which would bring back the default qdisc, not this one."""
+    run("tc", "-n", A, "qdisc", "replace", "dev", "va0", "root", "handle", "2:", "pfifo")
+    try:
+        with pytest.raises(LinuxError, match=r"va0 has a root qdisc that isolane did not make \(pfifo 2:\): remove it first"):
+            apply_plan(_plan(), "va0", A)
+        assert _root(A, "va0") == "pfifo"
+        assert remove("va0", A) is False
+    finally:
+        subprocess.run(["tc", "-n", A, "qdisc", "del", "dev", "va0", "root"], capture_output=True)
+
+
 def test_dry_run_commands_build_the_same_classes_and_filters(clean: None) -> None:
     plan = _plan()
     apply_plan(plan, "va0", A)

@@ -37,8 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`isolane schema | head`): not an error
         sys.stdout = open(os.devnull, "w")
         return 0
-    except KeyboardInterrupt:
-        print("isolane: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        print("isolane: interrupted", *(f"\n{note}" for note in getattr(interrupt, "__notes__", ())), sep="", file=sys.stderr)  # e.g. a rollback that failed
         return EXIT_INTERRUPTED
     except (_core.IsolaneError, OSError, ValueError) as err:
         return _input_error(str(err))

@@ -1,11 +1,12 @@
 """isolane beside a Linux network stack (``docs/linux.md``; needs ``isolane[linux]``, i.e.
 pyroute2): probe the kernel's features, discover a namespace's VXLAN tenants, push a policy's
-guarantees and ceilings as an HTB tree with u32 filters on the VNI, read the kernel's counters
-back.
+guarantees and ceilings as an HTB tree with u32 filters on the VNI, or its ceilings as TBF on
+each tenant's vxlan devices, read the kernel's counters back.
 
 One module per job: :mod:`probe` (kernel features), :mod:`discover` (vxlan devices, policy
-skeleton), :mod:`htb` (the plan, pure Python), :mod:`u32` (what its filters match), :mod:`tc` (the plan as tc commands), :mod:`apply`
-(the plan through netlink, and back out), :mod:`stats` (counters), :mod:`netlink` (pyroute2).
+skeleton), :mod:`htb` and :mod:`tbf` (the plans, pure Python), :mod:`u32` (what HTB's filters match), :mod:`tc` (the plans as tc commands),
+:mod:`apply` and :mod:`tbf_apply` (the plans through netlink, and back out), :mod:`transaction`
+(changes undone on a failure), :mod:`stats` (counters), :mod:`netlink` (pyroute2).
 Importing this package does not import pyroute2; the functions that talk to the kernel do."""
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from isolane.linux.discover import VxlanDevice, discover_vxlan, policy_skeleton
 from isolane.linux.htb import HtbClass, HtbPlan, plan_htb
 from isolane.linux.netlink import LinuxError
 from isolane.linux.probe import Feature, Features, probe_features
-from isolane.linux.stats import StatsPoller, read_stats
-from isolane.linux.tc import tc_commands
+from isolane.linux.stats import StatsPoller, read_stats, read_tbf_stats
+from isolane.linux.tbf import TbfPlan, TbfQdisc, plan_tbf
+from isolane.linux.tbf_apply import apply_tbf, remove_tbf
+from isolane.linux.tc import tbf_tc_commands, tc_commands
+from isolane.linux.transaction import RollbackFailed
 from isolane.linux.u32 import U32Filter
 
 __all__ = [
@@ -25,15 +29,23 @@ __all__ = [
     "HtbClass",
     "HtbPlan",
     "LinuxError",
+    "RollbackFailed",
     "StatsPoller",
+    "TbfPlan",
+    "TbfQdisc",
     "U32Filter",
     "VxlanDevice",
     "apply_plan",
+    "apply_tbf",
     "discover_vxlan",
     "plan_htb",
+    "plan_tbf",
     "policy_skeleton",
     "probe_features",
     "read_stats",
+    "read_tbf_stats",
     "remove",
+    "remove_tbf",
+    "tbf_tc_commands",
     "tc_commands",
 ]

@@ -5,13 +5,11 @@ Apply compares what the device has with the plan and changes only what differs, 
 identical apply changes nothing. The HTB root qdisc stays once made (the kernel cannot replace an
 HTB root in place); classes are added, changed or deleted, filters added or deleted. Every change
 is recorded with its inverse; when one fails, the recorded ones are undone in reverse order, so
-the device is left as it was (netlink has no transaction across messages)."""
+the device is left as it was (netlink has no transaction across messages; :mod:`isolane.linux.transaction`)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from isolane.linux.htb import DEFAULT_MINOR, ROOT_HANDLE, HtbClass, HtbPlan, format_handle
@@ -36,57 +34,28 @@ from isolane.linux.netlink import (
     open_netns,
     qdisc_message,
     request,
+    root_delete_message,
     root_qdisc,
     u32_filters,
     u32_message,
 )
 from isolane.linux.probe import APPLY_NEEDS, probe_features
+from isolane.linux.transaction import Transaction, remove_command, transaction
 from isolane.linux.u32 import U32Filter
-
-
-@dataclass
-class _Transaction:
-    """The changes made so far, each with what undoes it."""
-
-    ipr: Any
-    index: int
-    done: list[str] = field(default_factory=list)
-    undo: list[tuple[str, Callable[[], Any], int, int]] = field(default_factory=list)
-
-    def change(self, doing: str, message: Callable[[], Any], msg_type: int, flags: int, inverse: tuple[str, Callable[[], Any], int, int]) -> None:
-        request(self.ipr, message(), msg_type, flags, doing)
-        self.done.append(doing)
-        self.undo.append(inverse)
-
-    def rollback(self) -> list[str]:
-        """Undoes every recorded change, newest first; returns what could not be undone."""
-        failed = []
-        for doing, message, msg_type, flags in reversed(self.undo):
-            try:
-                request(self.ipr, message(), msg_type, flags, doing)
-            except LinuxError as err:
-                failed.append(str(err))
-        self.undo.clear()
-        return failed
 
 
 def apply_plan(plan: HtbPlan, dev: str, netns: str | None = None, *, probe: bool = True) -> list[str]:
     """Makes ``dev``'s root an HTB tree equal to ``plan``; returns the changes made, one line
     each (none when the device already had it). First probes the kernel (unless ``probe`` is
     False) and raises :class:`LinuxError` naming what it lacks, before changing anything. On a
-    failure the changes made are undone and the error is raised."""
+    failure the changes made are undone and the error is raised; if undoing fails too,
+    :class:`~isolane.linux.transaction.RollbackFailed` says what is left and how to clean up."""
     if probe:
         probe_features(netns).require(APPLY_NEEDS, f"apply an HTB tree to {dev}")
-    with open_netns(netns) as ipr:
-        tx = _Transaction(ipr, link_index(ipr, dev))
-        try:
-            _ensure_root(tx, dev)
-            _sync(tx, plan)
-        except BaseException as err:
-            failed = tx.rollback()
-            if failed and isinstance(err, Exception):
-                raise LinuxError(f"{err}; the rollback failed too: {'; '.join(failed)}") from err
-            raise
+    with open_netns(netns) as ipr, transaction(ipr, lambda failed_dev: remove_command(failed_dev, netns)) as tx:
+        tx.dev, tx.index = dev, link_index(ipr, dev)
+        _ensure_root(tx, dev)
+        _sync(tx, plan)
         return tx.done
 
 
@@ -97,22 +66,24 @@ def remove(dev: str, netns: str | None = None) -> bool:
         index = link_index(ipr, dev)
         if root_qdisc(ipr, index) != ("htb", ROOT_HANDLE, DEFAULT_MINOR):
             return False
-        request(ipr, qdisc_message(index, None), RTM_DELQDISC, 0, f"deleting the HTB root of {dev}")
+        request(ipr, root_delete_message(index, ROOT_HANDLE, "htb"), RTM_DELQDISC, 0, f"deleting the HTB root of {dev}")
         return True
 
 
-def _ensure_root(tx: _Transaction, dev: str) -> None:
+def _ensure_root(tx: Transaction, dev: str) -> None:
     kind, root, default = root_qdisc(tx.ipr, tx.index)
     if (kind, root, default) == ("htb", ROOT_HANDLE, DEFAULT_MINOR):
         return
     if kind == "htb":
         raise LinuxError(f"{dev} has an HTB root that isolane did not make ({format_handle(root)} default {default or 0:x}): remove it first")
+    if root:  # not the device's default qdisc (handle 0:): deleting isolane's root on a rollback would not bring it back
+        raise LinuxError(f"{dev} has a root qdisc that isolane did not make ({kind} {format_handle(root)}): remove it first")
     tx.change(
         f"replace the root qdisc ({kind or 'none'}) of {dev} with HTB 1: default {DEFAULT_MINOR:x}",
         lambda: qdisc_message(tx.index, DEFAULT_MINOR),
         RTM_NEWQDISC,
         NLM_F_CREATE | NLM_F_REPLACE,
-        (f"deleting the HTB root of {dev}", lambda: qdisc_message(tx.index, None), RTM_DELQDISC, 0),
+        (f"deleting the HTB root of {dev}", lambda: root_delete_message(tx.index, ROOT_HANDLE, "htb"), RTM_DELQDISC, 0),
     )
 
 
@@ -121,7 +92,7 @@ def as_kernel(cls: HtbClass) -> KernelClass:
     return KernelClass(cls.classid, cls.parent, cls.rate, cls.ceil, cls.buffer, cls.cbuffer, cls.prio, cls.overhead)
 
 
-def _sync(tx: _Transaction, plan: HtbPlan) -> None:
+def _sync(tx: Transaction, plan: HtbPlan) -> None:
     """Filters out first (a class a filter points to cannot be deleted), then stale classes
     (children first), then classes in (parents first), then filters in."""
     index = tx.index
@@ -154,7 +125,7 @@ def _depth(cls: KernelClass, classes: dict[int, KernelClass]) -> int:
     return depth
 
 
-def _put_class(tx: _Transaction, want: KernelClass, have: KernelClass | None) -> None:
+def _put_class(tx: Transaction, want: KernelClass, have: KernelClass | None) -> None:
     name = format_handle(want.classid)
     if have is None:
         inverse = (f"deleting class {name}", lambda: class_delete_message(tx.index, want.classid, want.parent), RTM_DELTCLASS, 0)
@@ -164,13 +135,13 @@ def _put_class(tx: _Transaction, want: KernelClass, have: KernelClass | None) ->
         tx.change(f"change class {name}", lambda: htb_class_message(tx.index, want), RTM_NEWTCLASS, 0, inverse)
 
 
-def _delete_class(tx: _Transaction, have: KernelClass) -> None:
+def _delete_class(tx: Transaction, have: KernelClass) -> None:
     name = format_handle(have.classid)
     inverse = (f"restoring class {name}", lambda: htb_class_message(tx.index, have), RTM_NEWTCLASS, CREATE)
     tx.change(f"delete class {name}", lambda: class_delete_message(tx.index, have.classid, have.parent), RTM_DELTCLASS, 0, inverse)
 
 
-def _add_filter(tx: _Transaction, planned: U32Filter) -> None:
+def _add_filter(tx: Transaction, planned: U32Filter) -> None:
     owner = f" ({planned.tenant})" if planned.tenant else ""
     doing = f"add u32 filter: {planned.label} to {format_handle(planned.classid)}{owner}"
     want = KernelFilter(planned.prio, planned.protocol, planned.keys, planned.classid)
@@ -183,7 +154,7 @@ def _add_filter(tx: _Transaction, planned: U32Filter) -> None:
     )
 
 
-def _added_filter_delete(tx: _Transaction, want: KernelFilter) -> Any:
+def _added_filter_delete(tx: Transaction, want: KernelFilter) -> Any:
     """The delete request for a filter added earlier (the kernel chose its handle)."""
     for have in u32_filters(tx.ipr, tx.index, ROOT_HANDLE):
         if have.same_as() == want.same_as():
@@ -191,7 +162,7 @@ def _added_filter_delete(tx: _Transaction, want: KernelFilter) -> Any:
     raise LinuxError(f"the u32 filter prio {want.prio} to {format_handle(want.classid)} is gone")
 
 
-def _delete_filter(tx: _Transaction, have: KernelFilter) -> None:
+def _delete_filter(tx: Transaction, have: KernelFilter) -> None:
     tx.change(
         f"delete u32 filter prio {have.prio} to {format_handle(have.classid)}",
         lambda: filter_delete_message(tx.index, ROOT_HANDLE, have.prio, have.protocol, have.handle),

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from isolane.linux.u32 import U32Filter, unmatched_filters, vni_filters
-from isolane.policy import Policy
+from isolane.policy import Policy, Tenant
 from isolane.policy.constants import COUNT_OVERHEAD
 from isolane.policy.units import default_burst
 
@@ -169,12 +169,19 @@ def unenforced(policy: Policy) -> tuple[str, ...]:
             notes.append(f"{where}: its untunnelled traffic (vlans, sources) matches no filter: it lands in the default class")
         if not tenant.vnis:
             notes.append(f"{where}: no VNIs: no filter sends {tenant.name}'s traffic to its classes")
-        contracts = [(where, tenant.contract)] + [(f"{where}.classes[{c}]", cls.contract) for c, cls in enumerate(tenant.classes)]
-        for place, contract in contracts:
-            kept = [name for name in ("meter", "shaper", "microburst") if getattr(contract, name) is not None]
-            if kept:
-                notes.append(f"{place}: {' and '.join(kept)}: isolane's only (HTB enforces rate and ceil)")
+        notes += contract_notes(tenant, where, "HTB enforces rate and ceil")
     return tuple(notes)
+
+
+def contract_notes(tenant: Tenant, where: str, kernel_does: str) -> list[str]:
+    """The meters, shapers and microburst watches of ``tenant`` and its classes: isolane's only."""
+    notes = []
+    contracts = [(where, tenant.contract)] + [(f"{where}.classes[{c}]", cls.contract) for c, cls in enumerate(tenant.classes)]
+    for place, contract in contracts:
+        kept = [name for name in ("meter", "shaper", "microburst") if getattr(contract, name) is not None]
+        if kept:
+            notes.append(f"{place}: {' and '.join(kept)}: isolane's only ({kernel_does})")
+    return notes
 
 
 def _named(made: HtbClass, cls: int, name: str) -> HtbClass:

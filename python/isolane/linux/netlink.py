@@ -30,6 +30,29 @@ TC_U32_TERMINAL = 1
 _SEL_HEADER = struct.Struct("=BBBxHHhhI")  # struct tc_u32_sel without its keys (offmask and hmask are big-endian, and 0 here)
 _KEY = struct.Struct(">II")  # mask, value (big-endian), then off and offmask (host order)
 _KEY_OFFSETS = struct.Struct("=ii")
+_U32_OPTIONS = (
+    ("TCA_U32_UNSPEC", "none"),
+    ("TCA_U32_CLASSID", "uint32"),
+    ("TCA_U32_HASH", "uint32"),
+    ("TCA_U32_LINK", "hex"),
+    ("TCA_U32_DIVISOR", "uint32"),
+    ("TCA_U32_SEL", "cdata"),
+)
+# TBF's options with the attributes pyroute2's map lacks: the 64-bit rate and the burst in bytes
+_TBF_OPTIONS = (
+    ("TCA_TBF_UNSPEC", "none"),
+    ("TCA_TBF_PARMS", "cdata"),
+    ("TCA_TBF_RTAB", "cdata"),
+    ("TCA_TBF_PTAB", "cdata"),
+    ("TCA_TBF_RATE64", "uint64"),
+    ("TCA_TBF_PRATE64", "uint64"),
+    ("TCA_TBF_BURST", "uint32"),
+)
+TCA_TBF_PARMS, TCA_TBF_RATE64 = 1, 4
+_TBF_QOPT = struct.Struct("=BBHhHI BBHhHI III")  # struct tc_tbf_qopt: rate and peak rate (struct tc_ratespec), limit, buffer, mtu
+_NLA_HEADER = struct.Struct("=HH")
+TC_LINKLAYER_ETHERNET = 1
+U32_MAX = (1 << 32) - 1
 
 
 class LinuxError(OSError):
@@ -49,6 +72,17 @@ class KernelClass:
     cbuffer: int
     prio: int
     overhead: int = 0
+
+
+@dataclass(frozen=True)
+class KernelTbf:
+    """A TBF qdisc as the kernel reports it: rate in bytes per second, buffer in psched ticks,
+    limit in bytes, overhead in bytes added to each packet before charging it."""
+
+    rate: int
+    buffer: int
+    limit: int
+    overhead: int
 
 
 @dataclass(frozen=True)
@@ -115,30 +149,28 @@ def tc_info(prio: int, protocol: int) -> int:
     return (prio << 16) | socket.htons(protocol)
 
 
-def u32_message(index: int, parent: int, prio: int, protocol: int, keys: tuple[U32Key, ...], classid: int, filter_handle: int = 0) -> Any:
-    """A u32 filter node: its keys exactly as given, terminal, to ``classid``."""
+def _message_with_options(nla_map: tuple[tuple[str, str], ...]) -> Any:
+    """A tc message whose ``TCA_OPTIONS`` are encoded by ``nla_map`` rather than pyroute2's map for the kind."""
     from pyroute2.netlink import nla
     from pyroute2.netlink.rtnl.tcmsg import tcmsg
 
-    class _Options(nla):
-        nla_map = (
-            ("TCA_U32_UNSPEC", "none"),
-            ("TCA_U32_CLASSID", "uint32"),
-            ("TCA_U32_HASH", "uint32"),
-            ("TCA_U32_LINK", "hex"),
-            ("TCA_U32_DIVISOR", "uint32"),
-            ("TCA_U32_SEL", "cdata"),
-        )
+    options = type("_Options", (nla,), {"nla_map": nla_map})
 
     class _Message(tcmsg):  # type: ignore[misc]
         @staticmethod
         def get_options(self: Any, *argv: Any, **kwarg: Any) -> type:
-            return _Options
+            return options
 
-    selector = _SEL_HEADER.pack(TC_U32_TERMINAL, 0, len(keys), 0, 0, 0, 0, 0)
-    selector += b"".join(_KEY.pack(mask, value) + _KEY_OFFSETS.pack(offset, 0) for value, mask, offset in keys)
     message = _Message()
     message.compile_nla_table()  # its own table: a subclass inherits tcmsg's compiled one, with tcmsg's options
+    return message
+
+
+def u32_message(index: int, parent: int, prio: int, protocol: int, keys: tuple[U32Key, ...], classid: int, filter_handle: int = 0) -> Any:
+    """A u32 filter node: its keys exactly as given, terminal, to ``classid``."""
+    selector = _SEL_HEADER.pack(TC_U32_TERMINAL, 0, len(keys), 0, 0, 0, 0, 0)
+    selector += b"".join(_KEY.pack(mask, value) + _KEY_OFFSETS.pack(offset, 0) for value, mask, offset in keys)
+    message = _message_with_options(_U32_OPTIONS)
     message["index"], message["handle"], message["parent"], message["info"] = index, filter_handle, parent, tc_info(prio, protocol)
     message["attrs"] = [["TCA_KIND", "u32"], ["TCA_OPTIONS", {"attrs": [["TCA_U32_CLASSID", classid], ["TCA_U32_SEL", selector]]}]]
     return message
@@ -181,17 +213,14 @@ def htb_class_message(index: int, cls: HtbClass | KernelClass) -> Any:
     return message
 
 
-def qdisc_message(index: int, default: int | None) -> Any:
-    """The HTB root ``1:`` with its ``default`` class minor (r2q 10, version 3, as tc makes it) or,
-    with ``default`` None, a request to delete the root qdisc."""
+def qdisc_message(index: int, default: int) -> Any:
+    """The HTB root ``1:`` with its ``default`` class minor (r2q 10, version 3, as tc makes it)."""
     from pyroute2.netlink.rtnl.tcmsg import tcmsg
 
     message = tcmsg()
-    message["index"], message["parent"] = index, TC_H_ROOT
-    if default is not None:
-        message["handle"] = ROOT_HANDLE
-        init = {"version": 3, "rate2quantum": 10, "defcls": default, "debug": 0, "direct_pkts": 0}
-        message["attrs"] = [["TCA_KIND", "htb"], ["TCA_OPTIONS", {"attrs": [["TCA_HTB_INIT", init]]}]]
+    message["index"], message["parent"], message["handle"] = index, TC_H_ROOT, ROOT_HANDLE
+    init = {"version": 3, "rate2quantum": 10, "defcls": default, "debug": 0, "direct_pkts": 0}
+    message["attrs"] = [["TCA_KIND", "htb"], ["TCA_OPTIONS", {"attrs": [["TCA_HTB_INIT", init]]}]]
     return message
 
 
@@ -203,16 +232,62 @@ def class_delete_message(index: int, classid: int, parent: int) -> Any:
     return message
 
 
+def root_delete_message(index: int, handle: int, kind: str) -> Any:
+    """A request to delete the root qdisc if it is still ``kind`` with ``handle`` (the kernel refuses otherwise)."""
+    from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
+    message = tcmsg()
+    message["index"], message["handle"], message["parent"] = index, handle, TC_H_ROOT
+    message["attrs"] = [["TCA_KIND", kind]]
+    return message
+
+
+def root_message(ipr: Any, index: int) -> Any:
+    """The device's root qdisc as pyroute2 reads it (its counters too), or None."""
+    return next((qdisc for qdisc in ipr.get_qdiscs(index) if qdisc["parent"] == TC_H_ROOT), None)
+
+
 def root_qdisc(ipr: Any, index: int) -> tuple[str, int, int | None]:
     """The root qdisc's kind, handle and, for HTB, its default class minor."""
-    for qdisc in ipr.get_qdiscs(index):
-        if qdisc["parent"] == TC_H_ROOT:
-            kind = qdisc.get_attr("TCA_KIND")
-            default = None
-            if kind == "htb":
-                default = qdisc.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_INIT")["defcls"]
-            return kind, int(qdisc["handle"]), default
-    return "", 0, None
+    qdisc = root_message(ipr, index)
+    if qdisc is None:
+        return "", 0, None
+    kind = qdisc.get_attr("TCA_KIND")
+    default = qdisc.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_INIT")["defcls"] if kind == "htb" else None
+    return kind, int(qdisc["handle"]), default
+
+
+def tbf_message(index: int, handle: int, tbf: KernelTbf, burst: int | None) -> Any:
+    """A TBF root, made or changed in place: with ``burst`` (bytes) as tc makes it (the kernel
+    computes the buffer from the burst and the overhead), with None from ``tbf.buffer`` in ticks
+    exactly (to put back a qdisc as it was read). The rate goes in the 64-bit attribute above
+    2^32 - 1 bytes/s (pyroute2's TBF has none, and no burst attribute)."""
+    parms = _TBF_QOPT.pack(0, TC_LINKLAYER_ETHERNET, tbf.overhead, 0, 0, min(tbf.rate, U32_MAX), 0, 0, 0, 0, 0, 0, tbf.limit, tbf.buffer, 0)
+    options: list[list[Any]] = [["TCA_TBF_PARMS", parms]]
+    if burst is not None:
+        options.append(["TCA_TBF_BURST", burst])
+    if tbf.rate > U32_MAX:
+        options.append(["TCA_TBF_RATE64", tbf.rate])
+    message = _message_with_options(_TBF_OPTIONS)
+    message["index"], message["handle"], message["parent"] = index, handle, TC_H_ROOT
+    message["attrs"] = [["TCA_KIND", "tbf"], ["TCA_OPTIONS", {"attrs": options}]]
+    return message
+
+
+def tbf_of(qdisc: Any) -> KernelTbf:
+    """A TBF qdisc's parameters, from its options' bytes (pyroute2 does not decode the 64-bit rate)."""
+    options = qdisc.get_attr("TCA_OPTIONS")
+    raw = bytes(options.data[options.offset + _NLA_HEADER.size : options.offset + options.length])
+    attributes, position = {}, 0
+    while position + _NLA_HEADER.size <= len(raw):
+        length, kind = _NLA_HEADER.unpack_from(raw, position)
+        attributes[kind & 0x3FFF] = raw[position + _NLA_HEADER.size : position + length]
+        position += (length + 3) & ~3
+    fields = _TBF_QOPT.unpack(attributes[TCA_TBF_PARMS][: _TBF_QOPT.size])
+    overhead, rate, limit, buffer = fields[2], fields[5], fields[12], fields[13]
+    if TCA_TBF_RATE64 in attributes:
+        rate = struct.unpack("=Q", attributes[TCA_TBF_RATE64][:8])[0]
+    return KernelTbf(rate, buffer, limit, overhead)
 
 
 def htb_classes(ipr: Any, index: int) -> list[tuple[KernelClass, Any]]:

@@ -13,15 +13,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from isolane.linux.htb import ROOT_HANDLE
-from isolane.linux.netlink import CREATE, RTM_DELQDISC, RTM_NEWTFILTER, LinuxError, link_index, open_netns, pyroute2_module, qdisc_message, request, u32_message
+from isolane.linux.netlink import (
+    CREATE,
+    RTM_DELQDISC,
+    RTM_NEWTFILTER,
+    LinuxError,
+    link_index,
+    open_netns,
+    pyroute2_module,
+    request,
+    root_delete_message,
+    u32_message,
+)
 from isolane.linux.u32 import ETH_P_IP
 
 ETH_P_ALL = 0x0003
 CLSACT_EGRESS = 0xFFFF_FFF3
 FEATURES = ("veth", "vxlan", "htb", "tbf", "u32", "clsact", "mirred", "af_packet")
 """What isolane's Linux integration uses: veth and vxlan for tests and discovery, HTB and u32 for
-``apply``, TBF, clsact and mirred for later enforcement paths, AF_PACKET for live capture."""
+``apply``, TBF for ``apply --mode tbf``, clsact and mirred for later enforcement paths, AF_PACKET for live capture."""
 APPLY_NEEDS = ("htb", "u32")
+TBF_NEEDS = ("tbf",)
 
 
 @dataclass(frozen=True)
@@ -113,7 +125,7 @@ def _probe_in(ipr: Any) -> dict[str, Feature]:
 
 def _add_and_delete_tbf(ipr: Any, index: int) -> None:
     ipr.tc("add", "tbf", index, ROOT_HANDLE, rate="1mbit", burst=16384, latency=50000)
-    request(ipr, qdisc_message(index, None), RTM_DELQDISC, 0, "deleting the TBF root")
+    request(ipr, root_delete_message(index, ROOT_HANDLE, "tbf"), RTM_DELQDISC, 0, "deleting the TBF root")
 
 
 def _add_and_delete_vxlan(ipr: Any) -> None:

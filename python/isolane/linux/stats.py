@@ -1,12 +1,13 @@
-"""The kernel's per-class counters, read through netlink and named by the plan
-(``isolane linux stats``). tc sends no change notifications: read again to see new counts."""
+"""The kernel's per-class counters (HTB) or per-device counters (TBF), read through netlink and
+named by the plan (``isolane linux stats``). tc sends no change notifications: read again to see new counts."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from isolane.linux.htb import HtbPlan, format_handle
-from isolane.linux.netlink import htb_classes, link_index, open_netns
+from isolane.linux.netlink import LinuxError, htb_classes, link_index, open_netns, root_message
+from isolane.linux.tbf import TBF_HANDLE, TbfPlan
 
 
 def read_stats(plan: HtbPlan, dev: str, netns: str | None = None) -> list[dict[str, Any]]:
@@ -24,7 +25,6 @@ def read_stats(plan: HtbPlan, dev: str, netns: str | None = None) -> list[dict[s
     order = {classid: n for n, classid in enumerate(planned)}
     rows = []
     for kernel, message in sorted(found, key=lambda pair: order.get(pair[0].classid, len(order))):
-        basic, queue = _counters(message)
         cls = planned.get(kernel.classid)
         rows.append(
             {
@@ -33,22 +33,42 @@ def read_stats(plan: HtbPlan, dev: str, netns: str | None = None) -> list[dict[s
                 "tenant": cls.tenant if cls else None,
                 "cls": cls.cls if cls else None,
                 "class": cls.class_name if cls else None,
-                "packets": basic.get("packets", 0),
-                "bytes": basic.get("bytes", 0),
-                "drops": queue.get("drops", 0),
-                "overlimits": queue.get("overlimits", 0),
-                "backlog_bytes": queue.get("backlog", 0),
-                "backlog_packets": queue.get("qlen", 0),
+                **_counters(message),
             }
         )
     return rows
 
 
-def _counters(message: Any) -> tuple[dict[str, int], dict[str, int]]:
+def read_tbf_stats(plan: TbfPlan, netns: str | None = None) -> list[dict[str, Any]]:
+    """The counters of the TBF root of every device of ``plan``, in its order: the keys of
+    :func:`read_stats`, with ``dev`` (the vxlan device), ``classid`` ``1:`` (the qdisc's handle)
+    and ``role`` ``tenant``; ``cls`` and ``class`` are None (TBF has no classes). ``bytes`` are
+    the inner frames the device passed (without the tunnel headers TBF charges as overhead). A
+    :class:`LinuxError` when a device has no isolane TBF root."""
+    rows = []
+    with open_netns(netns) as ipr:
+        for qdisc in plan.qdiscs:
+            message = root_message(ipr, link_index(ipr, qdisc.dev))
+            if message is None or (message.get_attr("TCA_KIND"), int(message["handle"])) != ("tbf", TBF_HANDLE):
+                raise LinuxError(f"{qdisc.dev} has no isolane TBF root (apply it first: isolane linux apply --mode tbf)")
+            identity = {"dev": qdisc.dev, "classid": format_handle(TBF_HANDLE), "role": "tenant", "tenant": qdisc.tenant_name, "cls": None, "class": None}
+            rows.append(identity | _counters(message))
+    return rows
+
+
+def _counters(message: Any) -> dict[str, int]:
+    """A class's or qdisc's counters (0 where the kernel gave none)."""
     stats2 = message.get_attr("TCA_STATS2")
-    if stats2 is None:
-        return {}, {}
-    return dict(stats2.get_attr("TCA_STATS_BASIC") or {}), dict(stats2.get_attr("TCA_STATS_QUEUE") or {})
+    basic = dict(stats2.get_attr("TCA_STATS_BASIC") or {}) if stats2 is not None else {}
+    queue = dict(stats2.get_attr("TCA_STATS_QUEUE") or {}) if stats2 is not None else {}
+    return {
+        "packets": basic.get("packets", 0),
+        "bytes": basic.get("bytes", 0),
+        "drops": queue.get("drops", 0),
+        "overlimits": queue.get("overlimits", 0),
+        "backlog_bytes": queue.get("backlog", 0),
+        "backlog_packets": queue.get("qlen", 0),
+    }
 
 
 WRAPPING = ("packets", "drops", "overlimits")
@@ -62,24 +82,30 @@ class StatsPoller:
     10 million packets per second, every 7 minutes). A class deleted and made again (a new apply)
     starts again from its new counts."""
 
-    def __init__(self, plan: HtbPlan, dev: str, netns: str | None = None) -> None:
+    def __init__(self, plan: HtbPlan | TbfPlan, dev: str | None = None, netns: str | None = None) -> None:
+        if isinstance(plan, HtbPlan) and dev is None:
+            raise ValueError("an HTB plan's counters are read from its device: give dev")
         self.plan, self.dev, self.netns = plan, dev, netns
-        self._previous: dict[str, dict[str, int]] = {}
+        self._previous: dict[tuple[str | None, str], dict[str, int]] = {}
 
     def read(self) -> list[dict[str, Any]]:
-        """:func:`read_stats`, with ``packets``, ``drops`` and ``overlimits`` unwrapped."""
+        """:func:`read_stats` (:func:`read_tbf_stats` for a TBF plan), with ``packets``, ``drops`` and ``overlimits`` unwrapped."""
+        if isinstance(self.plan, TbfPlan):
+            return self.carry(read_tbf_stats(self.plan, self.netns))
+        assert self.dev is not None
         return self.carry(read_stats(self.plan, self.dev, self.netns))
 
     def carry(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``rows`` (one reading) with the 32-bit counters carried past their wraps since the previous reading."""
         out = []
         for row in rows:
-            previous = self._previous.get(row["classid"])
+            key = (row.get("dev"), row["classid"])
+            previous = self._previous.get(key)
             unwrapped = dict(row)
             if previous is not None:
-                for key in WRAPPING:
-                    unwrapped[key] = unwrap_32(previous[key], row[key])
-            self._previous[row["classid"]] = {key: unwrapped[key] for key in WRAPPING}
+                for counter in WRAPPING:
+                    unwrapped[counter] = unwrap_32(previous[counter], row[counter])
+            self._previous[key] = {counter: unwrapped[counter] for counter in WRAPPING}
             out.append(unwrapped)
         return out
 
