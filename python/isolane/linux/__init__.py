@@ -1,18 +1,20 @@
 """isolane beside a Linux network stack (``docs/linux.md``; needs ``isolane[linux]``, i.e.
 pyroute2): probe the kernel's features, discover a namespace's VXLAN tenants, push a policy's
 guarantees and ceilings as an HTB tree with u32 filters on the VNI, read the kernel's counters
-back.
+back; export an engine's counters as Prometheus metrics.
 
 One module per job: :mod:`probe` (kernel features), :mod:`discover` (vxlan devices, policy
 skeleton), :mod:`htb` (the plan, pure Python), :mod:`u32` (what its filters match), :mod:`tc` (the plan as tc commands), :mod:`apply`
-(the plan through netlink, and back out), :mod:`stats` (counters), :mod:`netlink` (pyroute2).
-Importing this package does not import pyroute2; the functions that talk to the kernel do."""
+(the plan through netlink, and back out), :mod:`stats` (counters), :mod:`netlink` (pyroute2),
+:mod:`metrics` (Prometheus, with prometheus_client). Importing this package imports neither
+pyroute2 nor prometheus_client; the functions that need them do."""
 
 from __future__ import annotations
 
 from isolane.linux.apply import apply_plan, remove
 from isolane.linux.discover import VxlanDevice, discover_vxlan, policy_skeleton
 from isolane.linux.htb import HtbClass, HtbPlan, plan_htb
+from isolane.linux.metrics import EngineCollector, MetricsAddressError, MetricsServer, parse_metrics_address, serve
 from isolane.linux.netlink import LinuxError
 from isolane.linux.probe import Feature, Features, probe_features
 from isolane.linux.stats import StatsPoller, read_stats
@@ -20,20 +22,25 @@ from isolane.linux.tc import tc_commands
 from isolane.linux.u32 import U32Filter
 
 __all__ = [
+    "EngineCollector",
     "Feature",
     "Features",
     "HtbClass",
     "HtbPlan",
     "LinuxError",
+    "MetricsAddressError",
+    "MetricsServer",
     "StatsPoller",
     "U32Filter",
     "VxlanDevice",
     "apply_plan",
     "discover_vxlan",
+    "parse_metrics_address",
     "plan_htb",
     "policy_skeleton",
     "probe_features",
     "read_stats",
     "remove",
+    "serve",
     "tc_commands",
 ]
