@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import socket
+import subprocess
 import sys
 import threading
 import urllib.request
@@ -313,6 +314,11 @@ def test_without_prometheus_client_serving_says_how_to_install_it(monkeypatch: p
     with pytest.raises(ImportError, match="prometheus_client"):
         EngineCollector(engine)
     assert parse_metrics_address(":9464") == ("0.0.0.0", 9464), "addresses are read without it"
+
+
+def test_importing_the_module_imports_neither_prometheus_client_nor_pyroute2() -> None:
+    code = "import sys, isolane.linux, isolane.linux.metrics; print(sorted({'prometheus_client', 'pyroute2'} & set(sys.modules)))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
 
 
 def test_the_collector_checks_what_it_is_given(prometheus: Any) -> None:
