@@ -43,7 +43,7 @@ pub use inputs::{BurstRow, ClassInput, MeterRow, OverloadRow, PortInput, Profile
 pub use spec::{
     Arrival, BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos,
 };
-pub use stats::{stats_fields, QosCounters, QosStats, StatsKey, StatsRow};
+pub use stats::{stats_fields, DelayHistograms, QosCounters, QosStats, StatsKey, StatsRow};
 use stats::{RowCounters, StatsNames};
 
 /// A packet's time as the enforcer reads it (a negative timestamp is 0).
@@ -714,8 +714,19 @@ impl Enforcer {
     /// [`stats_tenants`](Enforcer::stats_tenants).
     pub fn stats_rows(&mut self) -> Vec<StatsRow> {
         let stats = self.stats();
+        self.rows_of(&stats)
+    }
+
+    /// [`stats_rows`](Enforcer::stats_rows) with each row's queueing delays at or below each of
+    /// `edges_ns` and their sum, read at one time.
+    pub fn delay_histograms(&mut self, edges_ns: &[u64]) -> DelayHistograms {
+        let stats = self.stats();
+        DelayHistograms::new(self.rows_of(&stats), &stats, edges_ns)
+    }
+
+    fn rows_of(&mut self, stats: &[(StatsKey, QosStats)]) -> Vec<StatsRow> {
         let names = &mut self.stats_names;
-        stats.into_iter().map(|((tenant, cls), qos)| StatsRow::new(tenant.map_or(-1, |name| names.index_of(&name)), cls, &qos)).collect()
+        stats.iter().map(|((tenant, cls), qos)| StatsRow::new(tenant.as_ref().map_or(-1, |name| names.index_of(name)), *cls, qos)).collect()
     }
 
     /// Tenant names, by the `tenant` of statistics rows (a name keeps its index once given).

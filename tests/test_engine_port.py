@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+import isolane
 from isolane import Engine, Outcome, Policy
+from isolane.engine import stats_key
 from support.port_reference import Port, port_queues, process_with_port
 from test_engine_qos import QOS_FIELDS, VERDICT_FIELDS, policy, random_meter, random_shaper, records
 
@@ -435,3 +437,37 @@ def test_without_a_reserve_many_floods_take_a_guaranteed_tenants_packets(alpha: 
     engine.process(rows)
     calm = next(s for s in engine.stats() if s["tenant"] == "t0" and s["cls"] == 0)
     assert port_drops(calm) > 0, calm["outcomes"]
+
+
+@pytest.mark.parametrize("seed, coarse", PORT_CASES[:6])
+def test_delay_histograms_count_the_reference_delays_at_each_edge(seed: int, coarse: bool) -> None:
+    """Engine.delay_histograms against numpy over the reference's delays: exact counts at the
+    default edges (the tops of buckets) and an exact sum; at other edges, only delays within 1/64
+    below the edge may be missing."""
+    pol, rows, rng = random_case(seed, coarse)
+    engine = Engine(pol)
+    processed, ends = process_cut(engine, rows, rng, batches=3)
+    engine.drain()
+    _, expected = process_with_port(pol.compile_qos(), rows, processed[VERDICT_FIELDS], ends, drain=True, keep_delays=True)
+    odd_edges = np.array([1, 100, 1000, 10_000, 123_456, 10**6, 10**7, 2**40], dtype=np.uint64)
+    for edges in (np.array(isolane.DELAY_EDGES_NS, dtype=np.uint64), odd_edges):
+        histograms = engine.delay_histograms(edges)
+        assert histograms.rows.tobytes() == engine.stats_array().tobytes()
+        assert histograms.at_or_below.shape == (len(histograms.rows), len(edges))
+        for row, at_or_below, sum_ns in zip(histograms.rows, histograms.at_or_below, histograms.sum_ns):
+            delays = np.array(expected[stats_key(row, histograms.tenants)]["delays"], dtype=np.uint64)
+            exact = (delays[:, None] <= edges[None, :]).sum(axis=0)
+            assert sum_ns == sum(delays.tolist())
+            if edges is odd_edges:
+                near = ((delays[:, None] <= edges[None, :]) & (delays[:, None] * 64 >= edges[None, :] * 63)).sum(axis=0)
+                assert ((at_or_below <= exact) & (at_or_below >= exact - near)).all(), (at_or_below, exact)
+            else:
+                assert at_or_below.tolist() == exact.tolist()
+    assert sum(histograms.sum_ns) > 0, "the case puts packets through the port's queues"
+
+
+@pytest.mark.parametrize("edges", [[5, 5], [10, 3], [-1, 4], [1.5], [2**64]])
+def test_delay_histogram_edges_are_checked(edges: list[Any]) -> None:
+    engine = Engine(policy({"tenants": [{"name": "a", "vnis": [1]}]}))
+    with pytest.raises(isolane.EngineError, match="edges must be increasing whole ns"):
+        engine.delay_histograms(edges)

@@ -343,6 +343,13 @@ class Engine:
         """QoS statistics, one row per (tenant, class id) seen (raw bytes of a STATS_DTYPE array):
         counters by colour and outcome, packets in flight to the port, queueing delay quantiles."""
 
+    def delay_histograms(
+        self, edges_ns: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint64], list[int], list[str]]:
+        """The statistics rows (raw bytes of a STATS_DTYPE array) with, per row, the queueing delays
+        at or below each of `edges_ns` (rows x edges) and their exact sum in ns, and the tenant
+        names the rows index: one reading, taken while no batch runs."""
+
     def stats_tenants(self) -> list[str]:
         """Tenant names, by the `tenant` of statistics rows."""
 

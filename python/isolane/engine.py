@@ -63,6 +63,11 @@ STATS_DTYPE: np.dtype = dtype_of(_core.stats_layout())
 :class:`Outcome`; ``pending`` always 0), ``in_flight``, ``delay_count`` and ``delay_p50_ns``,
 ``delay_p99_ns``, ``delay_p999_ns``, ``delay_max_ns`` (all 0 where ``delay_count`` is 0)."""
 
+DELAY_EDGES_NS: tuple[int, ...] = (0, *(2**k - 1 for k in range(7, 31)))
+"""The default edges of :meth:`Engine.delay_histograms`: 0 (no wait), then 2^k - 1 ns from 127 ns
+to about 1.07 s. Each is the top of a histogram bucket, so the counts at them are exact (delays
+are whole ns: at or below 2^k - 1 is below 2^k)."""
+
 DEFAULT_POLLS = ("1s", "100ms", "10ms", "1ms")
 """The polling intervals of the polled views, as a switch's counters are read."""
 
@@ -92,6 +97,23 @@ class UpdateReport:
     """Tenants patched by one rule insertion, removal or replacement."""
     rebuilt: int
     """Tenants whose tables were built anew (new tenants, larger changes)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DelayHistograms:
+    """:meth:`Engine.delay_histograms`: the statistics rows with their queueing delays at the port
+    cut at fixed edges, from one reading."""
+
+    rows: npt.NDArray[np.void]
+    """The statistics rows (:data:`STATS_DTYPE`), as :meth:`Engine.stats_array` gives them."""
+    tenants: list[str]
+    """Tenant names by the rows' ``tenant`` (:attr:`Engine.stats_tenants`)."""
+    edges_ns: npt.NDArray[np.uint64]
+    """The edges asked for, ns."""
+    at_or_below: npt.NDArray[np.uint64]
+    """Rows x edges: the delays at or below each edge (cumulative, as Prometheus's ``le``)."""
+    sum_ns: list[int]
+    """Per row, the exact sum of its delays in ns (Python ints: it may pass 2^64)."""
 
 
 class PacketsBytes(TypedDict):
@@ -398,6 +420,21 @@ class Engine:
         :attr:`stats_tenants`. In every row, ``packets`` = ``outcome_packets.sum()`` +
         ``in_flight``."""
         return self._core.qos_stats().view(STATS_DTYPE)
+
+    def delay_histograms(self, edges_ns: Iterable[int] | npt.NDArray[np.integer[Any]] = DELAY_EDGES_NS) -> DelayHistograms:
+        """The statistics rows (as :meth:`stats_array`) with, per row, how many queueing delays at
+        the port were at or below each of ``edges_ns`` (increasing, ns) and their exact sum, from
+        one reading taken between batches (``docs/linux.md``, "Prometheus metrics"). A count is
+        exact where its edge is the top of a bucket of the delay histogram (every edge below 128,
+        every ``2^k - 1``; :data:`DELAY_EDGES_NS`); at another edge the delays of the bucket
+        holding it, all within 1/64 below the edge, are left out."""
+        given = edges_ns.tolist() if isinstance(edges_ns, np.ndarray) else list(edges_ns)
+        whole = all(isinstance(edge, int) and not isinstance(edge, bool) and 0 <= edge < 2**64 for edge in given)
+        if not whole or any(a >= b for a, b in zip(given, given[1:])):
+            raise _core.EngineError(f"delay histogram edges must be increasing whole ns from 0 to 2^64 - 1, got {given!r}")
+        edges = np.array(given, dtype=np.uint64)
+        rows, at_or_below, sum_ns, tenants = self._core.delay_histograms(edges)
+        return DelayHistograms(rows.view(STATS_DTYPE), tenants, edges, at_or_below, sum_ns)
 
     @property
     def stats_tenants(self) -> list[str]:

@@ -158,6 +158,26 @@ impl StatsRow {
     }
 }
 
+/// The statistics rows with their queueing delays cut at fixed edges, as a Prometheus histogram
+/// exports them, from one reading of the statistics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelayHistograms {
+    pub rows: Vec<StatsRow>,
+    /// Row after row, one count per edge: the delays at or below it
+    /// ([`LogHistogram::count_at_or_below`]: exact at the top of a bucket).
+    pub at_or_below: Vec<u64>,
+    /// Per row, the exact sum of its delays in ns.
+    pub sum_ns: Vec<u128>,
+}
+
+impl DelayHistograms {
+    pub(super) fn new(rows: Vec<StatsRow>, stats: &[(StatsKey, QosStats)], edges_ns: &[u64]) -> DelayHistograms {
+        let delays = || stats.iter().map(|(_, qos)| &qos.delay_ns);
+        let at_or_below = delays().flat_map(|delay| edges_ns.iter().map(|&edge| delay.count_at_or_below(edge))).collect();
+        DelayHistograms { rows, at_or_below, sum_ns: delays().map(LogHistogram::sum).collect() }
+    }
+}
+
 /// The row's fields for numpy: (name, numpy type, byte offset).
 pub fn stats_fields() -> Vec<(&'static str, String, usize)> {
     use std::mem::offset_of;

@@ -213,7 +213,21 @@ fn assert_rows_match_stats(e: &mut Enforcer) -> Vec<StatsRow> {
         );
         assert_eq!(row.outcome_packets.iter().sum::<u64>() + row.in_flight, row.packets, "{key:?}: outcomes + in flight = packets in");
     }
+    assert_delay_histograms_follow_rows(e, &rows);
     rows
+}
+
+/// The histograms' rows are the statistics rows; their counts are the rows' delays at each edge.
+fn assert_delay_histograms_follow_rows(e: &mut Enforcer, rows: &[StatsRow]) {
+    let edges = [0, 127, 1023, (1 << 20) - 1, u64::MAX];
+    let histograms = e.delay_histograms(&edges);
+    assert_eq!(histograms.rows, rows);
+    for ((row, (_, stats)), at_or_below) in rows.iter().zip(e.stats()).zip(histograms.at_or_below.chunks(edges.len())) {
+        assert_eq!(at_or_below, edges.map(|edge| stats.delay_ns.count_at_or_below(edge)));
+        assert_eq!(at_or_below[edges.len() - 1], row.delay_count, "every delay is at or below u64::MAX");
+    }
+    let sums: Vec<u128> = e.stats().iter().map(|(_, stats)| stats.delay_ns.sum()).collect();
+    assert_eq!(histograms.sum_ns, sums);
 }
 
 /// `isolane.STATS_DTYPE` is read from these fields: they must tile the row, no byte unnamed.

@@ -1,7 +1,7 @@
 //! The `Engine` class: the compiler's typed results read as they are (`FromPyObject`), the
 //! processed and verdict record layouts, and the statistics it reports.
 
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -123,6 +123,12 @@ impl OpArg<'_> {
         }
     }
 }
+
+/// A tenant's or class's adaptive profiles: name, class id, packets by profile, switches.
+type ProfileCountsRow = (String, Option<u16>, [u64; 3], u64);
+
+/// Statistics rows (bytes), delays at or below each edge (rows x edges), delay sums, tenant names.
+type DelayHistogramsOut<'py> = (Bound<'py, PyArray1<u8>>, Bound<'py, PyArray2<u64>>, Vec<u128>, Vec<String>);
 
 /// The engine: compiled policy tables, swapped atomically by `update`.
 #[pyclass(frozen, module = "isolane._core")]
@@ -265,14 +271,14 @@ impl Engine {
 
     /// Per tenant and class that had profiles, by name and class id (None: the tenant's own):
     /// packets enforced under each profile (by `ProfileId`) and switches.
-    fn profile_counts(&self) -> Vec<(String, Option<u16>, [u64; 3], u64)> {
-        let counts = self.engine.with_enforcer(|enforcer| enforcer.profile_counts());
-        counts.into_iter().map(|(name, cls, c)| (name, cls, c.packets, c.switches)).collect()
+    fn profile_counts(&self, py: Python<'_>) -> PyResult<Vec<ProfileCountsRow>> {
+        let counts = without_gil(py, || self.engine.with_enforcer(|enforcer| enforcer.profile_counts()))?;
+        Ok(counts.into_iter().map(|(name, cls, c)| (name, cls, c.packets, c.switches)).collect())
     }
 
     /// One dict per scope watched for bursts: its setting, totals and polled views.
     fn burst_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let stats = self.engine.with_enforcer(|enforcer| enforcer.burst_stats());
+        let stats = without_gil(py, || self.engine.with_enforcer(|enforcer| enforcer.burst_stats()))?;
         PyList::new(py, stats.iter().map(|scope| burst_stats_dict(py, scope)).collect::<PyResult<Vec<_>>>()?)
     }
 
@@ -284,6 +290,17 @@ impl Engine {
         Ok(PyArray1::from_vec(py, rows))
     }
 
+    /// The statistics rows (raw bytes of a STATS_DTYPE array) with, per row, the queueing delays
+    /// at or below each of `edges_ns` (rows x edges) and their exact sum in ns, and the tenant
+    /// names the rows index: one reading, taken while no batch runs.
+    fn delay_histograms<'py>(&self, py: Python<'py>, edges_ns: PyReadonlyArray1<'py, u64>) -> PyResult<DelayHistogramsOut<'py>> {
+        let edges = edges_ns.as_slice()?;
+        let (histograms, names) = without_gil(py, || self.engine.with_enforcer(|enforcer| (enforcer.delay_histograms(edges), enforcer.stats_tenants())))?;
+        let rows = PyArray1::from_vec(py, bytemuck::cast_slice::<StatsRow, u8>(&histograms.rows).to_vec());
+        let at_or_below = PyArray1::from_vec(py, histograms.at_or_below).reshape([histograms.rows.len(), edges.len()])?;
+        Ok((rows, at_or_below, histograms.sum_ns, names))
+    }
+
     /// Tenant names, by the `tenant` of statistics rows.
     fn stats_tenants(&self) -> Vec<String> {
         self.engine.with_enforcer(|enforcer| enforcer.stats_tenants())
@@ -293,7 +310,7 @@ impl Engine {
     /// packets by reason.
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for (name, counters) in self.engine.counters() {
+        for (name, counters) in without_gil(py, || self.engine.counters())? {
             let entry = PyDict::new(py);
             entry.set_item("packets", counters.packets.to_vec())?;
             entry.set_item("bytes", counters.bytes.to_vec())?;

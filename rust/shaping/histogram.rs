@@ -6,6 +6,11 @@
 //! the bucket holding it (kept within the exact minimum and maximum), which is off by at most
 //! half a bucket: relative error <= 1/128 (0.78%). The bucket array grows only up to the largest
 //! value seen: about 5 KB for microsecond delays, 13 KB for seconds, 30 KB at most.
+//!
+//! For export as a Prometheus histogram it also keeps the exact sum of the samples and counts
+//! the samples at or below an edge: exactly where the edge is the top of a bucket (every value
+//! below 64, and `2^k - 1` or `(64 + s) x 2^j - 1` above), else leaving out the bucket that
+//! straddles the edge (samples within 1/64 below it).
 
 const SUB_BITS: u32 = 6;
 const SUB_BUCKETS: usize = 1 << SUB_BITS;
@@ -14,6 +19,8 @@ const SUB_BUCKETS: usize = 1 << SUB_BITS;
 pub struct LogHistogram {
     counts: Vec<u64>,
     total: u64,
+    /// Exact: u128 holds 2^64 samples of the largest u64.
+    sum: u128,
     min: u64,
     max: u64,
 }
@@ -35,6 +42,7 @@ impl LogHistogram {
         self.min = if self.total == 0 { value } else { self.min.min(value) };
         self.max = self.max.max(value);
         self.total += 1;
+        self.sum += u128::from(value);
     }
 
     /// Adds every sample of `other`, as if each had been recorded here.
@@ -51,10 +59,31 @@ impl LogHistogram {
         self.min = if self.total == 0 { other.min } else { self.min.min(other.min) };
         self.max = self.max.max(other.max);
         self.total += other.total;
+        self.sum += other.sum;
     }
 
     pub fn count(&self) -> u64 {
         self.total
+    }
+
+    /// The exact sum of the samples.
+    pub fn sum(&self) -> u128 {
+        self.sum
+    }
+
+    /// The samples at or below `edge`: exact where `edge` is the top of a bucket
+    /// ([`is_exact_edge`]), at or above the smallest sample or the largest; elsewhere the
+    /// samples of the bucket holding `edge` are left out (all of them within 1/64 below `edge`).
+    pub fn count_at_or_below(&self, edge: u64) -> u64 {
+        if self.total == 0 || edge < self.min {
+            return 0;
+        }
+        if edge >= self.max {
+            return self.total;
+        }
+        let index = bucket_index(edge);
+        let whole_buckets = if is_exact_edge(edge) { index + 1 } else { index };
+        self.counts[..whole_buckets.min(self.counts.len())].iter().sum()
     }
 
     /// The exact smallest sample (0 when empty).
@@ -113,6 +142,12 @@ fn bucket_index(value: u64) -> usize {
     group * SUB_BUCKETS + sub
 }
 
+/// Whether `edge` is the top of a bucket, where [`LogHistogram::count_at_or_below`] is exact.
+pub fn is_exact_edge(edge: u64) -> bool {
+    let (low, width) = bucket_bounds(bucket_index(edge));
+    edge - low == width - 1
+}
+
 /// The lower edge and width of a bucket.
 fn bucket_bounds(index: usize) -> (u64, u64) {
     let group = index / SUB_BUCKETS;
@@ -132,4 +167,88 @@ fn bucket_middle(index: usize) -> u64 {
 #[cfg(test)]
 pub(super) fn bounds_of(value: u64) -> (u64, u64) {
     bucket_bounds(bucket_index(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn histogram_of(samples: &[u64]) -> LogHistogram {
+        let mut histogram = LogHistogram::new();
+        for &sample in samples {
+            histogram.record(sample);
+        }
+        histogram
+    }
+
+    fn brute_at_or_below(samples: &[u64], edge: u64) -> u64 {
+        samples.iter().filter(|&&sample| sample <= edge).count() as u64
+    }
+
+    /// Samples spread over many powers of two: `top` bits, shifted right by up to `spread`.
+    fn samples() -> impl Strategy<Value = Vec<u64>> {
+        (1u32..48, 0u32..40)
+            .prop_flat_map(|(top, spread)| proptest::collection::vec((0..1u64 << top, 0..=spread), 1..2000))
+            .prop_map(|pairs| pairs.into_iter().map(|(value, shift)| value >> shift).collect())
+    }
+
+    #[test]
+    fn exact_edges_are_the_tops_of_buckets() {
+        let tops: Vec<u64> = (0..200).filter(|&edge| is_exact_edge(edge)).collect();
+        let expected: Vec<u64> = (0..128).chain((129..200).step_by(2)).collect();
+        assert_eq!(tops, expected);
+        for k in 1..64 {
+            assert!(is_exact_edge((1 << k) - 1), "2^{k} - 1");
+        }
+        for k in 7..64 {
+            assert!(!is_exact_edge(1 << k), "2^{k} is the bottom of a bucket 2^{} wide", k - 6);
+        }
+        assert!(is_exact_edge(u64::MAX));
+    }
+
+    #[test]
+    fn an_empty_histogram_counts_nothing() {
+        let empty = LogHistogram::new();
+        assert_eq!((empty.count_at_or_below(0), empty.count_at_or_below(u64::MAX), empty.sum()), (0, 0, 0));
+    }
+
+    #[test]
+    fn the_sum_is_exact_past_u64() {
+        let mut merged = histogram_of(&[u64::MAX, u64::MAX, 3]);
+        merged.merge(&histogram_of(&[u64::MAX, 5]));
+        assert_eq!(merged.sum(), 3 * u128::from(u64::MAX) + 8);
+        assert_eq!(merged.count_at_or_below(u64::MAX - 1), 2);
+    }
+
+    proptest! {
+        #[test]
+        fn counts_at_or_below_agree_with_a_brute_force_count(samples in samples(), picks in proptest::collection::vec(any::<u64>(), 1..40)) {
+            let histogram = histogram_of(&samples);
+            prop_assert_eq!(histogram.sum(), samples.iter().map(|&s| u128::from(s)).sum::<u128>());
+            let top = samples.iter().max().unwrap() * 2 + 2;
+            // Edges at the samples, next to them and anywhere below twice the largest.
+            let edges = samples.iter().take(40).flat_map(|&s| [s, s.saturating_sub(1), s + 1]).chain(picks.iter().map(|p| p % top));
+            for edge in edges {
+                let (counted, exact) = (histogram.count_at_or_below(edge), brute_at_or_below(&samples, edge));
+                if is_exact_edge(edge) {
+                    prop_assert_eq!(counted, exact, "edge {}", edge);
+                } else {
+                    // Only the samples of the bucket straddling the edge, within 1/64 below it, are left out.
+                    let (low, _) = bucket_bounds(bucket_index(edge));
+                    let straddling = samples.iter().filter(|&&s| (low..=edge).contains(&s)).count() as u64;
+                    prop_assert!(counted <= exact && exact - counted <= straddling, "edge {}: {} of {}", edge, counted, exact);
+                    prop_assert!((edge - low) * 64 <= edge);
+                }
+            }
+        }
+
+        #[test]
+        fn merging_keeps_counts_and_sum(samples in samples(), cut in any::<prop::sample::Index>()) {
+            let (first, second) = samples.split_at(cut.index(samples.len()));
+            let mut merged = histogram_of(first);
+            merged.merge(&histogram_of(second));
+            prop_assert_eq!(merged, histogram_of(&samples));
+        }
+    }
 }

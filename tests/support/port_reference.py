@@ -307,11 +307,12 @@ def histogram_quantiles(delays: list[int]) -> dict[str, int | None]:
 
 
 def process_with_port(
-    qos: CompiledQos, records: np.ndarray, verdicts: np.ndarray, batch_ends: list[int], drain: bool = False
+    qos: CompiledQos, records: np.ndarray, verdicts: np.ndarray, batch_ends: list[int], drain: bool = False, keep_delays: bool = False
 ) -> tuple[np.ndarray, dict[tuple[Any, Any], dict[str, Any]]]:
     """Rows (color, outcome, dscp, release_ns) and stats by (tenant name, class id) of
     `Engine.process` called on `records` cut at `batch_ends` (each batch's end index), then
-    `Engine.drain` if `drain` (the stats then; the rows are what the batches returned)."""
+    `Engine.drain` if `drain` (the stats then; the rows are what the batches returned);
+    `keep_delays`: each entry also holds its queueing delays in ns (`delays`)."""
     assert qos.port_rate > 0
     meters_and_shapers = Reference(qos)
     rows = np.array([meters_and_shapers.packet(r, v) for r, v in zip(records, verdicts)], dtype=np.int64).reshape(-1, 4)
@@ -363,5 +364,6 @@ def process_with_port(
         packets, size = entry["outcomes"].get(name, (0, 0))
         entry["outcomes"][name] = (packets + 1, size + sizes[i])
     for entry in stats.values():
-        entry["delay_ns"] = histogram_quantiles(entry.pop("delays"))
+        delays = entry["delays"] if keep_delays else entry.pop("delays")
+        entry["delay_ns"] = histogram_quantiles(delays)
     return rows, stats
