@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
-VNI_PRIO = {ETH_P_IP: 1, ETH_P_IPV6: 2}
-"""The VNI filters' priorities: u32 filters of different protocols need different priorities."""
-UNMATCHED_PRIO = {ETH_P_IP: 3, ETH_P_IPV6: 4}
+VNI_PRIO = {ETH_P_IP: 60001, ETH_P_IPV6: 60002}
+"""The VNI filters' priorities: after the tenants' rules (:mod:`isolane.linux.rules`, from 1 on);
+u32 filters of different protocols need different priorities."""
+UNMATCHED_PRIO = {ETH_P_IP: 60003, ETH_P_IPV6: 60004}
 IPV6_EXTENSION_HEADERS = {0: "hop-by-hop options", 43: "routing", 44: "fragment", 60: "destination options"}
 FRAGMENT_OFFSET_BITS = 13
 
@@ -27,7 +28,8 @@ U32Key = tuple[int, int, int]
 @dataclass(frozen=True)
 class U32Filter:
     """A u32 filter on the root: packets of ``protocol`` whose keys all match go to ``classid``.
-    ``label`` says what it matches; a VNI filter also names its tenant, VNI and UDP port."""
+    ``label`` says what it matches; a VNI filter also names its tenant, VNI and UDP port, a rule
+    filter also its rule (its index in the tenant's ``rules``)."""
 
     prio: int
     protocol: int
@@ -37,6 +39,7 @@ class U32Filter:
     tenant: str | None = None
     vni: int | None = None
     udp_port: int | None = None
+    rule: int | None = None
 
 
 def _ipv4_udp(ihl: int) -> tuple[U32Key, ...]:
