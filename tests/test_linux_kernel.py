@@ -169,6 +169,11 @@ def test_remove_goes_back_to_the_default_qdisc_once(clean: None) -> None:
 def test_dry_run_commands_build_the_same_classes_and_filters(clean: None) -> None:
     plan = _plan()
     apply_plan(plan, "va0", A)
+    assert_tc_builds_what_apply_made(plan)
+
+
+def assert_tc_builds_what_apply_made(plan: HtbPlan) -> None:
+    """The dry run's commands, run in a fresh namespace, make the tree apply made on A's va0."""
     subprocess.run(["ip", "netns", "del", FRESH], capture_output=True)
     try:
         run("ip", "netns", "add", FRESH)
