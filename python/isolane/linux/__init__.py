@@ -1,10 +1,11 @@
 """isolane beside a Linux network stack (``docs/linux.md``; needs ``isolane[linux]``, i.e.
 pyroute2): probe the kernel's features, discover a namespace's VXLAN tenants, push a policy's
-guarantees and ceilings as an HTB tree with u32 filters on the VNI, read the kernel's counters
-back.
+guarantees and ceilings as an HTB tree with u32 filters on the VNI and the tenants' rules, read
+the kernel's counters back.
 
 One module per job: :mod:`probe` (kernel features), :mod:`discover` (vxlan devices, policy
-skeleton), :mod:`htb` (the plan, pure Python), :mod:`u32` (what its filters match), :mod:`tc` (the plan as tc commands), :mod:`apply`
+skeleton), :mod:`htb` (the plan, pure Python), :mod:`u32` (what its VNI filters match), :mod:`rules`
+(the rules' filters on the inner headers), :mod:`tc` (the plan as tc commands), :mod:`apply`
 (the plan through netlink, and back out), :mod:`stats` (counters), :mod:`netlink` (pyroute2).
 Importing this package does not import pyroute2; the functions that talk to the kernel do."""
 
