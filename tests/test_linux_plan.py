@@ -169,8 +169,8 @@ def test_tc_commands_say_the_same_rates_bursts_and_keys() -> None:
     assert "classid 1:100 htb rate 10000000000bit ceil 50000000000bit burst 262144b cburst 6250000b prio 0" in lines[4]
     vni100 = [line for line in lines if "0x00006400 0xffffff00" in line]
     assert len(vni100) == 2
-    assert "protocol ip prio 60001 u32" in vni100[0] and "at 32 flowid 1:102" in vni100[0]
-    assert "protocol ipv6 prio 60002 u32" in vni100[1] and "at 52 flowid 1:102" in vni100[1]
+    assert "protocol ip prio 1 u32" in vni100[0] and "at 32 flowid 1:102" in vni100[0]
+    assert "protocol ipv6 prio 2 u32" in vni100[1] and "at 52 flowid 1:102" in vni100[1]
     assert len(lines) == 1 + len(plan.classes) + len(plan.filters)
 
 

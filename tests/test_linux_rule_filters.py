@@ -19,9 +19,18 @@ from scapy.layers.sctp import SCTP
 from scapy.layers.vxlan import VXLAN
 
 from isolane.linux import plan_htb
-from isolane.linux import rules as rules_module
-from isolane.linux.rules import INNER_ETHERNET, MAX_FILTERS_PER_RULE, MAX_KEY_OFFSET, PORTLESS_NOTE, port_pieces, rule_prio, word_keys
-from isolane.linux.u32 import ETH_P_IP, ETH_P_IPV6, UNMATCHED_PRIO, VNI_PRIO
+from isolane.linux.rules import (
+    INNER_ETHERNET,
+    LAST_PRIO,
+    MAX_FILTERS_PER_RULE,
+    MAX_KEY_OFFSET,
+    PORTLESS_NOTE,
+    port_pieces,
+    rule_prio,
+    tenant_rule_filters,
+    word_keys,
+)
+from isolane.linux.u32 import ETH_P_IP, ETH_P_IPV6
 from isolane.policy import Policy
 from support.u32_model import isolane_class, kernel_class
 
@@ -96,13 +105,20 @@ def test_the_deepest_key_an_inner_ipv6_port_behind_an_ipv6_underlay_fits_pyroute
 
 def test_priorities_try_rule_r_before_r_plus_1_and_every_rule_before_the_vni_filters() -> None:
     plan = _plan()
+    root = [f for f in plan.filters if f.parent is None]
+    assert {(f.prio, f.classid) for f in root if f.vni is not None} == {(1, 0x1_0100), (2, 0x1_0100), (1, 0x1_0200), (2, 0x1_0200)}  # to the tenant classes
+    assert {f.prio for f in root if f.vni is None} == {3, 4}  # what the VNI filters cannot read
+    training = [f for f in plan.filters if f.parent == 0x1_0100]
+    for f in training:
+        expected = rule_prio(5, f.rule, f.protocol) if f.rule is not None else rule_prio(5, 11, f.protocol)  # rules 0-10, then the VNI filters
+        assert f.prio == expected == 5 + 2 * (11 if f.rule is None else f.rule) + (f.protocol == ETH_P_IPV6), f.label
+    assert {f.classid for f in training if f.rule is None} == {0x1_0101}  # the rest: the default class, bulk
+    strict = [f for f in plan.filters if f.parent == 0x1_0200]
+    assert sorted({f.prio for f in strict}) == [29, 30, 31, 32]  # its rule, then its VNI filters, after training's
+    parents_of = {}
     for f in plan.filters:
-        if f.rule is not None:
-            assert f.prio == rule_prio(f.rule, f.protocol) == 1 + 2 * f.rule + (f.protocol == ETH_P_IPV6)
-    rule_prios = sorted({f.prio for f in plan.filters if f.rule is not None})
-    assert rule_prios == list(range(1, 2 * 11 + 1))  # rules 0-10 over both underlays; rule 11 needs none
-    assert max(rule_prios) < min(VNI_PRIO.values()) < max(VNI_PRIO.values()) < min(UNMATCHED_PRIO.values())
-    assert all(f.prio in VNI_PRIO.values() for f in plan.filters if f.vni is not None and f.rule is None)
+        parents_of.setdefault(f.prio, set()).add(f.parent)
+    assert all(len(parents) == 1 for parents in parents_of.values())  # u32 lists a qdisc's filters of one priority together
     assert {f.prio % 2 for f in plan.filters if f.protocol == ETH_P_IP} == {1}  # u32 filters of different protocols, different priorities
     assert {f.prio % 2 for f in plan.filters if f.protocol == ETH_P_IPV6} == {0}
 
@@ -153,17 +169,17 @@ def test_unenforced_lists_drops_and_what_the_filters_leave_out_by_place() -> Non
     assert _plan({**POLICY, "tenants": [{"name": "t", "vnis": [1], "rules": [{"proto": "udp", "action": "allow"}]}]}).unenforced == ()
 
 
-def test_rules_past_the_priorities_there_are_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rules_module, "MAX_RULES", 2)
-    policy = {
-        **POLICY,
-        "tenants": [
-            {"name": "t", "vnis": [1], "classes": CLASSES, "rules": [{"dst_ports": p, "proto": "udp", "action": "allow", "class": "a"} for p in (1, 2, 3)]}
-        ],
-    }
-    plan = _plan(policy)
-    assert plan.unenforced == ("tenants[0].rules[2:]: more than 2 rules: not pushed, their packets go to class 'bulk'",)
-    assert {f.rule for f in plan.filters if f.rule is not None} == {0, 1}
+def test_rules_past_the_last_priority_are_named() -> None:
+    tenant = Policy.from_dict(
+        {
+            "tenants": [
+                {"name": "t", "vnis": [1], "classes": CLASSES, "rules": [{"dst_ports": p, "proto": "udp", "action": "allow", "class": "a"} for p in (1, 2, 3)]}
+            ]
+        }
+    ).tenants[0]
+    found = tenant_rule_filters(0, tenant, [0x1_0101 + c for c in range(5)], (4789,), 0x1_0100, LAST_PRIO - 5)  # room for 2 rules and the VNI filters
+    assert found.unenforced == ("tenants[0].rules[2:]: past the 65,535 priorities of u32 filters: not pushed, their packets go to class 'bulk'",)
+    assert {f.rule for f in found.filters} == {0, 1, None} and max(f.prio for f in found.filters) == LAST_PRIO
 
 
 _ETHER = Ether(src="02:00:00:00:01:0a", dst="02:00:00:00:01:0b")  # no address lookup by scapy

@@ -8,7 +8,6 @@ kernel features."""
 from __future__ import annotations
 
 import sys
-from collections import Counter
 
 import pytest
 
@@ -21,7 +20,7 @@ scapy = pytest.importorskip("scapy.all")
 
 from support.netns import MAC, OVERLAYS, RAW_SENDER, UNDERLAY, A, run  # noqa: E402
 from support.u32_model import isolane_class  # noqa: E402
-from test_linux_kernel import _counts, _quiet, _tree, assert_tc_builds_what_apply_made, clean, pair  # noqa: E402, F401  (fixtures and readers)
+from test_linux_kernel import _counts, _planned_filters, _quiet, _tree, assert_tc_builds_what_apply_made, clean, pair  # noqa: E402, F401  (fixtures and readers)
 
 RULES: list[dict[str, object]] = [
     {"proto": "udp", "dst_ports": 5003, "action": "drop"},  # before the allow rule that also holds 5003: its packets stay in bulk
@@ -59,7 +58,7 @@ def plan(request: pytest.FixtureRequest) -> HtbPlan:
 
 
 def test_apply_pushes_the_rule_filters_once_and_tc_builds_the_same(plan: HtbPlan) -> None:
-    assert _tree(A, "va0")[1] == Counter((f.prio, f.protocol, f.keys, f.classid) for f in plan.filters)
+    assert _tree(A, "va0")[1] == _planned_filters(plan)
     # per VNI and underlay: rules[0], [1] and [5] inner IPv4 and IPv6, [2] those x 4 pieces of 5002-5010, [3] IPv6, [4] ARP
     assert sum(f.rule is not None for f in plan.filters) == 2 * 2 * (2 + 2 + 2 * 4 + 1 + 1 + 2)
     assert apply_plan(plan, "va0", A) == []

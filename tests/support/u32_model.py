@@ -24,13 +24,25 @@ def matches(keys: Sequence[tuple[int, int, int]], network_header: bytes) -> bool
 
 
 def kernel_class(plan: HtbPlan, frame: bytes) -> str:
-    """The class HTB gives an Ethernet frame: the first filter of its protocol that matches, by
-    priority and then in the order added; else the default class."""
+    """The class HTB gives an Ethernet frame: the first of the root's filters of its protocol that
+    matches, by priority and then in the order added; a filter's inner class runs its own
+    filters so; where none matches, the default class."""
     protocol = struct.unpack_from(">H", frame, 12)[0]
-    for f in sorted(plan.filters, key=lambda f: f.prio):
-        if f.protocol == protocol and matches(f.keys, frame[14:]):
-            return format_handle(f.classid)
-    return format_handle(ROOT_HANDLE | DEFAULT_MINOR)
+    inner = {c.parent for c in plan.classes}
+    chain = ROOT_HANDLE
+    while chain == ROOT_HANDLE or chain in inner:
+        found = next(
+            (
+                f
+                for f in sorted(plan.filters, key=lambda f: f.prio)
+                if (f.parent or ROOT_HANDLE) == chain and f.protocol == protocol and matches(f.keys, frame[14:])
+            ),
+            None,
+        )
+        if found is None:
+            return format_handle(ROOT_HANDLE | DEFAULT_MINOR)
+        chain = found.classid
+    return format_handle(chain)
 
 
 def batch(frames: Sequence[bytes]) -> PacketBatch:

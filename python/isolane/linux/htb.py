@@ -13,8 +13,9 @@ same ids):
 - ``1:TCC`` its traffic class ``CC`` (1-based, hex), under ``1:T00``.
 
 u32 filters on ``1:`` match the VNI in the outer VXLAN header and send the tenant's packets to
-the leaf of the class its rules give them (:mod:`isolane.linux.rules`), the rest to the leaf of
-its ``default_class``."""
+the leaf of its ``default_class`` or, for a tenant with rules, to ``1:T00``, whose own filters
+(HTB runs an inner class's filters on what a filter sends it) send them to the leaf of the class
+its rules give them (:mod:`isolane.linux.rules`) and the rest to the default class's leaf."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from isolane.linux.rules import tenant_rule_filters
+from isolane.linux.rules import FIRST_RULE_PRIO, tenant_rule_filters
 from isolane.linux.u32 import U32Filter, unmatched_filters, vni_filters
 from isolane.policy import Policy
 from isolane.policy.constants import COUNT_OVERHEAD
@@ -137,6 +138,7 @@ def plan_htb(policy: Policy, *, link_rate_bps: int | None = None, vxlan_ports: t
     classes.append(builder.make(handle(1, UNMATCHED_MINOR), handle(1, LINK_MINOR), 0, link_rate, 0, 7, "unmatched", "unmatched class"))
     filters: list[U32Filter] = []
     rule_notes: list[tuple[str, ...]] = []
+    next_prio = FIRST_RULE_PRIO
     for t, tenant in enumerate(policy.tenants):
         where = f"tenants[{t}]"
         if len(tenant.classes) > MAX_CLASSES:
@@ -151,11 +153,12 @@ def plan_htb(policy: Policy, *, link_rate_bps: int | None = None, vxlan_ports: t
             prio = int(qos.class_priority[row])
             made = builder.make(leaf_classid(t, c), tenant_classid(t), rate, class_ceil, burst, prio, "class", f"{where}.classes[{c}]", tenant=tenant.name)
             classes.append(_named(made, c, traffic_class.name))
-        rules = tenant_rule_filters(t, tenant, [leaf_classid(t, c) for c in range(len(tenant.classes))], vxlan_ports)
+        rules = tenant_rule_filters(t, tenant, [leaf_classid(t, c) for c in range(len(tenant.classes))], vxlan_ports, tenant_classid(t), next_prio)
         rule_notes.append(rules.unenforced)
-        target = leaf_classid(t, tenant.class_id(tenant.default_class))
-        filters += rules.filters
+        next_prio = rules.next_prio
+        target = tenant_classid(t) if rules.filters else leaf_classid(t, tenant.class_id(tenant.default_class))
         filters += (f for vni in tenant.vnis for port in vxlan_ports for f in vni_filters(vni, port, target, tenant.name))
+        filters += rules.filters
     filters += unmatched_filters(vxlan_ports, handle(1, UNMATCHED_MINOR))
     return HtbPlan(tuple(classes), tuple(filters), unenforced(policy, rule_notes))
 

@@ -6,16 +6,19 @@ inner Ethernet header at 36 from an outer IPv4 header (IHL 5, UDP, VXLAN), at 56
 IPv6 header (no extension headers). Inside, no VLAN tag, an IPv4 header of IHL 5 where ports are
 read, an IPv6 header without extension headers where the protocol or ports are read.
 
-First match wins as in isolane: rule ``r`` gets priority ``1 + 2r`` (outer IPv4) and ``2 + 2r``
-(outer IPv6), all before the VNI filters (:data:`~isolane.linux.u32.VNI_PRIO`), which send what
-no rule took to the tenant's default class."""
+The filters hang on the tenant's class (``1:T00``), to which the root's VNI filters send the
+tenant's packets: HTB runs an inner class's filters on them, so a packet walks its own tenant's
+rules only. First match wins as in isolane: from the tenant's first priority ``p``, rule ``r``
+gets ``p + 2r`` (outer IPv4) and ``p + 2r + 1`` (outer IPv6), then the class's own VNI filters
+send what no rule took to the tenant's default class. Every tenant has priorities of its own:
+the kernel's u32 lists the filters of every class of a qdisc that share a priority together."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from isolane.linux.u32 import ETH_P_IP, ETH_P_IPV6, VNI_PRIO, U32Filter, U32Key, vni_keys
+from isolane.linux.u32 import ETH_P_IP, ETH_P_IPV6, UNMATCHED_PRIO, U32Filter, U32Key, vni_filters, vni_keys
 from isolane.policy.compile import TenantTables, tenant_tables
 from isolane.policy.constants import ACTION_ALLOW, FRAME_RULE_DSCP, MAX_PORT, PORT_PROTOCOLS
 from isolane.policy.model import Tenant
@@ -29,8 +32,9 @@ behind an IPv6 underlay) is at 112."""
 MAX_FILTERS_PER_RULE = 128
 """At most this many filters per rule, VNI, UDP port and underlay family: every packet that
 reaches a rule's priority walks its filters."""
-MAX_RULES = (VNI_PRIO[ETH_P_IP] - 1) // 2
-"""Rules past this many would need priorities after the VNI filters'."""
+FIRST_RULE_PRIO = UNMATCHED_PRIO[ETH_P_IPV6] + 1
+"""The first tenant's first priority: after the root's filters'."""
+LAST_PRIO = 0xFFFF
 _MAPPED_IPV4 = bytes(10) + b"\xff\xff"
 
 Field = tuple[int, int, int, int]
@@ -43,11 +47,13 @@ class RuleFilters:
 
     filters: tuple[U32Filter, ...]
     unenforced: tuple[str, ...]
+    next_prio: int
+    """The next tenant's first priority."""
 
 
-def rule_prio(rule: int, outer: int) -> int:
-    """Rule ``rule``'s priority for an ``outer`` (IPv4 or IPv6) underlay."""
-    return 1 + 2 * rule + (outer == ETH_P_IPV6)
+def rule_prio(first: int, rule: int, outer: int) -> int:
+    """Rule ``rule``'s priority for an ``outer`` (IPv4 or IPv6) underlay, from its tenant's ``first``."""
+    return first + 2 * rule + (outer == ETH_P_IPV6)
 
 
 def port_pieces(lo: int, hi: int) -> list[tuple[int, int]]:
@@ -170,9 +176,10 @@ def _holds_portless(tables: TenantTables, rows: list[int]) -> bool:
     return False
 
 
-def tenant_rule_filters(t: int, tenant: Tenant, classids: list[int], vxlan_ports: tuple[int, ...]) -> RuleFilters:
-    """Tenant ``t``'s rules as filters per VNI, UDP port and underlay family; ``classids``: the
-    HTB leaf of each of its classes. A drop rule sends its packets to the default class (this
+def tenant_rule_filters(t: int, tenant: Tenant, classids: list[int], vxlan_ports: tuple[int, ...], parent: int, first_prio: int) -> RuleFilters:
+    """Tenant ``t``'s rules as filters per VNI, UDP port and underlay family, among the filters of
+    class ``parent`` (its tenant class) from priority ``first_prio`` on, then the class's VNI
+    filters to the default class; ``classids``: the HTB leaf of each of its classes. A drop rule sends its packets to the default class (this
     kernel has no gact to drop them), so that no later rule takes them. Rules after the last one
     whose class differs from the default class's need no filter: the VNI filters send their
     packets there anyway."""
@@ -188,10 +195,14 @@ def tenant_rule_filters(t: int, tenant: Tenant, classids: list[int], vxlan_ports
     default = classids[tenant.class_id(default_name)]
     targets = [classids[int(tables.cls[rows_of[r][0]])] if tables.action[rows_of[r][0]] == ACTION_ALLOW else default for r in range(len(tenant.rules))]
     needed = max((r + 1 for r, target in enumerate(targets) if target != default), default=0)
-    if needed > MAX_RULES:
-        notes.append((MAX_RULES, f"{where}.rules[{MAX_RULES}:]: more than {MAX_RULES} rules: not pushed, their packets go to class {default_name!r}"))
+    room = max((LAST_PRIO + 1 - first_prio) // 2 - 1, 0)  # rules whose priorities fit, the VNI filters' after them
+    if needed > room:
+        notes.append(
+            (room, f"{where}.rules[{room}:]: past the {LAST_PRIO:,} priorities of u32 filters: not pushed, their packets go to class {default_name!r}")
+        )
     filters: list[U32Filter] = []
-    for r in range(min(needed, MAX_RULES)):
+    pushed = min(needed, room)
+    for r in range(pushed):
         field_sets = [fields for row in rows_of[r] for fields in _row_fields(tables, row, tenant.rules[r].ethertype)]
         if len(field_sets) > MAX_FILTERS_PER_RULE:
             too_many = f"needs {len(field_sets)} u32 filters per VNI, more than {MAX_FILTERS_PER_RULE}: not pushed, the rules after it take its packets"
@@ -199,11 +210,20 @@ def tenant_rule_filters(t: int, tenant: Tenant, classids: list[int], vxlan_ports
             continue
         if _holds_portless(tables, rows_of[r]):
             notes.append((r, f"{where}.rules[{r}]: {PORTLESS_NOTE}"))
-        filters += _filters(f"{where}.rules[{r}]", r, field_sets, targets[r], tenant, vxlan_ports)
-    return RuleFilters(tuple(filters), tuple(text for _, text in sorted(notes, key=lambda note: note[0])))
+        filters += _filters(f"{where}.rules[{r}]", (r, first_prio), field_sets, targets[r], tenant, vxlan_ports, parent)
+    next_prio = first_prio
+    if filters:
+        last = rule_prio(first_prio, pushed, ETH_P_IP)
+        filters += (f for vni in tenant.vnis for port in vxlan_ports for f in vni_filters(vni, port, default, tenant.name, parent, last))
+        next_prio = last + 2
+    return RuleFilters(tuple(filters), tuple(text for _, text in sorted(notes, key=lambda note: note[0])), next_prio)
 
 
-def _filters(place: str, r: int, field_sets: list[list[Field]], classid: int, tenant: Tenant, vxlan_ports: tuple[int, ...]) -> Iterator[U32Filter]:
+def _filters(
+    place: str, rule: tuple[int, int], field_sets: list[list[Field]], classid: int, tenant: Tenant, vxlan_ports: tuple[int, ...], parent: int
+) -> Iterator[U32Filter]:
+    """Rule ``r``'s filters, ``rule`` being ``r`` and its tenant's first priority."""
+    r, first_prio = rule
     for vni in tenant.vnis:
         for port in vxlan_ports:
             for outer, family in ((ETH_P_IP, "IPv4"), (ETH_P_IPV6, "IPv6")):
@@ -211,4 +231,4 @@ def _filters(place: str, r: int, field_sets: list[list[Field]], classid: int, te
                 for fields in field_sets:
                     keys = outer_keys + word_keys(fields, INNER_ETHERNET[outer])
                     label = f"{place}, VNI {vni} ({family}, UDP {port})"
-                    yield U32Filter(rule_prio(r, outer), outer, keys, classid, label, tenant.name, vni, port, r)
+                    yield U32Filter(rule_prio(first_prio, r, outer), outer, keys, classid, label, tenant.name, vni, port, r, parent)
