@@ -7,12 +7,13 @@ kernel features."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import pytest
 
-from isolane.linux import apply_plan, plan_htb
-from isolane.linux.htb import HtbPlan
+from isolane.linux import LinuxError, apply_plan, plan_htb
+from isolane.linux.htb import HtbClass, HtbPlan
 from isolane.policy import Policy
 
 pytest.importorskip("pyroute2")
@@ -136,3 +137,20 @@ def test_kernel_vxlan_traffic_is_counted_by_rule_over_both_underlays(plan: HtbPl
     expected = _expected(frames)
     assert {c: packets for c, (packets, _) in expected.items()} == {"1:101": 2 * (3 + 4), "1:102": 2 * 7, "1:103": 2 * 5}  # 5003 dropped: bulk
     assert _sent(plan, SENDER, *(f"{OVERLAYS[vni][2]},{port},{n},{s}" for vni, port, n, s in sends)) == expected
+
+
+def test_a_changed_policy_moves_the_rule_filters_and_a_failed_apply_puts_them_back(plan: HtbPlan) -> None:
+    """A rule inserted first shifts every rule's priority, and the second tenant's; a tenant that
+    loses its rules loses its class's filters. A refused class undoes it all, filters on classes too."""
+    before = _tree(A, "va0")
+    tenants: list[dict[str, object]] = POLICY["tenants"]  # type: ignore[assignment]
+    changed = {**POLICY, "tenants": [{**tenants[0], "rules": [{"proto": "icmp", "action": "allow", "class": "b"}, *RULES]}, {**tenants[1], "rules": []}]}
+    changed_plan = plan_htb(Policy.from_dict(changed))
+    refused = HtbClass(0x2_0005, 0x1_0001, 1000, 1000, 9216, 9216, 1000, 1000, 0, "class")  # HTB refuses a class of another qdisc (2:)
+    with pytest.raises(LinuxError, match="add class 2:5"):
+        apply_plan(dataclasses.replace(changed_plan, classes=(*changed_plan.classes, refused)), "va0", A)
+    assert _tree(A, "va0") == before
+    assert apply_plan(changed_plan, "va0", A) != []
+    assert _tree(A, "va0")[1] == _planned_filters(changed_plan)
+    assert not any(f.parent == 0x1_0200 for f in changed_plan.filters)
+    assert apply_plan(changed_plan, "va0", A) == []
