@@ -3,7 +3,6 @@ checked against VXLAN packets scapy builds, the tree against the policy's compil
 
 from __future__ import annotations
 
-import struct
 import sys
 
 import pytest
@@ -16,9 +15,10 @@ from isolane.cli import main
 from isolane.linux import Feature, Features, LinuxError, VxlanDevice, plan_htb, policy_skeleton, probe_features, tc_commands
 from isolane.linux.htb import DEFAULT_MINOR, MIN_RATE_BYTES, ROOT_HANDLE, UNMATCHED_MINOR, HtbPlan, format_handle, read_ticks_per_us, xmit_ticks
 from isolane.linux.stats import StatsPoller, unwrap_32
-from isolane.linux.u32 import ETH_P_IP, ETH_P_IPV6, vni_keys
+from isolane.linux.u32 import ETH_P_IP, ETH_P_IPV6, VNI_PRIO, vni_keys
 from isolane.policy import Policy
 from isolane.policy.units import default_burst
+from support.u32_model import kernel_class, matches
 
 TICKS = 15.625
 POLICY = {
@@ -45,12 +45,6 @@ def _plan(policy: dict[str, object] = POLICY, **options: object):  # type: ignor
 _ETHER = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")  # no address lookup by scapy
 
 
-def _matches(keys: tuple[tuple[int, int, int], ...], network_header: bytes) -> bool:
-    """What the kernel's u32 does with the keys: every word at its offset, masked, equals the value."""
-    padded = network_header + bytes(64)
-    return all(struct.unpack_from(">I", padded, offset)[0] & mask == value for value, mask, offset in keys)
-
-
 def _outer(packet: Ether) -> bytes:
     return bytes(packet)[14:]
 
@@ -70,25 +64,25 @@ def _vxlan6(vni: int, port: int = 4789) -> Ether:
 def test_ipv4_keys_match_their_vni_at_offset_32_and_nothing_else() -> None:
     keys = vni_keys(100, 4789, ETH_P_IP)
     assert (100 << 8, 0xFFFFFF00, 32) in keys
-    assert _matches(keys, _outer(_vxlan4(100)))
-    assert _matches(keys, _outer(_vxlan4(100, flags="MF")))  # the first fragment carries the VXLAN header
-    assert not _matches(keys, _outer(_vxlan4(101)))
-    assert not _matches(keys, _outer(_vxlan4(100, port=4790)))
-    assert not _matches(keys, _outer(_vxlan4(100, frag=185)))  # a later fragment: no UDP header there
-    assert not _matches(keys, _outer(_vxlan4(100, options=b"\x01\x01\x01\x00")))  # IHL 6: the VNI is elsewhere
+    assert matches(keys, _outer(_vxlan4(100)))
+    assert matches(keys, _outer(_vxlan4(100, flags="MF")))  # the first fragment carries the VXLAN header
+    assert not matches(keys, _outer(_vxlan4(101)))
+    assert not matches(keys, _outer(_vxlan4(100, port=4790)))
+    assert not matches(keys, _outer(_vxlan4(100, frag=185)))  # a later fragment: no UDP header there
+    assert not matches(keys, _outer(_vxlan4(100, options=b"\x01\x01\x01\x00")))  # IHL 6: the VNI is elsewhere
     tcp = _ETHER / IP() / UDP(dport=4789)
     tcp[IP].proto = 6
-    assert not _matches(keys, _outer(tcp / VXLAN(vni=100)))
+    assert not matches(keys, _outer(tcp / VXLAN(vni=100)))
 
 
 def test_ipv6_keys_match_their_vni_at_offset_52() -> None:
     keys = vni_keys(300, 4789, ETH_P_IPV6)
     assert (300 << 8, 0xFFFFFF00, 52) in keys
-    assert _matches(keys, _outer(_vxlan6(300)))
-    assert not _matches(keys, _outer(_vxlan6(301)))
-    assert not _matches(keys, _outer(_vxlan6(300, port=8472)))
+    assert matches(keys, _outer(_vxlan6(300)))
+    assert not matches(keys, _outer(_vxlan6(301)))
+    assert not matches(keys, _outer(_vxlan6(300, port=8472)))
     with_extension = _ETHER / IPv6() / IPv6ExtHdrHopByHop() / UDP(dport=4789) / VXLAN(vni=300)
-    assert not _matches(keys, _outer(with_extension))
+    assert not matches(keys, _outer(with_extension))
 
 
 def test_keys_are_word_aligned_as_tc_writes_them() -> None:
@@ -97,12 +91,7 @@ def test_keys_are_word_aligned_as_tc_writes_them() -> None:
 
 
 def _classify(plan: HtbPlan, packet: Ether) -> str:
-    """What HTB does with the plan's filters: the first match by priority, then in order; else the default class."""
-    protocol = ETH_P_IPV6 if IPv6 in packet else ETH_P_IP
-    for f in sorted(plan.filters, key=lambda f: f.prio):
-        if f.protocol == protocol and _matches(f.keys, _outer(packet)):
-            return format_handle(f.classid)
-    return format_handle(ROOT_HANDLE | DEFAULT_MINOR)
+    return kernel_class(plan, bytes(packet))
 
 
 def test_packets_the_vni_filters_cannot_read_are_counted_apart() -> None:
@@ -151,9 +140,9 @@ def test_filters_send_each_vni_to_its_tenants_default_class_per_family_and_port(
     seen = {(f.vni, f.udp_port, f.protocol): (f.prio, format_handle(f.classid)) for f in plan.filters if f.vni is not None}
     assert len(seen) == 3 * 2 * 2
     assert len(plan.filters) == len(seen) + 2 * 10 + 13 + 4  # unmatched: IHL 6-15 per port, fragment offset bits, IPv6 extension headers
-    assert seen[(100, 8472, ETH_P_IP)] == (1, "1:102")
-    assert seen[(101, 4789, ETH_P_IPV6)] == (2, "1:102")
-    assert seen[(300, 4789, ETH_P_IP)] == (1, "1:201")
+    assert seen[(100, 8472, ETH_P_IP)] == (VNI_PRIO[ETH_P_IP], "1:102")
+    assert seen[(101, 4789, ETH_P_IPV6)] == (VNI_PRIO[ETH_P_IPV6], "1:102")
+    assert seen[(300, 4789, ETH_P_IP)] == (VNI_PRIO[ETH_P_IP], "1:201")
 
 
 def test_link_rate_comes_from_the_port_or_the_option() -> None:
@@ -223,8 +212,7 @@ def test_what_the_kernel_does_not_enforce_is_named_by_place() -> None:
         ],
     }
     notes = _plan(policy).unenforced
-    assert notes == (
-        "tenants[0]: its rules are not pushed: all of training's packets go to its class 'control'",
+    assert notes == (  # the rule is pushed
         "tenants[0]: meter: isolane's only (HTB enforces rate and ceil)",
         "tenants[1]: its untunnelled traffic (vlans, sources) matches no filter: it lands in the default class",
         "tenants[1]: no VNIs: no filter sends untunnelled's traffic to its classes",
@@ -240,7 +228,7 @@ def test_dry_run_prints_the_commands_and_the_warnings(tmp_path, capsys) -> None:
     out, err = capsys.readouterr()
     assert out.splitlines() == tc_commands(plan_htb(Policy.from_file(path), link_rate_bps=10**10, vxlan_ports=(8472,)), "eth1")
     assert "0x00002118 0x0000ffff at 20" in out  # port 8472
-    assert err == "isolane: warning: not enforced by the kernel: tenants[0]: its rules are not pushed: all of a's packets go to its class 'default'\n"
+    assert err == "isolane: warning: not enforced by the kernel: tenants[0].rules[0]: drops: not enforced (no gact), its packets go to class 'default'\n"
     assert main(["linux", "apply", "--dev", "eth1", "--policy", str(path), "--dry-run"]) == 2
     assert "--link-rate" in capsys.readouterr().err
 

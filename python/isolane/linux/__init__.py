@@ -1,11 +1,12 @@
 """isolane beside a Linux network stack (``docs/linux.md``; needs ``isolane[linux]``, i.e.
 pyroute2): probe the kernel's features, discover a namespace's VXLAN tenants, push a policy's
-guarantees and ceilings as an HTB tree with u32 filters on the VNI, or its ceilings as TBF on
-each tenant's vxlan devices, read the kernel's counters back; export an engine's counters as
-Prometheus metrics.
+guarantees and ceilings as an HTB tree with u32 filters on the VNI and the tenants' rules, or
+its ceilings as TBF on each tenant's vxlan devices, read the kernel's counters back; export an
+engine's counters as Prometheus metrics.
 
 One module per job: :mod:`probe` (kernel features), :mod:`discover` (vxlan devices, policy
-skeleton), :mod:`htb` and :mod:`tbf` (the plans, pure Python), :mod:`u32` (what HTB's filters match), :mod:`tc` (the plans as tc commands),
+skeleton), :mod:`htb` and :mod:`tbf` (the plans, pure Python), :mod:`u32` (what HTB's VNI filters match), :mod:`rules`
+(the rules' filters on the inner headers), :mod:`tc` (the plans as tc commands),
 :mod:`apply` and :mod:`tbf_apply` (the plans through netlink, and back out), :mod:`transaction`
 (changes undone on a failure), :mod:`stats` (counters), :mod:`netlink` (pyroute2),
 :mod:`metrics` (Prometheus, with prometheus_client). Importing this package imports neither

@@ -92,14 +92,25 @@ def as_kernel(cls: HtbClass) -> KernelClass:
     return KernelClass(cls.classid, cls.parent, cls.rate, cls.ceil, cls.buffer, cls.cbuffer, cls.prio, cls.overhead)
 
 
+def as_kernel_filter(planned: U32Filter) -> KernelFilter:
+    """A planned filter as the kernel will report it (but for its handle)."""
+    return KernelFilter(planned.parent or ROOT_HANDLE, planned.prio, planned.protocol, planned.keys, planned.classid)
+
+
+def device_filters(ipr: Any, index: int, classes: list[KernelClass]) -> list[KernelFilter]:
+    """The u32 filters of the root and of every inner class (HTB runs no leaf's filters)."""
+    inner = {k.parent for k in classes} & {k.classid for k in classes}
+    return [f for parent in (ROOT_HANDLE, *sorted(inner)) for f in u32_filters(ipr, index, parent)]
+
+
 def _sync(tx: Transaction, plan: HtbPlan) -> None:
     """Filters out first (a class a filter points to cannot be deleted), then stale classes
     (children first), then classes in (parents first), then filters in."""
     index = tx.index
     existing = {k.classid: k for k, _ in htb_classes(tx.ipr, index)}
     wanted = {c.classid: as_kernel(c) for c in plan.classes}
-    wanted_filters = Counter((f.prio, f.protocol, f.keys, f.classid) for f in plan.filters)
-    for kernel_filter in u32_filters(tx.ipr, index, ROOT_HANDLE):
+    wanted_filters = Counter(as_kernel_filter(f).same_as() for f in plan.filters)
+    for kernel_filter in device_filters(tx.ipr, index, list(existing.values())):
         key = kernel_filter.same_as()
         if wanted_filters[key] > 0:
             wanted_filters[key] -= 1
@@ -112,7 +123,7 @@ def _sync(tx: Transaction, plan: HtbPlan) -> None:
     for cls in plan.classes:
         _put_class(tx, wanted[cls.classid], kept.get(cls.classid))
     for f in plan.filters:
-        key = (f.prio, f.protocol, f.keys, f.classid)
+        key = as_kernel_filter(f).same_as()
         if wanted_filters[key] > 0:
             wanted_filters[key] -= 1
             _add_filter(tx, f)
@@ -144,10 +155,10 @@ def _delete_class(tx: Transaction, have: KernelClass) -> None:
 def _add_filter(tx: Transaction, planned: U32Filter) -> None:
     owner = f" ({planned.tenant})" if planned.tenant else ""
     doing = f"add u32 filter: {planned.label} to {format_handle(planned.classid)}{owner}"
-    want = KernelFilter(planned.prio, planned.protocol, planned.keys, planned.classid)
+    want = as_kernel_filter(planned)
     tx.change(
         doing,
-        lambda: u32_message(tx.index, ROOT_HANDLE, want.prio, want.protocol, want.keys, want.classid),
+        lambda: u32_message(tx.index, want.parent, want.prio, want.protocol, want.keys, want.classid),
         RTM_NEWTFILTER,
         CREATE,
         (f"deleting a u32 filter prio {want.prio}", lambda: _added_filter_delete(tx, want), RTM_DELTFILTER, 0),
@@ -156,17 +167,17 @@ def _add_filter(tx: Transaction, planned: U32Filter) -> None:
 
 def _added_filter_delete(tx: Transaction, want: KernelFilter) -> Any:
     """The delete request for a filter added earlier (the kernel chose its handle)."""
-    for have in u32_filters(tx.ipr, tx.index, ROOT_HANDLE):
+    for have in u32_filters(tx.ipr, tx.index, want.parent):
         if have.same_as() == want.same_as():
-            return filter_delete_message(tx.index, ROOT_HANDLE, have.prio, have.protocol, have.handle)
+            return filter_delete_message(tx.index, have.parent, have.prio, have.protocol, have.handle)
     raise LinuxError(f"the u32 filter prio {want.prio} to {format_handle(want.classid)} is gone")
 
 
 def _delete_filter(tx: Transaction, have: KernelFilter) -> None:
     tx.change(
         f"delete u32 filter prio {have.prio} to {format_handle(have.classid)}",
-        lambda: filter_delete_message(tx.index, ROOT_HANDLE, have.prio, have.protocol, have.handle),
+        lambda: filter_delete_message(tx.index, have.parent, have.prio, have.protocol, have.handle),
         RTM_DELTFILTER,
         0,
-        ("restoring a u32 filter", lambda: u32_message(tx.index, ROOT_HANDLE, have.prio, have.protocol, have.keys, have.classid), RTM_NEWTFILTER, CREATE),
+        ("restoring a u32 filter", lambda: u32_message(tx.index, have.parent, have.prio, have.protocol, have.keys, have.classid), RTM_NEWTFILTER, CREATE),
     )

@@ -13,7 +13,9 @@ same ids):
 - ``1:TCC`` its traffic class ``CC`` (1-based, hex), under ``1:T00``.
 
 u32 filters on ``1:`` match the VNI in the outer VXLAN header and send the tenant's packets to
-the leaf of its ``default_class`` (the kernel does not see the tenant's rules)."""
+the leaf of its ``default_class`` or, for a tenant with rules, to ``1:T00``, whose own filters
+(HTB runs an inner class's filters on what a filter sends it) send them to the leaf of the class
+its rules give them (:mod:`isolane.linux.rules`) and the rest to the default class's leaf."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from isolane.linux.rules import FIRST_RULE_PRIO, tenant_rule_filters
 from isolane.linux.u32 import U32Filter, unmatched_filters, vni_filters
 from isolane.policy import Policy, Tenant
 from isolane.policy.constants import COUNT_OVERHEAD
@@ -134,6 +137,8 @@ def plan_htb(policy: Policy, *, link_rate_bps: int | None = None, vxlan_ports: t
     classes.append(builder.make(handle(1, DEFAULT_MINOR), handle(1, LINK_MINOR), 0, link_rate, 0, 7, "default", "default class"))
     classes.append(builder.make(handle(1, UNMATCHED_MINOR), handle(1, LINK_MINOR), 0, link_rate, 0, 7, "unmatched", "unmatched class"))
     filters: list[U32Filter] = []
+    rule_notes: list[tuple[str, ...]] = []
+    next_prio = FIRST_RULE_PRIO
     for t, tenant in enumerate(policy.tenants):
         where = f"tenants[{t}]"
         if len(tenant.classes) > MAX_CLASSES:
@@ -148,23 +153,26 @@ def plan_htb(policy: Policy, *, link_rate_bps: int | None = None, vxlan_ports: t
             prio = int(qos.class_priority[row])
             made = builder.make(leaf_classid(t, c), tenant_classid(t), rate, class_ceil, burst, prio, "class", f"{where}.classes[{c}]", tenant=tenant.name)
             classes.append(_named(made, c, traffic_class.name))
-        target = leaf_classid(t, tenant.class_id(tenant.default_class))
+        rules = tenant_rule_filters(t, tenant, [leaf_classid(t, c) for c in range(len(tenant.classes))], vxlan_ports, tenant_classid(t), next_prio)
+        rule_notes.append(rules.unenforced)
+        next_prio = rules.next_prio
+        target = tenant_classid(t) if rules.filters else leaf_classid(t, tenant.class_id(tenant.default_class))
         filters += (f for vni in tenant.vnis for port in vxlan_ports for f in vni_filters(vni, port, target, tenant.name))
+        filters += rules.filters
     filters += unmatched_filters(vxlan_ports, handle(1, UNMATCHED_MINOR))
-    return HtbPlan(tuple(classes), tuple(filters), unenforced(policy))
+    return HtbPlan(tuple(classes), tuple(filters), unenforced(policy, rule_notes))
 
 
-def unenforced(policy: Policy) -> tuple[str, ...]:
-    """The parts of ``policy`` an HTB tree with VNI filters leaves to isolane: rules (the kernel
-    puts all of a tenant's packets in its default class), untunnelled traffic by VLAN or source,
+def unenforced(policy: Policy, rule_notes: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The parts of ``policy`` the HTB tree and its filters leave to isolane: ``rule_notes`` per
+    tenant (the rules the filters leave out, drops), untunnelled traffic by VLAN or source,
     meters, shapers and microburst watches."""
     notes = []
     if policy.count == "inner":
         notes.append("count: inner: HTB charges the outer frame (it cannot leave the tunnel headers out)")
     for t, tenant in enumerate(policy.tenants):
         where = f"tenants[{t}]"
-        if tenant.rules or tenant.default == "drop":
-            notes.append(f"{where}: its rules are not pushed: all of {tenant.name}'s packets go to its class {tenant.default_class!r}")
+        notes += rule_notes[t]
         if tenant.vlans or tenant.sources:
             notes.append(f"{where}: its untunnelled traffic (vlans, sources) matches no filter: it lands in the default class")
         if not tenant.vnis:

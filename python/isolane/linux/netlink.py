@@ -87,17 +87,19 @@ class KernelTbf:
 
 @dataclass(frozen=True)
 class KernelFilter:
-    """A u32 filter node as the kernel reports it; ``handle`` is the kernel's (``800::800``)."""
+    """A u32 filter node as the kernel reports it, among the filters of ``parent`` (the root
+    qdisc or a class); ``handle`` is the kernel's (``800::800``)."""
 
+    parent: int
     prio: int
     protocol: int
     keys: tuple[U32Key, ...]
     classid: int
     handle: int = 0
 
-    def same_as(self) -> tuple[int, int, tuple[U32Key, ...], int]:
+    def same_as(self) -> tuple[int, int, int, tuple[U32Key, ...], int]:
         """What two filters must share to be the same (not the handle the kernel chose)."""
-        return (self.prio, self.protocol, self.keys, self.classid)
+        return (self.parent, self.prio, self.protocol, self.keys, self.classid)
 
 
 def pyroute2_module() -> Any:
@@ -326,5 +328,5 @@ def u32_filters(ipr: Any, index: int, parent: int) -> list[KernelFilter]:
             keys.append((value, mask, offset))
         info = int(message["info"])
         classid = options.get_attr("TCA_U32_CLASSID") or 0
-        out.append(KernelFilter(info >> 16, socket.ntohs(info & 0xFFFF), tuple(keys), classid, int(message["handle"])))
+        out.append(KernelFilter(parent, info >> 16, socket.ntohs(info & 0xFFFF), tuple(keys), classid, int(message["handle"])))
     return out

@@ -29,9 +29,8 @@ def tc_commands(plan: HtbPlan, dev: str, netns: str | None = None) -> list[str]:
     for f in plan.filters:
         matches = " ".join(f"match u32 0x{value:08x} 0x{mask:08x} at {offset}" for value, mask, offset in f.keys)
         protocol = _PROTOCOL_NAME.get(f.protocol, "ipv6")
-        lines.append(
-            f"{tc} filter add dev {dev} parent {format_handle(ROOT_HANDLE)} protocol {protocol} prio {f.prio} u32 {matches} flowid {format_handle(f.classid)}"
-        )
+        parent = format_handle(f.parent or ROOT_HANDLE)
+        lines.append(f"{tc} filter add dev {dev} parent {parent} protocol {protocol} prio {f.prio} u32 {matches} flowid {format_handle(f.classid)}")
     return lines
 
 

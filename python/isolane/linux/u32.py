@@ -15,7 +15,7 @@ from dataclasses import dataclass
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
 VNI_PRIO = {ETH_P_IP: 1, ETH_P_IPV6: 2}
-"""The VNI filters' priorities: u32 filters of different protocols need different priorities."""
+"""The root's VNI filters' priorities: u32 filters of different protocols need different priorities."""
 UNMATCHED_PRIO = {ETH_P_IP: 3, ETH_P_IPV6: 4}
 IPV6_EXTENSION_HEADERS = {0: "hop-by-hop options", 43: "routing", 44: "fragment", 60: "destination options"}
 FRAGMENT_OFFSET_BITS = 13
@@ -26,8 +26,11 @@ U32Key = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class U32Filter:
-    """A u32 filter on the root: packets of ``protocol`` whose keys all match go to ``classid``.
-    ``label`` says what it matches; a VNI filter also names its tenant, VNI and UDP port."""
+    """A u32 filter: packets of ``protocol`` whose keys all match go to ``classid``. ``parent``:
+    the inner class whose filters it is among (HTB runs them on the packets a filter sends to that
+    class), None for the root qdisc's.
+    ``label`` says what it matches; a VNI filter also names its tenant, VNI and UDP port, a rule
+    filter also its rule (its index in the tenant's ``rules``)."""
 
     prio: int
     protocol: int
@@ -37,6 +40,8 @@ class U32Filter:
     tenant: str | None = None
     vni: int | None = None
     udp_port: int | None = None
+    rule: int | None = None
+    parent: int | None = None
 
 
 def _ipv4_udp(ihl: int) -> tuple[U32Key, ...]:
@@ -57,11 +62,21 @@ def vni_keys(vni: int, udp_port: int, protocol: int) -> tuple[U32Key, ...]:
     return (_ipv6_next_header(socket.IPPROTO_UDP), (udp_port, 0x0000_FFFF, 40), (vni << 8, 0xFFFF_FF00, 52))
 
 
-def vni_filters(vni: int, udp_port: int, classid: int, tenant: str) -> list[U32Filter]:
-    """A tenant's two filters of one VNI and port: IPv4 and IPv6 underlay."""
+def vni_filters(vni: int, udp_port: int, classid: int, tenant: str, parent: int | None = None, prio: int = VNI_PRIO[ETH_P_IP]) -> list[U32Filter]:
+    """A tenant's two filters of one VNI and port: IPv4 underlay at ``prio``, IPv6 at the next."""
     return [
-        U32Filter(prio, protocol, vni_keys(vni, udp_port, protocol), classid, f"VNI {vni} ({family}, UDP {udp_port})", tenant, vni, udp_port)
-        for (protocol, prio), family in zip(VNI_PRIO.items(), ("IPv4", "IPv6"))
+        U32Filter(
+            prio + (protocol == ETH_P_IPV6),
+            protocol,
+            vni_keys(vni, udp_port, protocol),
+            classid,
+            f"VNI {vni} ({family}, UDP {udp_port})",
+            tenant,
+            vni,
+            udp_port,
+            parent=parent,
+        )
+        for protocol, family in ((ETH_P_IP, "IPv4"), (ETH_P_IPV6, "IPv6"))
     ]
 
 
