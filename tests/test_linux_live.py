@@ -1,0 +1,130 @@
+"""isolane.linux.LiveCapture against the real kernel: VXLAN traffic sent from namespace A is
+captured on the underlay veth end vb0 in namespace B (tests/support/netns.py) and counted per VNI,
+by isolane's parser and by an engine, exactly as sent; the ring drops nothing at this rate.
+Errors: no such device, no such namespace, no privileges. Skipped, saying why, without root or
+the kernel features."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import isolane
+from isolane import Engine, PacketBatch, Policy
+from isolane.linux import CaptureError, LiveCapture
+
+pytest.importorskip("pyroute2")  # tests/support/netns.py probes the kernel with it
+
+from support.netns import OVERLAYS, TAG, B, namespaces, send  # noqa: E402
+
+#: (VNI, datagrams, payload bytes) sent from A, one row per VXLAN device.
+SENT = [(100, 120, 100), (200, 80, 1000), (300, 50, 1300)]
+#: The frame's bytes besides the payload: outer Ethernet, IP (v4: 20, v6: 40), UDP, VXLAN, then
+#: inner Ethernet, IPv4 and UDP.
+OVERHEAD = {"4": 14 + 20 + 8 + 8 + 14 + 20 + 8, "6": 14 + 40 + 8 + 8 + 14 + 20 + 8}
+POLICY = {"tenants": [{"name": "hundred", "vnis": [100]}, {"name": "two-hundred", "vnis": [200]}, {"name": "three-hundred", "vnis": [300]}]}
+TENANT = {100: "hundred", 200: "two-hundred", 300: "three-hundred"}
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[None]:
+    with namespaces():
+        yield
+
+
+def _capture_sent(**options: object) -> tuple[list[PacketBatch], isolane.linux.LiveStats]:
+    """Sends SENT from A while capturing what reaches vb0 in B, until every datagram came (or 5 s)."""
+    expected = sum(count for _, count, _ in SENT)
+    batches: list[PacketBatch] = []
+    with LiveCapture("vb0", B, direction="in", block_size=256 << 10, blocks=16, duration=5.0, **options) as capture:  # type: ignore[arg-type]
+        send(*((OVERLAYS[vni][2], count, size) for vni, count, size in SENT))
+        for batch in capture:
+            batches.append(batch)
+            if sum(map(len, batches)) >= expected:
+                break
+    return batches, capture.stats()
+
+
+def test_every_datagram_sent_is_captured_once_per_vni_with_its_bytes(pair: None) -> None:
+    batches, stats = _capture_sent()
+    records = np.concatenate([isolane.parse(batch) for batch in batches])
+    per_vni = Counter(records["vni"].tolist())
+    assert per_vni == {vni: count for vni, count, _ in SENT}
+    for vni, count, size in SENT:
+        lengths = np.concatenate([batch.lengths for batch in batches])[records["vni"] == vni]
+        assert lengths.tolist() == [OVERHEAD[OVERLAYS[vni][0]] + size] * count, vni
+    wire = np.concatenate([batch.wire_lengths for batch in batches])
+    assert (wire == np.concatenate([batch.lengths for batch in batches])).all()
+    timestamps = np.concatenate([batch.timestamps_ns for batch in batches])
+    assert (np.diff(timestamps) >= 0).all() and abs(timestamps[0] / 1e9 - time.time()) < 60  # the kernel's real time
+    assert all(batch.link_type == 1 for batch in batches)
+    sent = sum(count for _, count, _ in SENT)
+    assert (stats.packets, stats.delivered, stats.drops, stats.skipped) == (sent, sent, 0, 0)
+    assert stats.blocks >= 1
+
+
+def test_an_engine_fed_live_batches_counts_each_tenants_packets_exactly(pair: None) -> None:
+    batches, stats = _capture_sent(snaplen=128)  # headers are enough to classify; wire lengths keep the sizes
+    engine = Engine(Policy.from_dict(POLICY))
+    for batch in batches:
+        engine.process(batch)
+    counters = engine.counters()
+    for vni, count, size in SENT:
+        frame = OVERHEAD[OVERLAYS[vni][0]] + size
+        assert (counters[TENANT[vni]]["packets"], counters[TENANT[vni]]["bytes"]) == (count, count * frame), vni
+    assert None not in counters or counters[None]["packets"] == 0
+    assert all((batch.lengths <= 128).all() for batch in batches) and stats.drops == 0
+
+
+def test_a_duration_ends_the_iteration_of_a_quiet_device(pair: None) -> None:
+    start = time.monotonic()
+    with LiveCapture("vb0", B, direction="in", block_size=64 << 10, blocks=2, duration=0.3) as capture:
+        assert list(capture) == []
+    assert 0.3 <= time.monotonic() - start < 3
+    assert capture.closed and capture.stats().packets == 0
+
+
+def test_a_device_or_namespace_that_is_not_there_is_named(pair: None) -> None:
+    with pytest.raises(CaptureError, match=f"^no device 'nope0' in network namespace '{B}': No such device$") as raised:
+        LiveCapture("nope0", B)
+    assert isinstance(raised.value, OSError) and raised.value.errno == 19
+    with pytest.raises(CaptureError, match=f"^no network namespace '{TAG}-absent' \\(see ip netns list\\)"):
+        LiveCapture("vb0", f"{TAG}-absent")
+    with pytest.raises(isolane.EngineError, match="direction must be 'both', 'in' or 'out', not 'up'"):
+        LiveCapture("vb0", B, direction="up")
+
+
+def test_a_closed_capture_says_so(pair: None) -> None:
+    capture = LiveCapture("vb0", B, block_size=64 << 10, blocks=2)
+    capture.close()
+    capture.close()
+    with pytest.raises(CaptureError, match="the capture on 'vb0' is closed"):
+        capture.next_batch(0.01)
+
+
+PROBE = """
+import sys
+from isolane.linux import CapturePermissionError, LiveCapture
+try:
+    LiveCapture(*sys.argv[1:])
+except CapturePermissionError as err:
+    assert isinstance(err, PermissionError)
+    print(err)
+"""
+
+
+def test_without_privileges_capturing_says_what_needs_root(pair: None) -> None:
+    """In a user namespace of its own, a process has no capabilities over the host's network."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "--user", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs util-linux's unshare and user namespaces")
+    here = subprocess.run(["unshare", "--user", sys.executable, "-c", PROBE, "lo"], capture_output=True, text=True, check=True)
+    assert here.stdout == "cannot open an AF_PACKET socket (capturing needs CAP_NET_RAW, in practice root): Operation not permitted\n"
+    there = subprocess.run(["unshare", "--user", sys.executable, "-c", PROBE, "vb0", B], capture_output=True, text=True, check=True)
+    assert there.stdout == f"cannot enter network namespace '{B}' (that needs CAP_SYS_ADMIN, in practice root): Operation not permitted\n"
