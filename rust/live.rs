@@ -170,9 +170,12 @@ impl LiveCapture {
         }
     }
 
+    /// The ready blocks' packets, in buffers made for them at once: the blocks are copied into
+    /// place, never moved again.
     fn take_ready(&mut self) -> Result<PacketBuffers> {
-        let mut batch = PacketBuffers::default();
-        while self.ring.ready() && (batch.data.is_empty() || batch.data.len() + self.ring.block_size() <= BATCH_BYTES) {
+        let (blocks, packets) = self.ring.ready((BATCH_BYTES / self.ring.block_size()).max(1));
+        let mut batch = PacketBuffers::with_capacity(blocks * self.ring.block_size(), packets);
+        for _ in 0..blocks {
             let count = self.ring.take_block(&mut batch, self.direction, self.link_type)?;
             self.stats.delivered += count.kept;
             self.stats.skipped += count.skipped;

@@ -84,27 +84,43 @@ impl Ring {
         Ok(Ring { base, block_size, blocks, current: 0 })
     }
 
-    fn status(&self) -> &AtomicU32 {
-        // SAFETY: the status word of the current block lies inside the mapping, 4-byte aligned
-        // (blocks are page-aligned); the kernel writes it concurrently, hence the atomic.
-        unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(self.current * self.block_size + block::STATUS).cast()) }
-    }
-
     pub(super) fn block_size(&self) -> usize {
         self.block_size
     }
 
-    /// Whether the kernel has handed the current block over.
-    pub(super) fn ready(&self) -> bool {
-        self.status().load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+    fn block_start(&self, index: usize) -> *mut u8 {
+        // SAFETY: the index is taken modulo `blocks`, so the block lies inside the mapping.
+        unsafe { self.base.as_ptr().add(index % self.blocks * self.block_size) }
     }
 
-    /// Appends the current (ready) block's packets to `batch` with one copy of the block, gives
-    /// the block back to the kernel and moves on to the next.
+    fn status(&self, index: usize) -> &AtomicU32 {
+        // SAFETY: a block's status word lies inside the mapping, 4-byte aligned (blocks are
+        // page-aligned); the kernel writes it concurrently, hence the atomic.
+        unsafe { AtomicU32::from_ptr(self.block_start(index).add(block::STATUS).cast()) }
+    }
+
+    /// How many blocks, from the current one on and at most `most`, the kernel has handed
+    /// over, and how many packets they hold.
+    pub(super) fn ready(&self, most: usize) -> (usize, usize) {
+        let mut packets = 0;
+        for ahead in 0..most.min(self.blocks) {
+            let index = self.current + ahead;
+            if self.status(index).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+                return (ahead, packets);
+            }
+            // SAFETY: the block is this reader's now (TP_STATUS_USER); its header is inside it.
+            let count = unsafe { self.block_start(index).add(block::PACKETS).cast::<u32>().read() } as usize;
+            packets += count.min(self.block_size / packet::HEADER); // no more than fit, whatever the header says
+        }
+        (most.min(self.blocks), packets)
+    }
+
+    /// Appends the current block's packets to `batch` with one copy of the block, gives the
+    /// block back to the kernel and moves on to the next. The block must be ready (`ready`).
     pub(super) fn take_block(&mut self, batch: &mut PacketBuffers, direction: Direction, link_type: u16) -> Result<BlockCount> {
         // SAFETY: the current block is inside the mapping, and the kernel does not write to it
-        // while its status is TP_STATUS_USER (checked by the caller through `ready`).
-        let whole = unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(self.current * self.block_size), self.block_size) };
+        // while its status is TP_STATUS_USER (the caller saw it through `ready`).
+        let whole = unsafe { std::slice::from_raw_parts(self.block_start(self.current), self.block_size) };
         let used = (read_u32(whole, block::USED_LENGTH) as usize).clamp(block::HEADER, self.block_size);
         let block = &whole[..used];
         let start = batch.data.len();
@@ -112,7 +128,7 @@ impl Ring {
         if counted.is_ok() {
             batch.data.extend_from_slice(block);
         }
-        self.status().store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        self.status(self.current).store(libc::TP_STATUS_KERNEL, Ordering::Release);
         self.current = (self.current + 1) % self.blocks;
         counted
     }
