@@ -6,16 +6,17 @@
 - ``socket.recv``: a plain Python loop of ``recv_into`` on an AF_PACKET socket;
 - ``tcpdump -w /dev/null``: libpcap's own TPACKET_V3 ring, writing nowhere;
 
-each for the same offered load in the same run: raw VXLAN frames (prebuilt by scapy, 8 VNIs)
+each with the same senders in the same run: raw VXLAN frames (prebuilt by scapy, 8 VNIs)
 sent into ``tx0`` in namespace S by sender processes calling ``sendmmsg`` through ctypes, 256
 frames a call, captured on its peer ``rx0`` in namespace R. Every receiver gets the same kernel
-memory (``--memory-mib``, 64: the ring's blocks of 1 MiB, tcpdump's ``-B``, the socket's
-``SO_RCVBUFFORCE``). Loads: as fast as the senders go, and paced at ``--paced`` packets a
+memory (``--memory-mib``, 64: the ring's blocks of 1 MiB, or 16 blocks when that is less;
+tcpdump's ``-B``; the socket's ``SO_RCVBUFFORCE``). Loads: as fast as the senders go, and paced at ``--paced`` packets a
 second, where nothing should be dropped. The senders share the machine's cores with the receiver,
 so what they offer is measured each time (and falls when the receiver takes more CPU). Drops are
-the kernel's own counters (``PACKET_STATISTICS``; tcpdump's "dropped by kernel"). The last column
-is the receiver's own CPU time a packet received (the kernel's copy into the ring or socket queue
-runs in softirq, mostly charged to the senders).
+the kernel's own counters (``PACKET_STATISTICS``; tcpdump's "dropped by kernel"). The column
+before the last is the receiver's own CPU time a packet received (the kernel's copy into the ring or
+socket queue runs in softirq, mostly charged to the senders); the last, what was sent but neither
+received nor counted as dropped (0 when everything is accounted for).
 
     python bench/live_bench.py [--seconds 3] [--senders 3] [--paced 100000] [--memory-mib 64]   # as root
 
@@ -117,6 +118,7 @@ class Result:
         return (
             f"{self.receiver:<24} {self.load:<8} {self.offered / self.seconds / 1e6:>8.3f} {self.received / self.seconds / 1e6:>9.3f}"
             f" {self.received:>11,} {self.drops:>10,} {share:>7.1%} {self.cpu_seconds * 1e9 / max(self.received, 1):>8,.0f}"
+            f" {self.offered - self.received - self.drops:>8,}"
         )
 
 
@@ -184,7 +186,8 @@ def reap(process: subprocess.Popen[str]) -> float:
 def ring_receiver(with_engine: bool, memory: int) -> Receiver:
     def receive(start: Callable[[], Senders]) -> tuple[int, int, int, float, float]:
         engine = Engine(Policy.from_dict({"tenants": [{"name": f"t{vni}", "vnis": [vni]} for vni in VNIS]})) if with_engine else None
-        with LiveCapture("rx0", RECEIVER_NS, direction="in", block_size=1 << 20, blocks=memory >> 20) as capture:
+        block_size = min(1 << 20, memory // 16)  # at least 16 blocks: the kernel fills one while the reader copies another
+        with LiveCapture("rx0", RECEIVER_NS, direction="in", block_size=block_size, blocks=memory // block_size) as capture:
             senders, cpu = start(), own_cpu()
             while (batch := capture.next_batch(1.0)) is not None:
                 if engine is not None:
@@ -250,7 +253,7 @@ def main() -> None:
     parser.add_argument("--senders", type=int, default=3)
     parser.add_argument("--paced", type=float, default=100_000, help="the bounded load, packets a second (0: none)")
     parser.add_argument("--payload", type=int, default=32, help="inner UDP payload bytes")
-    parser.add_argument("--memory-mib", type=int, default=64, help="kernel memory of each receiver (the ring's 1 MiB blocks)")
+    parser.add_argument("--memory-mib", type=int, default=64, help="kernel memory of each receiver")
     args = parser.parse_args()
     memory = args.memory_mib << 20
     if os.geteuid() != 0 or shutil.which("ip") is None:
@@ -273,8 +276,8 @@ def main() -> None:
             size = write_frames(frames, args.payload)
             print(f"{args.senders} senders, {size}-byte frames, {args.seconds} s a measurement, {args.memory_mib} MiB a receiver")
             print(f"load average {os.getloadavg()[0]:.1f} before the run")
-            print(f"{'receiver':<24} {'load':<8} {'offered':>8} {'received':>9} {'packets':>11} {'drops':>10} {'dropped':>7} {'CPU':>8}")
-            print(f"{'':<24} {'':<8} {'Mpps':>8} {'Mpps':>9} {'':>11} {'':>10} {'':>7} {'ns/pkt':>8}")
+            print(f"{'receiver':<24} {'load':<8} {'offered':>8} {'received':>9} {'packets':>11} {'drops':>10} {'dropped':>7} {'CPU':>8} {'missing':>8}")
+            print(f"{'':<24} {'':<8} {'Mpps':>8} {'Mpps':>9} {'':>11} {'':>10} {'':>7} {'ns/pkt':>8} {'':>8}")
             for load, rate in loads.items():
                 for name, receive in receivers.items():
                     sent, received, drops, seconds, cpu = receive(lambda: Senders(args.senders, args.seconds, rate, frames))  # noqa: B023
