@@ -126,6 +126,7 @@ pub struct LiveCapture {
     // The ring is declared first so that it is unmapped before the socket closes.
     ring: Ring,
     socket: PacketSocket,
+    dev: String,
     direction: Direction,
     link_type: u16,
     stats: CaptureStats,
@@ -144,7 +145,7 @@ impl LiveCapture {
             socket.set_direction(options.direction)?;
             let ring = Ring::map(&socket, options)?;
             socket.bind(index, dev)?;
-            Ok(LiveCapture { ring, socket, direction: options.direction, link_type, stats: CaptureStats::default() })
+            Ok(LiveCapture { ring, socket, dev: dev.to_string(), direction: options.direction, link_type, stats: CaptureStats::default() })
         })
     }
 
@@ -154,7 +155,8 @@ impl LiveCapture {
     }
 
     /// The packets of the blocks ready now, waiting up to `timeout` for one; None when the
-    /// time passed without a packet to hand on.
+    /// time passed without a packet to hand on. A device that went down or away is an error
+    /// (once what the ring held is handed on).
     pub fn next_batch(&mut self, timeout: Duration) -> Result<Option<PacketBuffers>> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -166,7 +168,7 @@ impl LiveCapture {
             if left.is_zero() {
                 return Ok(None);
             }
-            self.socket.wait(left)?;
+            self.socket.wait(left).map_err(|err| capture_error(&format!("capturing on '{}' stopped", self.dev), err))?;
         }
     }
 

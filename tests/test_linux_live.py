@@ -26,7 +26,7 @@ from isolane.linux import CaptureError, LiveCapture
 
 pytest.importorskip("pyroute2")  # tests/support/netns.py probes the kernel with it
 
-from support.netns import OVERLAYS, TAG, B, namespaces, send  # noqa: E402
+from support.netns import OVERLAYS, TAG, B, namespaces, run, send  # noqa: E402
 
 #: (VNI, datagrams, payload bytes) sent from A, one row per VXLAN device.
 SENT = [(100, 120, 100), (200, 80, 1000), (300, 50, 1300)]
@@ -158,6 +158,18 @@ def test_a_device_or_namespace_that_is_not_there_is_named(pair: None) -> None:
         LiveCapture("vb0", f"{TAG}-absent")
     with pytest.raises(isolane.EngineError, match="direction must be 'both', 'in' or 'out', not 'up'"):
         LiveCapture("vb0", B, direction="up")
+
+
+def test_a_device_deleted_while_captured_ends_the_iteration_with_an_error(pair: None) -> None:
+    run("ip", "-n", B, "link", "add", "gone0", "type", "veth", "peer", "name", "gone1")
+    run("ip", "-n", B, "link", "set", "gone0", "up")
+    with LiveCapture("gone0", B, block_size=64 << 10, blocks=2) as capture:
+        run("ip", "-n", B, "link", "del", "gone0")  # down first, then gone: the socket holds ENETDOWN
+        start = time.monotonic()
+        with pytest.raises(CaptureError, match="^capturing on 'gone0' stopped: Network is down$"):
+            for _ in capture:
+                pass
+    assert time.monotonic() - start < 1.0  # at once, not after spinning through waits
 
 
 def test_a_closed_capture_says_so(pair: None) -> None:

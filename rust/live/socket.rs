@@ -116,18 +116,33 @@ impl PacketSocket {
     }
 
     /// Waits up to `timeout` for the kernel to hand a block over; an interrupted wait returns
-    /// early (the caller looks at the ring again either way).
-    pub(super) fn wait(&self, timeout: Duration) -> Result<()> {
+    /// early (the caller looks at the ring again either way). An error the socket holds (its
+    /// device went down or away) is returned, rather than waking the wait again and again.
+    pub(super) fn wait(&self, timeout: Duration) -> io::Result<()> {
         let mut poll = libc::pollfd { fd: self.raw(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
         let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
         // SAFETY: one pollfd that lives through the call.
         if unsafe { libc::poll(&mut poll, 1, millis) } < 0 {
             let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(capture_error("cannot wait for packets (poll)", err));
-            }
+            return if err.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(err) };
         }
-        Ok(())
+        match poll.revents & libc::POLLERR {
+            0 => Ok(()),
+            _ => self.take_error(),
+        }
+    }
+
+    /// The error the socket holds (`SO_ERROR`, which reading clears), if any.
+    fn take_error(&self) -> io::Result<()> {
+        let mut errno: libc::c_int = 0;
+        let mut length = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `errno` has room for the `length` bytes the kernel writes.
+        let result = unsafe { libc::getsockopt(self.raw(), libc::SOL_SOCKET, libc::SO_ERROR, (&mut errno as *mut libc::c_int).cast(), &mut length) };
+        match (result, errno) {
+            (..0, _) => Err(io::Error::last_os_error()),
+            (_, 0) => Ok(()),
+            (_, errno) => Err(io::Error::from_raw_os_error(errno)),
+        }
     }
 }
 

@@ -29,14 +29,15 @@ fn in_fresh_namespace<T: Send>(test: impl FnOnce() -> T + Send) -> T {
         let thread = scope.spawn(|| {
             // SAFETY: plain system call; it changes only this thread's namespace.
             assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0, "unshare: {}", io::Error::last_os_error());
-            bring_up_loopback();
+            set_loopback(true);
             test()
         });
         thread.join().expect("the test thread panicked")
     })
 }
 
-fn bring_up_loopback() {
+/// Brings this namespace's loopback up or takes it down.
+fn set_loopback(up: bool) {
     let socket = UdpSocket::bind("0.0.0.0:0").unwrap(); // any socket of this namespace takes the ioctls
                                                         // SAFETY: an all-zero ifreq is valid; the name and flags are set before use.
     let mut request: libc::ifreq = unsafe { zeroed() };
@@ -45,7 +46,8 @@ fn bring_up_loopback() {
     // SAFETY: both requests read and write `request`, which outlives the calls.
     unsafe {
         assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut request as *mut libc::ifreq), 0);
-        request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        let flags = request.ifr_ifru.ifru_flags & !(libc::IFF_UP as libc::c_short);
+        request.ifr_ifru.ifru_flags = if up { flags | libc::IFF_UP as libc::c_short } else { flags };
         assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &mut request as *mut libc::ifreq), 0, "{}", io::Error::last_os_error());
     }
 }
@@ -152,6 +154,25 @@ fn waiting_with_nothing_to_capture_returns_none_after_the_timeout() {
     });
     assert!(batch.is_none());
     assert!(waited >= Duration::from_millis(80) && waited < Duration::from_secs(2), "{waited:?}");
+}
+
+#[test]
+fn a_device_going_down_ends_the_wait_with_an_error_after_what_the_ring_held() {
+    if !is_root() {
+        return;
+    }
+    let (held, err, waited) = in_fresh_namespace(|| {
+        let mut capture = LiveCapture::open("lo", None, &small_ring(Direction::Incoming)).unwrap();
+        send_datagrams(&[10; 5]);
+        std::thread::sleep(Duration::from_millis(50)); // the block retires (10 ms) with the five in it
+        set_loopback(false);
+        let held = capture.next_batch(Duration::from_secs(1)).unwrap().map_or(0, |batch| batch.len());
+        let start = Instant::now();
+        (held, capture.next_batch(Duration::from_secs(2)).err().unwrap(), start.elapsed())
+    });
+    assert_eq!(held, 5);
+    assert_eq!(err.to_string(), "capturing on 'lo' stopped: Network is down");
+    assert!(waited < Duration::from_secs(1), "the error ends the wait: {waited:?}");
 }
 
 #[test]
