@@ -122,12 +122,13 @@ impl Ring {
         // while its status is TP_STATUS_USER (the caller saw it through `ready`).
         let whole = unsafe { std::slice::from_raw_parts(self.block_start(self.current), self.block_size) };
         let used = (read_u32(whole, block::USED_LENGTH) as usize).clamp(block::HEADER, self.block_size);
-        let block = &whole[..used];
-        let start = batch.data.len();
-        let counted = index_block(block, start, direction, link_type, batch);
-        if counted.is_ok() {
-            batch.data.extend_from_slice(block);
-        }
+        // Copy first, then index the copy: the copy streams the block in, and indexing then
+        // reads headers from the cache rather than one cold line at a time.
+        let mut data = std::mem::take(&mut batch.data);
+        let start = data.len();
+        data.extend_from_slice(&whole[..used]);
+        let counted = index_block(&data[start..], start, direction, link_type, batch);
+        batch.data = data;
         self.status(self.current).store(libc::TP_STATUS_KERNEL, Ordering::Release);
         self.current = (self.current + 1) % self.blocks;
         counted
