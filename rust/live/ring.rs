@@ -1,6 +1,6 @@
 //! The TPACKET_V3 receive ring: blocks the kernel fills and hands over (`TP_STATUS_USER`),
-//! indexed in place, copied out with one memcpy per block and given straight back
-//! (`TP_STATUS_KERNEL`), so the kernel can refill a block while the engine works on its copy.
+//! copied out with one memcpy per block, given straight back (`TP_STATUS_KERNEL`) and indexed
+//! in the copy, so the kernel can refill a block while the engine works on its copy.
 
 use std::io;
 use std::ptr::NonNull;
@@ -127,10 +127,10 @@ impl Ring {
         let mut data = std::mem::take(&mut batch.data);
         let start = data.len();
         data.extend_from_slice(&whole[..used]);
-        let counted = index_block(&data[start..], start, direction, link_type, batch);
-        batch.data = data;
         self.status(self.current).store(libc::TP_STATUS_KERNEL, Ordering::Release);
         self.current = (self.current + 1) % self.blocks;
+        let counted = index_block(&data[start..], start, direction, link_type, batch);
+        batch.data = data;
         counted
     }
 }
@@ -223,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn indexes_every_packet_of_a_block_in_place() {
+    fn indexes_every_packet_of_a_block_where_it_sits() {
         let block = block_of(&[(b"first", 60, 7, 5, libc::PACKET_HOST), (b"second!", 1514, 7, 999_999_999, libc::PACKET_OUTGOING)]);
         let mut batch = PacketBuffers { data: vec![0xee; 100], ..Default::default() };
         let count = index_block(&block, 100, Direction::Both, ETHERNET, &mut batch).unwrap();
