@@ -22,18 +22,22 @@ import pytest
 
 import isolane
 from isolane import Engine, PacketBatch, Policy, Tunnel
-from isolane.linux import CaptureError, LiveCapture
+from isolane.linux import CaptureError, LiveCapture, apply_plan, plan_htb, read_stats, remove
+from isolane.linux.htb import HtbPlan
 
 pytest.importorskip("pyroute2")  # tests/support/netns.py probes the kernel with it
 
-from support.netns import OVERLAYS, TAG, B, namespaces, run, send  # noqa: E402
+from support.netns import OVERLAYS, TAG, A, B, namespaces, run, send  # noqa: E402
 
 #: (VNI, datagrams, payload bytes) sent from A, one row per VXLAN device.
 SENT = [(100, 120, 100), (200, 80, 1000), (300, 50, 1300)]
 #: The frame's bytes besides the payload: outer Ethernet, IP (v4: 20, v6: 40), UDP, VXLAN, then
 #: inner Ethernet, IPv4 and UDP.
 OVERHEAD = {"4": 14 + 20 + 8 + 8 + 14 + 20 + 8, "6": 14 + 40 + 8 + 8 + 14 + 20 + 8}
-POLICY = {"tenants": [{"name": "hundred", "vnis": [100]}, {"name": "two-hundred", "vnis": [200]}, {"name": "three-hundred", "vnis": [300]}]}
+POLICY = {
+    "port": {"rate": "10Gbps", "buffer": "4MiB"},
+    "tenants": [{"name": "hundred", "vnis": [100]}, {"name": "two-hundred", "vnis": [200]}, {"name": "three-hundred", "vnis": [300]}],
+}
 TENANT = {100: "hundred", 200: "two-hundred", 300: "three-hundred"}
 
 
@@ -88,6 +92,32 @@ def test_an_engine_fed_live_batches_counts_each_tenants_packets_exactly(pair: No
         assert (counters[TENANT[vni]]["packets"], counters[TENANT[vni]]["bytes"]) == (count, count * frame), vni
     assert sum(counts["packets"] for counts in counters.values()) == stats.delivered  # the underlay's own: no tenant's
     assert all((batch.lengths <= 128).all() for batch in batches) and stats.drops == 0
+
+
+def test_the_kernels_htb_classes_and_an_engine_on_the_live_capture_agree_per_tenant(pair: None) -> None:
+    """Issue 19's differential test: the same traffic counted by the kernel, in each tenant's HTB
+    class on A's egress (va0, u32 filters on the VNI), and by isolane, on what vb0 captured."""
+    plan = plan_htb(Policy.from_dict(POLICY))
+    apply_plan(plan, "va0", A)
+    try:
+        before = _class_counts(plan)
+        batches, _ = _capture_sent()
+        after = _class_counts(plan)
+    finally:
+        remove("va0", A)
+    engine = Engine(Policy.from_dict(POLICY))
+    for batch in batches:
+        engine.process(batch)
+    counters = engine.counters()
+    for number, (vni, count, size) in enumerate(SENT, 1):  # the policy's tenants, in SENT's order
+        classid = f"1:{number:x}00"
+        kernel = (after[classid][0] - before[classid][0], after[classid][1] - before[classid][1])
+        assert kernel == (count, count * (OVERHEAD[OVERLAYS[vni][0]] + size)), classid
+        assert (counters[TENANT[vni]]["packets"], counters[TENANT[vni]]["bytes"]) == kernel, TENANT[vni]
+
+
+def _class_counts(plan: HtbPlan) -> dict[str, tuple[int, int]]:
+    return {row["classid"]: (row["packets"], row["bytes"]) for row in read_stats(plan, "va0", A)}
 
 
 def _quiet(**options: object) -> LiveCapture:
