@@ -122,6 +122,19 @@ pub struct PacketBuffers {
 }
 
 impl PacketBuffers {
+    /// Empty buffers with room for `bytes` of data and `packets` packets (huge pages advised
+    /// where they are large), so that filling them never moves what is in them.
+    pub fn with_capacity(bytes: usize, packets: usize) -> Self {
+        PacketBuffers {
+            data: crate::memory::byte_buffer(bytes),
+            offsets: crate::memory::with_capacity(packets),
+            lengths: crate::memory::with_capacity(packets),
+            wire_lengths: crate::memory::with_capacity(packets),
+            timestamps_ns: crate::memory::with_capacity(packets),
+            link_types: crate::memory::with_capacity(packets),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.offsets.len()
     }

@@ -39,6 +39,10 @@ pub enum CoreError {
     /// An argument a call cannot take: a thread count, an edit operation.
     #[error("{0}")]
     InvalidArgument(String),
+    /// A live capture that cannot be opened or read: `message` says which step failed and why,
+    /// `errno` is the kernel's answer when it gave one.
+    #[error("{message}")]
+    Capture { message: String, errno: Option<i32> },
     /// A YAML text that is not one document by the rules of `crate::yaml`.
     #[error(transparent)]
     Yaml(#[from] crate::yaml::YamlError),

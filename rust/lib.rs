@@ -8,7 +8,8 @@
 //! (microburst detection per scope), [`timeline`] (time series per tenant and class, for
 //! reports), [`enforce`] (meters, shapers, the port, the burst detector and the timeline
 //! applied to classified packets, per tenant), [`engine`] (tables, updates and the
-//! threads that classify and enforce batches); apart from the data path, [`yaml`] reads policy
+//! threads that classify and enforce batches); [`live`] captures batches from a Linux device
+//! (AF_PACKET, TPACKET_V3 ring); apart from the data path, [`yaml`] reads policy
 //! files (YAML 1.2 documents).
 //!
 //! Beside them: [`chunked_vec`] (vectors whose copies share their elements in chunks), [`codes`] (the integer codes of the records' columns, one enum a family, which
@@ -24,6 +25,8 @@ pub mod codes;
 pub mod enforce;
 pub mod engine;
 pub mod error;
+#[cfg(target_os = "linux")]
+pub mod live;
 pub mod memory;
 pub mod meter;
 pub mod outcome;

@@ -10,6 +10,8 @@ mod codes;
 mod convert;
 mod engine;
 mod error;
+#[cfg(target_os = "linux")]
+mod live;
 mod rule_table;
 mod timeline;
 mod yaml;
@@ -37,6 +39,9 @@ fn without_gil<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyRe
 
 #[pymodule(gil_used = false)]
 mod _core {
+    #[cfg(target_os = "linux")]
+    #[pymodule_export]
+    use super::live::LiveCapture;
     #[pymodule_export]
     use super::{
         burst_flow_layout, burst_layout, codes::codes, load_yaml, parse_records, processed_layout, profile_event_layout, read_pcap, record_layout,

@@ -12,12 +12,15 @@ from isolane.policy.qos import QosSettings, TenantQos
 
 __all__ = [
     "BatchError",
+    "CaptureError",
+    "CapturePermissionError",
     "CaptureReader",
     "Engine",
     "EngineError",
     "DuplicateKeyError",
     "GENEVE_PORT",
     "IsolaneError",
+    "LiveCapture",
     "NoTenantError",
     "PacketBatch",
     "PcapError",
@@ -68,6 +71,13 @@ class RuleIndexError(EngineError, IndexError):
 
 class BatchError(IsolaneError, ValueError):
     """Arrays that do not describe a packet batch (also a ValueError)."""
+
+class CaptureError(IsolaneError, OSError):
+    """A live capture that cannot be opened or read (also an OSError; `errno` is the kernel's answer, or None)."""
+
+class CapturePermissionError(CaptureError, PermissionError):
+    """A live capture the process lacks the privileges for (also a PermissionError); the message says which."""
+
 class YamlError(IsolaneError):
     """A YAML text that is not one document by isolane's rules; `line` and `column` say where."""
 
@@ -122,6 +132,42 @@ class PacketBatch:
         """The captured bytes of packet ``index`` (negative counts from the end)."""
 
     def __len__(self) -> int: ...
+
+@final
+class LiveCapture:
+    """A capture from a Linux device through an AF_PACKET socket and a TPACKET_V3 ring
+    (Linux only; see ``isolane.linux.LiveCapture`` and docs/linux.md). ``timeout_ms`` is how
+    long the kernel keeps a block that is not full; ``direction`` is "both", "in" or "out"."""
+
+    def __new__(
+        cls,
+        dev: str,
+        netns: str | None = None,
+        *,
+        snaplen: int = 262144,
+        block_size: int = 1048576,
+        blocks: int = 64,
+        timeout_ms: int = 10,
+        direction: str = "both",
+    ) -> LiveCapture: ...
+    def next_batch(self, timeout_ms: int | None = None) -> PacketBatch | None:
+        """The packets of the ring's ready blocks as one batch, waiting up to ``timeout_ms``
+        (None: until packets come) for them; None when the time passed without a packet."""
+    def stats(self) -> dict[str, int]:
+        """``packets`` (the kernel saw, drops included), ``drops``, ``freezes``, ``delivered``,
+        ``skipped`` (left out by ``direction``) and ``blocks``, since the capture opened."""
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def dev(self) -> str: ...
+    @property
+    def netns(self) -> str | None: ...
+    @property
+    def link_type(self) -> int:
+        """1 (Ethernet) or 101 (raw IP)."""
+    def __enter__(self) -> LiveCapture: ...
+    def __exit__(self, kind: object, value: object, traceback: object) -> bool: ...
 
 @final
 class PcapIterator:

@@ -10,6 +10,7 @@
 //! | `InvalidSpec`, `InvalidArgument`          | `EngineError(IsolaneError, ValueError)`     |
 //! | `NoTenant`                                | `NoTenantError(EngineError, KeyError)`      |
 //! | `RuleIndex`                               | `RuleIndexError(EngineError, IndexError)`   |
+//! | `Capture`                                 | `CaptureError(IsolaneError, OSError)`; EPERM and EACCES: `CapturePermissionError(CaptureError, PermissionError)` |
 //! | `Io`                                      | `OSError` (its errno subclass)              |
 //!
 //! The classes with two bases keep `except ValueError` (or `KeyError`, `IndexError`) working
@@ -20,7 +21,7 @@ use std::ffi::CStr;
 use std::path::Path;
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyBaseException, PyException, PyIndexError, PyKeyError, PyOSError, PyValueError};
+use pyo3::exceptions::{PyBaseException, PyException, PyIndexError, PyKeyError, PyOSError, PyPermissionError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -75,8 +76,24 @@ pub(crate) static RULE_INDEX_ERROR: DualError = DualError {
     class: PyOnceLock::new(),
 };
 
+pub(crate) static CAPTURE_ERROR: DualError = DualError {
+    name: "CaptureError",
+    doc: c"A live capture that cannot be opened or read (also an OSError; `errno` is the kernel's answer, or None).",
+    parent: None,
+    builtin: |py| py.get_type::<PyOSError>(),
+    class: PyOnceLock::new(),
+};
+
+pub(crate) static CAPTURE_PERMISSION_ERROR: DualError = DualError {
+    name: "CapturePermissionError",
+    doc: c"A live capture the process lacks the privileges for (also a PermissionError); the message says which.",
+    parent: Some(&CAPTURE_ERROR),
+    builtin: |py| py.get_type::<PyPermissionError>(),
+    class: PyOnceLock::new(),
+};
+
 /// Every class made this way, for the module to export.
-pub(crate) static DUAL_ERRORS: [&DualError; 4] = [&ENGINE_ERROR, &BATCH_ERROR, &NO_TENANT_ERROR, &RULE_INDEX_ERROR];
+pub(crate) static DUAL_ERRORS: [&DualError; 6] = [&ENGINE_ERROR, &BATCH_ERROR, &NO_TENANT_ERROR, &RULE_INDEX_ERROR, &CAPTURE_ERROR, &CAPTURE_PERMISSION_ERROR];
 
 impl DualError {
     pub(crate) fn name(&self) -> &'static str {
@@ -142,8 +159,22 @@ fn to_py_err(err: CoreError, path: Option<&Path>) -> PyErr {
         CoreError::InvalidSpec { .. } | CoreError::InvalidArgument(_) => ENGINE_ERROR.new_err(message),
         CoreError::NoTenant(_) => NO_TENANT_ERROR.new_err(message),
         CoreError::RuleIndex { .. } => RULE_INDEX_ERROR.new_err(message),
+        CoreError::Capture { errno, .. } => capture_error(message, errno),
         CoreError::Io(io) => os_error(&io, shown),
     }
+}
+
+/// A `CaptureError` (a `CapturePermissionError` for EPERM and EACCES) with its errno.
+fn capture_error(message: String, errno: Option<i32>) -> PyErr {
+    let class = match errno {
+        Some(libc::EPERM | libc::EACCES) => &CAPTURE_PERMISSION_ERROR,
+        _ => &CAPTURE_ERROR,
+    };
+    let err = class.new_err(message);
+    Python::attach(|py| {
+        let _ = err.value(py).setattr("errno", errno);
+    });
+    err
 }
 
 /// An OSError that reads like Python's own: `[Errno 2] No such file or directory: 'x.pcap'`,
@@ -272,5 +303,22 @@ mod tests {
     fn os_errors_read_like_pythons_own() {
         let (_, message, _) = raised(CoreError::Io(io::Error::from_raw_os_error(2)), Some(Path::new("/nowhere.pcap")));
         assert_eq!(message, "[Errno 2] No such file or directory: '/nowhere.pcap'");
+    }
+
+    #[test]
+    fn capture_errors_are_os_errors_and_permission_errors_when_the_kernel_refused() {
+        let refused = CoreError::Capture { message: "cannot open an AF_PACKET socket (...): Operation not permitted".into(), errno: Some(libc::EPERM) };
+        let (class, message, err) = raised(refused, None);
+        assert_eq!((class.as_str(), message.as_str()), ("CapturePermissionError", "cannot open an AF_PACKET socket (...): Operation not permitted"));
+        assert!(is(&err, &CAPTURE_ERROR));
+        Python::attach(|py| {
+            assert!(err.is_instance_of::<PyPermissionError>(py) && err.is_instance_of::<IsolaneError>(py));
+            assert_eq!(err.value(py).getattr("errno").unwrap().extract::<i32>().unwrap(), libc::EPERM);
+        });
+        let (class, message, err) = raised(CoreError::Capture { message: "no device 'x': No such device".into(), errno: Some(libc::ENODEV) }, None);
+        assert_eq!((class.as_str(), message.as_str()), ("CaptureError", "no device 'x': No such device"));
+        Python::attach(|py| assert!(err.is_instance_of::<PyOSError>(py) && !err.is_instance_of::<PyPermissionError>(py)));
+        let (_, _, err) = raised(CoreError::Capture { message: "the capture on 'x' is closed".into(), errno: None }, None);
+        Python::attach(|py| assert!(err.value(py).getattr("errno").unwrap().is_none()));
     }
 }
