@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -33,7 +32,7 @@ from isolane.policy import Policy
 
 pytest.importorskip("pyroute2")
 
-from support.netns import FLOOD, FRESH, MAC, OVERLAYS, RAW_SENDER, TAG, UNDERLAY, A, namespaces, run, send  # noqa: E402
+from support.netns import FLOOD, FRESH, MAC, OVERLAYS, RAW_SENDER, TAG, UNDERLAY, A, run, send  # noqa: E402
 
 POLICY = {
     "count": "wire",  # HTB charges frame + 20 B (its overhead)
@@ -43,20 +42,6 @@ POLICY = {
         {"name": "inference", "vnis": [300], "rate": "5Gbps"},
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def pair() -> Iterator[None]:
-    with namespaces():
-        yield
-
-
-@pytest.fixture
-def clean(pair: None) -> Iterator[None]:
-    """va0 with its default qdisc before and after the test."""
-    remove("va0", A)
-    yield
-    remove("va0", A)
 
 
 def _plan(policy: dict[str, object] = POLICY) -> HtbPlan:

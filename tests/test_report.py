@@ -117,7 +117,9 @@ def test_the_vnis_no_tenant_claims_are_named(tmp_path: Path) -> None:
     report = replay(SAMPLE, policy)
     parsed = isolane.parse(isolane.read_pcap(SAMPLE))
     assert report.unclaimed_vnis == {300: int((parsed["vni"] == 300).sum())}
-    assert f"VNIs no tenant claims: 300 ({report.unclaimed_vnis[300]:,} packets)" in isolane.format_report(report)
+    text = isolane.format_report(report)
+    assert f"VNIs no tenant claims: 300 ({report.unclaimed_vnis[300]:,} packets)" in text
+    assert f"{report.unclaimed_vnis[300]:,} of them in 1 VNI that no tenant claims" in text
     assert replay(SAMPLE, isolane.Policy.from_file(POLICY)).unclaimed_vnis == {}
 
 

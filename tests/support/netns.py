@@ -126,3 +126,4 @@ with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         for _ in range(100):
             s.sendto(b"z" * 1000, (sys.argv[1], 5001))
 """
+

@@ -1,4 +1,4 @@
-"""``isolane linux probe|discover|apply|remove|stats``: isolane beside a Linux network stack
+"""``isolane linux probe|discover|apply|remove|stats|live``: isolane beside a Linux network stack
 (``docs/linux.md``; needs ``isolane[linux]``)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from isolane.commands import linux_live
 from isolane.policy import Policy, parse_rate
 from isolane.report.text import align
 from isolane.urls import doc_url
@@ -67,6 +68,7 @@ def add_parser(commands: Any) -> None:
         plan=True,
         json_help="print JSON instead of a table",
     )
+    linux_live.add_parser(sub)
 
 
 def _command(sub: Any, name: str, run: Any, summary: str, description: str, plan: bool = False, json_help: str | None = None) -> argparse.ArgumentParser:

@@ -38,7 +38,8 @@ def _unclaimed(report: Report) -> list[str]:
         return []
     text = f"{orphans:,} of {report.packets:,} packets ({100 * orphans / report.packets:.3g}%) found no tenant"
     if report.unclaimed_vnis:
-        text += f", {sum(report.unclaimed_vnis.values()):,} of them in {len(report.unclaimed_vnis):,} VNIs that no tenant claims"
+        vnis = len(report.unclaimed_vnis)
+        text += f", {sum(report.unclaimed_vnis.values()):,} of them in {vnis:,} VNI{'' if vnis == 1 else 's'} that no tenant claims"
     return [text]
 
 
