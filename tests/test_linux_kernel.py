@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -23,16 +22,17 @@ import pytest
 from isolane import Engine, PacketBatch
 from isolane.cli import main
 from isolane.engine import ClassifierCounters
-from isolane.linux import LinuxError, StatsPoller, apply_plan, discover_vxlan, plan_htb, probe_features, read_stats, remove, tc_commands
-from isolane.linux.apply import as_kernel, as_kernel_filter, device_filters
+from isolane.linux import LinuxError, StatsPoller, apply_plan, discover_vxlan, plan_htb, probe_features, read_stats, remove
+from isolane.linux.apply import as_kernel
 from isolane.linux.htb import ROOT_HANDLE, HtbClass, HtbPlan
-from isolane.linux.netlink import htb_classes, link_index, open_netns, root_qdisc
+from isolane.linux.netlink import link_index, open_netns, root_qdisc
 from isolane.linux.probe import _reason
 from isolane.policy import Policy
 
 pytest.importorskip("pyroute2")
 
-from support.netns import FLOOD, FRESH, MAC, OVERLAYS, RAW_SENDER, TAG, UNDERLAY, A, run, send  # noqa: E402
+from support.kernel_htb import assert_tc_builds_what_apply_made, htb_counts, planned_filters, quiet_counts, tree  # noqa: E402
+from support.netns import FLOOD, MAC, OVERLAYS, RAW_SENDER, TAG, UNDERLAY, A, run, send  # noqa: E402
 
 POLICY = {
     "count": "wire",  # HTB charges frame + 20 B (its overhead)
@@ -46,19 +46,6 @@ POLICY = {
 
 def _plan(policy: dict[str, object] = POLICY) -> HtbPlan:
     return plan_htb(Policy.from_dict(policy))
-
-
-def _tree(netns: str, dev: str) -> tuple[set[object], Counter[object]]:
-    """The device's HTB classes and u32 filters, as comparable values."""
-    with open_netns(netns) as ipr:
-        index = link_index(ipr, dev)
-        classes = {kernel for kernel, _ in htb_classes(ipr, index)}
-        filters = Counter(f.same_as() for f in device_filters(ipr, index, list(classes)))
-    return classes, filters
-
-
-def _planned_filters(plan: HtbPlan) -> Counter[object]:
-    return Counter(as_kernel_filter(f).same_as() for f in plan.filters)
 
 
 def _root(netns: str, dev: str) -> str:
@@ -97,11 +84,11 @@ def test_apply_builds_the_plan_and_a_second_apply_changes_nothing(clean: None) -
     plan = _plan()
     changes = apply_plan(plan, "va0", A)
     assert len(changes) == 1 + len(plan.classes) + len(plan.filters)
-    classes, filters = _tree(A, "va0")
+    classes, filters = tree(A, "va0")
     assert classes == {as_kernel(c) for c in plan.classes}
-    assert filters == _planned_filters(plan)
+    assert filters == planned_filters(plan)
     assert apply_plan(plan, "va0", A) == []
-    assert _tree(A, "va0") == (classes, filters)
+    assert tree(A, "va0") == (classes, filters)
     above_32_bits = [k for k in classes if k.ceil >= 1 << 32]  # 50 and 100 Gbit/s: HTB's 64-bit rate attributes
     assert len(above_32_bits) == len(classes) == 8 and all(k.cbuffer > 0 for k in above_32_bits)
     assert {k.overhead for k in classes} == {20}
@@ -114,7 +101,7 @@ def test_a_changed_policy_changes_only_what_differs(clean: None) -> None:
     assert "change class 1:100" in changes and "change class 1:200" in changes
     assert sum(c.startswith("add u32 filter: VNI 301") for c in changes) == 2
     assert not any(c.startswith(("add class", "delete")) for c in changes)
-    classes, _ = _tree(A, "va0")
+    classes, _ = tree(A, "va0")
     assert classes == {as_kernel(c) for c in _plan(changed).classes}
 
 
@@ -125,9 +112,9 @@ def test_a_smaller_policy_deletes_the_classes_and_filters_it_no_longer_has(clean
     deleted = [c for c in changes if c.startswith("delete class")]  # the tenants move up: inference is 1:100 now
     assert sorted(deleted) == ["delete class 1:102", "delete class 1:200", "delete class 1:201"]
     assert deleted.index("delete class 1:201") < deleted.index("delete class 1:200")  # children first
-    assert _tree(A, "va0") == (
+    assert tree(A, "va0") == (
         {as_kernel(c) for c in _plan(smaller).classes},
-        _planned_filters(_plan(smaller)),
+        planned_filters(_plan(smaller)),
     )
 
 
@@ -139,12 +126,12 @@ def test_a_failed_apply_leaves_the_device_as_it_was(clean: None) -> None:
         apply_plan(broken, "va0", A)
     assert _root(A, "va0") == "noqueue"  # the HTB root it made is gone again
     apply_plan(plan, "va0", A)
-    before = _tree(A, "va0")
+    before = tree(A, "va0")
     changed = {**POLICY, "tenants": [{**POLICY["tenants"][0], "rate": "20Gbps"}]}  # type: ignore[index]
     broken = dataclasses.replace(_plan(changed), classes=(*_plan(changed).classes, refused))
     with pytest.raises(LinuxError):
         apply_plan(broken, "va0", A)
-    assert _tree(A, "va0") == before
+    assert tree(A, "va0") == before
 
 
 def test_remove_goes_back_to_the_default_qdisc_once(clean: None) -> None:
@@ -173,46 +160,13 @@ def test_dry_run_commands_build_the_same_classes_and_filters(clean: None) -> Non
     assert_tc_builds_what_apply_made(plan)
 
 
-def assert_tc_builds_what_apply_made(plan: HtbPlan) -> None:
-    """The dry run's commands, run in a fresh namespace, make the tree apply made on A's va0."""
-    subprocess.run(["ip", "netns", "del", FRESH], capture_output=True)
-    try:
-        run("ip", "netns", "add", FRESH)
-        run("ip", "-n", FRESH, "link", "add", "va0", "type", "veth", "peer", "name", "vc1")
-        for line in tc_commands(plan, "va0", FRESH):
-            run(*line.split())
-        assert _tree(FRESH, "va0") == _tree(A, "va0")
-        assert apply_plan(plan, "va0", FRESH) == []  # apply sees tc's tree as its own
-    finally:
-        subprocess.run(["ip", "netns", "del", FRESH], capture_output=True)
-
-
-def _counts(plan: HtbPlan) -> dict[str, tuple[int, int]]:
-    return {row["classid"]: (row["packets"], row["bytes"]) for row in read_stats(plan, "va0", A)}
-
-
-def _quiet(plan: HtbPlan) -> dict[str, tuple[int, int]]:
-    """The counters once nothing has passed the link class for 2.5 s: the underlay's own start-up
-    traffic is over (MLDv2 repeats its unsolicited reports up to a second apart)."""
-    before, quiet_since = _counts(plan), time.monotonic()
-    deadline = quiet_since + 15
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        now = _counts(plan)
-        if now["1:1"] != before["1:1"]:
-            before, quiet_since = now, time.monotonic()
-        elif time.monotonic() - quiet_since >= 2.5:
-            return now
-    raise AssertionError(f"the underlay never went quiet: {before}")
-
-
 def test_the_kernel_counts_each_tenants_vxlan_traffic_in_its_class(clean: None) -> None:
     plan = _plan()
     apply_plan(plan, "va0", A)
-    before = _quiet(plan)
+    before = quiet_counts(plan)
     sends = {100: (50, 200), 200: (20, 100), 300: (30, 300)}
     send(*((OVERLAYS[vni][2], count, size) for vni, (count, size) in sends.items()))
-    after = _counts(plan)
+    after = htb_counts(plan)
     delta = {classid: (after[classid][0] - before[classid][0], after[classid][1] - before[classid][1]) for classid in after}
 
     def on_wire(vni: int) -> tuple[int, int]:
@@ -269,10 +223,10 @@ def test_packets_the_vni_filters_cannot_read_land_in_the_unmatched_class(clean: 
     hop_by_hop = ether / scapy.IPv6(src=UNDERLAY["6"][0], dst=UNDERLAY["6"][1]) / scapy.IPv6ExtHdrHopByHop() / vxlan
     no_tenant = ether / scapy.IP(**v4) / scapy.UDP(sport=49152, dport=4789) / scapy.VXLAN(flags=0x08, vni=999) / inner
     frames = {"1:101": [plain], "1:fffe": [with_options, later_fragment, hop_by_hop], "1:ffff": [no_tenant]}
-    before = _quiet(plan)
+    before = quiet_counts(plan)
     everything = [bytes(frame).hex() for sent in frames.values() for frame in sent]
     run("ip", "netns", "exec", A, sys.executable, "-c", RAW_SENDER, "va0", *everything)
-    after = _counts(plan)
+    after = htb_counts(plan)
     delta = {classid: (after[classid][0] - before[classid][0], after[classid][1] - before[classid][1]) for classid in after}
     for classid, sent in frames.items():
         assert delta[classid] == _size(*sent), delta
@@ -322,9 +276,9 @@ def test_htb_holds_a_tenant_offered_above_its_ceiling_to_it(clean: None) -> None
     flood = subprocess.Popen(["ip", "netns", "exec", A, sys.executable, "-c", FLOOD, OVERLAYS[100][2], "2.0"])
     try:
         time.sleep(0.5)  # the queue fills
-        start_bytes, start = _counts(plan)["1:100"][1], time.monotonic()
+        start_bytes, start = htb_counts(plan)["1:100"][1], time.monotonic()
         time.sleep(1.0)
-        end_bytes, end = _counts(plan)["1:100"][1], time.monotonic()
+        end_bytes, end = htb_counts(plan)["1:100"][1], time.monotonic()
         backlog = next(row["backlog_packets"] for row in read_stats(plan, "va0", A) if row["classid"] == "1:101")
     finally:
         flood.wait(timeout=10)

@@ -25,9 +25,9 @@ pytest.importorskip("pyroute2")
 
 from isolane import Engine, Outcome, PacketBatch  # noqa: E402
 from isolane.cli import main  # noqa: E402
-from isolane.linux import LiveCapture, apply_plan, plan_htb, read_stats  # noqa: E402
-from isolane.linux.htb import HtbPlan  # noqa: E402
+from isolane.linux import LiveCapture, apply_plan, plan_htb  # noqa: E402
 from isolane.policy import Policy  # noqa: E402
+from support.kernel_htb import htb_counts  # noqa: E402
 from support.netns import OVERLAYS, A, B, run, send  # noqa: E402
 
 POLICY = {
@@ -44,10 +44,6 @@ CAPPED = {
     "port": {"rate": "10Gbps", "buffer": "4MiB"},
     "tenants": [{"name": "capped", "vnis": [100], "rate": "10Mbps", "ceil": "20Mbps", "shaper": {"max_delay": "50ms"}}],
 }
-
-
-def _counts(plan: HtbPlan) -> dict[str, tuple[int, int]]:
-    return {row["classid"]: (row["packets"], row["bytes"]) for row in read_stats(plan, "va0", A)}
 
 
 def _read_until_quiet(capture: LiveCapture, into: list[PacketBatch]) -> None:
@@ -107,9 +103,9 @@ def test_isolanes_shaper_releases_what_htb_delivers_of_traffic_above_the_ceiling
         sender = subprocess.Popen(["ip", "netns", "exec", A, sys.executable, "-c", PACED, OVERLAYS[100][2], str(rate_pps), "3.0"])
         try:
             time.sleep(1.0)  # the queue is full
-            start_bytes, start = _counts(plan)["1:100"][1], time.monotonic()
+            start_bytes, start = htb_counts(plan)["1:100"][1], time.monotonic()
             time.sleep(1.5)
-            end_bytes, end = _counts(plan)["1:100"][1], time.monotonic()
+            end_bytes, end = htb_counts(plan)["1:100"][1], time.monotonic()
         finally:
             sender.wait(timeout=15)
             reader.join(timeout=15)

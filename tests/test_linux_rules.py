@@ -19,9 +19,9 @@ from isolane.policy import Policy
 pytest.importorskip("pyroute2")
 scapy = pytest.importorskip("scapy.all")
 
+from support.kernel_htb import assert_tc_builds_what_apply_made, htb_counts, planned_filters, quiet_counts, tree  # noqa: E402
 from support.netns import MAC, OVERLAYS, RAW_SENDER, UNDERLAY, A, run  # noqa: E402
 from support.u32_model import isolane_class  # noqa: E402
-from test_linux_kernel import _counts, _planned_filters, _quiet, _tree, assert_tc_builds_what_apply_made, clean, pair  # noqa: E402, F401  (fixtures and readers)
 
 RULES: list[dict[str, object]] = [
     {"proto": "udp", "dst_ports": 5003, "action": "drop"},  # before the allow rule that also holds 5003: its packets stay in bulk
@@ -59,7 +59,7 @@ def plan(request: pytest.FixtureRequest) -> HtbPlan:
 
 
 def test_apply_pushes_the_rule_filters_once_and_tc_builds_the_same(plan: HtbPlan) -> None:
-    assert _tree(A, "va0")[1] == _planned_filters(plan)
+    assert tree(A, "va0")[1] == planned_filters(plan)
     # per VNI and underlay: rules[0], [1] and [5] inner IPv4 and IPv6, [2] those x 4 pieces of 5002-5010, [3] IPv6, [4] ARP
     assert sum(f.rule is not None for f in plan.filters) == 2 * 2 * (2 + 2 + 2 * 4 + 1 + 1 + 2)
     assert apply_plan(plan, "va0", A) == []
@@ -68,9 +68,9 @@ def test_apply_pushes_the_rule_filters_once_and_tc_builds_the_same(plan: HtbPlan
 
 def _sent(plan: HtbPlan, *sender: str) -> dict[str, tuple[int, int]]:
     """Packets and bytes per leaf class the ``sender`` script, run in A, passed (none are zero)."""
-    before = _quiet(plan)
+    before = quiet_counts(plan)
     run("ip", "netns", "exec", A, sys.executable, "-c", *sender)
-    after = _counts(plan)
+    after = htb_counts(plan)
     leaves = {f"1:{c.classid & 0xFFFF:x}" for c in plan.classes if c.role in ("class", "default", "unmatched")}
     delta = {c: (after[c][0] - before[c][0], after[c][1] - before[c][1]) for c in leaves}
     return {c: counted for c, counted in delta.items() if counted != (0, 0)}
@@ -142,15 +142,15 @@ def test_kernel_vxlan_traffic_is_counted_by_rule_over_both_underlays(plan: HtbPl
 def test_a_changed_policy_moves_the_rule_filters_and_a_failed_apply_puts_them_back(plan: HtbPlan) -> None:
     """A rule inserted first shifts every rule's priority, and the second tenant's; a tenant that
     loses its rules loses its class's filters. A refused class undoes it all, filters on classes too."""
-    before = _tree(A, "va0")
+    before = tree(A, "va0")
     tenants: list[dict[str, object]] = POLICY["tenants"]  # type: ignore[assignment]
     changed = {**POLICY, "tenants": [{**tenants[0], "rules": [{"proto": "icmp", "action": "allow", "class": "b"}, *RULES]}, {**tenants[1], "rules": []}]}
     changed_plan = plan_htb(Policy.from_dict(changed))
     refused = HtbClass(0x2_0005, 0x1_0001, 1000, 1000, 9216, 9216, 1000, 1000, 0, "class")  # HTB refuses a class of another qdisc (2:)
     with pytest.raises(LinuxError, match="add class 2:5"):
         apply_plan(dataclasses.replace(changed_plan, classes=(*changed_plan.classes, refused)), "va0", A)
-    assert _tree(A, "va0") == before
+    assert tree(A, "va0") == before
     assert apply_plan(changed_plan, "va0", A) != []
-    assert _tree(A, "va0")[1] == _planned_filters(changed_plan)
+    assert tree(A, "va0")[1] == planned_filters(changed_plan)
     assert not any(f.parent == 0x1_0200 for f in changed_plan.filters)
     assert apply_plan(changed_plan, "va0", A) == []
