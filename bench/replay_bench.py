@@ -5,7 +5,8 @@ process start to report written, packets and bytes a second, and peak resident m
 - dpkt: a script that reads the capture and counts packets and bytes per VNI (`dpkt_vni_counts`);
 - tshark: ``tshark -r CAPTURE -T fields -e vxlan.vni``, counted per VNI.
 
-Each runs as a process of its own (``os.wait4`` gives its peak RSS). The peers' per-VNI counts
+Each runs as a process of its own, started by a small launcher process whose ``os.wait4`` gives
+its peak RSS (a child forked from this benchmark would inherit the benchmark's own high-water mark). The peers' per-VNI counts
 are checked against isolane's per-tenant packets (the policy's tenant ``i`` has VNI ``5000 + i``).
 
     python bench/replay_bench.py [BYTES [RUNS]]   # writes the workload to $ISOLANE_BENCH_DIR or /var/tmp/isolane-bench
@@ -41,18 +42,29 @@ class Run:
     stdout: str
 
 
+LAUNCHER = """
+import os, subprocess, sys
+process = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(process.pid, 0)
+with open(sys.argv[1], "w") as peak:
+    peak.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+"""Runs a command and writes its peak RSS (KiB) to a file. Linux carries a process's RSS
+high-water mark across fork and exec: measured from the benchmark's own process, a child would
+report at least the benchmark's peak; from this small process, its own."""
+
+
 def run_process(command: list[str]) -> Run:
-    """Runs ``command`` to its end; reaped with ``os.wait4``, which gives its own peak RSS."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    """Runs ``command`` to its end, through :data:`LAUNCHER`, which gives its own peak RSS."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, tempfile.NamedTemporaryFile("r") as peak:
         start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(process.pid, 0)
+        process = subprocess.run([sys.executable, "-c", LAUNCHER, peak.name, *command], stdout=out, stderr=err, text=True)
         seconds = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         out.seek(0), err.seek(0)
         if process.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}): {err.read().strip()}")
-        return Run(seconds, usage.ru_maxrss * 1024, out.read())
+        return Run(seconds, int(peak.read()) * 1024, out.read())
 
 
 def isolane_command(capture: Path, policy: Path, report: Path) -> list[str]:

@@ -15,10 +15,12 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import isolane
@@ -98,3 +100,12 @@ def test_replay_1gb(data_dir: Path, bench_report: dict) -> None:
         "targets (0.6 s, 256 MiB)": f"time {'met' if best < TARGET_SECONDS else 'not met'}, memory {'met' if rss < TARGET_RSS_BYTES else 'not met'}",
         "other load (cores)": load,
     }
+
+
+def test_a_process_peak_rss_is_its_own_not_the_benchmarks() -> None:
+    """Linux carries the RSS high-water mark across fork and exec: the benchmark's 256 MiB must
+    not show in a small child's peak."""
+    held = np.ones(256 << 20 >> 3)  # touched: resident
+    child = replay_bench.run_process([sys.executable, "-c", "import numpy as np; a = np.ones(64 << 20 >> 3); print(a.size)"])
+    assert held.sum() > 0 and child.stdout.strip() == str(64 << 20 >> 3)
+    assert 64 << 20 < child.peak_rss_bytes < 200 << 20, child.peak_rss_bytes
