@@ -22,6 +22,7 @@ import numpy.typing as npt
 from isolane import _core
 from isolane.codes import BurstScope, Color, Outcome, ProfileId, Reason
 from isolane.parsing import PARSED_DTYPE, dtype_of, parse, tunnel_ports
+from isolane.pause_gc import gc_paused
 from isolane.policy import Policy, PolicyError, Rule, TenantTables, _Checker, _tenant_tables, format_duration, parse_duration, tenant_tables
 from isolane.policy.claims import TenantChange
 from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP
@@ -350,7 +351,8 @@ class Engine:
         self._edits: list[tuple[int, str, int, Rule | None]] = []
         self._rule_counts: dict[int, int] = {}
         self._editing = threading.Lock()
-        self._install(policy, [("insert", i, None, t) for i, t in enumerate(policy.tenants)])
+        with gc_paused():
+            self._install(policy, [("insert", i, None, t) for i, t in enumerate(policy.tenants)])
 
     def __copy__(self) -> NoReturn:
         raise TypeError(_NOT_COPIED)
@@ -558,7 +560,7 @@ class Engine:
         tables and start the next on the new; counters run on by tenant name. A tenant whose
         QoS contract did not change keeps its meters, shapers and port queue; a changed or
         new one starts with full buckets."""
-        with self._editing:
+        with self._editing, gc_paused():
             self._apply_edits()
             return self._install(policy, _diff(self._policy, policy))
 

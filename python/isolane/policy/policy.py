@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from isolane.pause_gc import gc_paused
 from isolane.policy.across import _policy_warnings, _port_checks, _tenant_warnings
 from isolane.policy.claims import Claims, Layered, TenantChange, WeightInputs
 from isolane.policy.compile import CompiledPolicy, TenantTables, _compile, tenant_tables
@@ -61,14 +62,16 @@ class Policy:
         """Read a policy from a ``.yaml``/``.yml``, ``.toml`` or ``.json`` file (chosen by the
         extension). Raises :class:`PolicyError` listing every problem, ``FileNotFoundError``
         if there is no such file; warns (:class:`PolicyWarning`) about rules that never match."""
-        policy = _build(_read_file(path), os.fspath(path))
+        with gc_paused():
+            policy = _build(_read_file(path), os.fspath(path))
         _emit(policy.warnings)
         return policy
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Policy:
         """Build a policy from data shaped like the file (see ``docs/policy.md``)."""
-        policy = _build(data, None)
+        with gc_paused():
+            policy = _build(data, None)
         _emit(policy.warnings)
         return policy
 
