@@ -107,6 +107,18 @@ class CompiledPolicy:
         return self.tenant_names.index(name)
 
 
+_COLUMNS = (
+    *("src_len", "dst_len", "src_port_lo", "src_port_hi", "dst_port_lo", "dst_port_hi"),
+    *("proto", "proto_mask", "dscp", "dscp_mask", "action", "cls", "policy_rule"),
+)
+"""The rule columns but the addresses, in the order ``_tenant_tables`` makes each row's values."""
+assert set(_COLUMNS) == set(RULE_FIELDS + ("action", "cls", "policy_rule")) - {"src", "dst"}
+_DTYPES: dict[str, type[np.integer[Any]]] = {
+    **{name: np.uint16 for name in ("src_port_lo", "src_port_hi", "dst_port_lo", "dst_port_hi", "cls")},
+    "policy_rule": np.int32,
+}
+
+
 def _readonly(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     array.setflags(write=False)
     return array
@@ -116,9 +128,8 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
     class_ids = {c.name: i for i, c in enumerate(tenant.classes)}
     src: list[bytes] = []
     dst: list[bytes] = []
-    columns: dict[str, list[int]] = {
-        name: [] for name in RULE_FIELDS + ("action", "cls", "policy_rule") if name not in ("src", "dst")
-    }
+    columns: dict[str, list[int]] = {name: [] for name in _COLUMNS}
+    appends = [column.append for column in columns.values()]
     any_ports: tuple[PortRange, ...] = ((0, MAX_PORT),)
     for index, rule in enumerate(tenant.rules):
         src_addr, src_len = _mapped(rule.src)
@@ -133,30 +144,16 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
         for proto, dscp, (sp_lo, sp_hi), (dp_lo, dp_hi) in itertools.product(protos, dscps, src_ports, rule.dst_ports or any_ports):
             src.append(src_addr)
             dst.append(dst_addr)
-            for name, value in (
-                ("src_len", src_len),
-                ("dst_len", dst_len),
-                ("src_port_lo", sp_lo),
-                ("src_port_hi", sp_hi),
-                ("dst_port_lo", dp_lo),
-                ("dst_port_hi", dp_hi),
-                ("proto", proto or 0),
-                ("proto_mask", 0 if proto is None else 0xFF),
-                ("dscp", dscp or 0),
-                ("dscp_mask", 0 if dscp is None else FRAME_RULE_DSCP if dscp == FRAME_RULE_DSCP else 0x3F),
-                ("action", action),
-                ("cls", cls),
-                ("policy_rule", index),
-            ):
-                columns[name].append(value)
-    dtypes: dict[str, type[np.integer[Any]]] = {name: np.uint16 for name in ("src_port_lo", "src_port_hi", "dst_port_lo", "dst_port_hi", "cls")}
-    dtypes["policy_rule"] = np.int32
+            dscp_mask = 0 if dscp is None else FRAME_RULE_DSCP if dscp == FRAME_RULE_DSCP else 0x3F
+            row = (src_len, dst_len, sp_lo, sp_hi, dp_lo, dp_hi, proto or 0, 0 if proto is None else 0xFF, dscp or 0, dscp_mask, action, cls, index)
+            for append, value in zip(appends, row):  # in _COLUMNS's order
+                append(value)
     arrays: dict[str, npt.NDArray[Any]] = {
         "src": np.frombuffer(b"".join(src), dtype=np.uint8).reshape(len(src), 16),
         "dst": np.frombuffer(b"".join(dst), dtype=np.uint8).reshape(len(dst), 16),
     }
     for name, values in columns.items():
-        arrays[name] = _readonly(np.array(values, dtype=dtypes.get(name, np.uint8)))
+        arrays[name] = _readonly(np.array(values, dtype=_DTYPES.get(name, np.uint8)))
     default_action = ACTION_ALLOW if tenant.default == "allow" else ACTION_DROP
     default_cls = class_ids[tenant.default_class] if default_action == ACTION_ALLOW else NO_CLASS
     return TenantTables(
