@@ -15,19 +15,18 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 import isolane
 from isolane import Engine, PacketBatch, Policy, Tunnel
-from isolane.linux import CaptureError, LiveCapture, apply_plan, plan_htb, read_stats, remove
-from isolane.linux.htb import HtbPlan
+from isolane.linux import CaptureError, LiveCapture, apply_plan, plan_htb, remove
 
 pytest.importorskip("pyroute2")  # tests/support/netns.py probes the kernel with it
 
-from support.netns import OVERLAYS, TAG, A, B, namespaces, run, send  # noqa: E402
+from support.kernel_htb import htb_counts  # noqa: E402
+from support.netns import OVERLAYS, TAG, A, B, run, send  # noqa: E402
 
 #: (VNI, datagrams, payload bytes) sent from A, one row per VXLAN device.
 SENT = [(100, 120, 100), (200, 80, 1000), (300, 50, 1300)]
@@ -39,12 +38,6 @@ POLICY = {
     "tenants": [{"name": "hundred", "vnis": [100]}, {"name": "two-hundred", "vnis": [200]}, {"name": "three-hundred", "vnis": [300]}],
 }
 TENANT = {100: "hundred", 200: "two-hundred", 300: "three-hundred"}
-
-
-@pytest.fixture(scope="module")
-def pair() -> Iterator[None]:
-    with namespaces():
-        yield
 
 
 def _capture_sent(**options: object) -> tuple[list[PacketBatch], isolane.linux.LiveStats]:
@@ -100,9 +93,9 @@ def test_the_kernels_htb_classes_and_an_engine_on_the_live_capture_agree_per_ten
     plan = plan_htb(Policy.from_dict(POLICY))
     apply_plan(plan, "va0", A)
     try:
-        before = _class_counts(plan)
+        before = htb_counts(plan)
         batches, _ = _capture_sent()
-        after = _class_counts(plan)
+        after = htb_counts(plan)
     finally:
         remove("va0", A)
     engine = Engine(Policy.from_dict(POLICY))
@@ -114,10 +107,6 @@ def test_the_kernels_htb_classes_and_an_engine_on_the_live_capture_agree_per_ten
         kernel = (after[classid][0] - before[classid][0], after[classid][1] - before[classid][1])
         assert kernel == (count, count * (OVERHEAD[OVERLAYS[vni][0]] + size)), classid
         assert (counters[TENANT[vni]]["packets"], counters[TENANT[vni]]["bytes"]) == kernel, TENANT[vni]
-
-
-def _class_counts(plan: HtbPlan) -> dict[str, tuple[int, int]]:
-    return {row["classid"]: (row["packets"], row["bytes"]) for row in read_stats(plan, "va0", A)}
 
 
 def _quiet(**options: object) -> LiveCapture:

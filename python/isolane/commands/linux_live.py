@@ -15,7 +15,7 @@ from typing import Any
 from isolane import _core
 from isolane.commands.replay import Replayer
 from isolane.commands.report_output import add_report_options, add_tunnel_options, engine_options, tunnel_options, write_report
-from isolane.engine import Engine
+from isolane.engine import DEFAULT_POLLS, Engine
 from isolane.linux.live import LiveCapture, LiveStats
 from isolane.policy import Policy, parse_duration
 from isolane.report.model import Report
@@ -61,21 +61,23 @@ def _live(args: argparse.Namespace) -> int:
         raise ValueError(f"--count {args.count} is not at least 1")
     metrics = _metrics_server(args.metrics) if args.metrics else None
     tunnels = tunnel_options(args)
-    report = live_report(
-        args.dev,
-        _read_policy(args.policy),
-        netns=args.netns,
-        duration_s=None if duration_ns is None else duration_ns / 1e9,
-        count=args.count,
-        drain=args.drain,
-        on_start=metrics,
-        status=_Status(args.dev) if sys.stderr.isatty() else None,
-        direction=args.direction,
-        blocks=args.blocks,
-        **engine_options(args),
-        vxlan_ports=tunnels["vxlan_ports"],
-        geneve_ports=tunnels["geneve_ports"],
-    )
+    policy = _read_policy(args.policy)  # its warnings before the status line
+    with _Status(args.dev) if sys.stderr.isatty() else contextlib.nullcontext() as status:
+        report = live_report(
+            args.dev,
+            policy,
+            netns=args.netns,
+            duration_s=None if duration_ns is None else duration_ns / 1e9,
+            count=args.count,
+            drain=args.drain,
+            on_start=metrics,
+            status=status,
+            direction=args.direction,
+            blocks=args.blocks,
+            **engine_options(args),
+            vxlan_ports=tunnels["vxlan_ports"],
+            geneve_ports=tunnels["geneve_ports"],
+        )
     return write_report(report, args)
 
 
@@ -98,7 +100,7 @@ def live_report(
     geneve_ports: Iterable[int] = (_core.GENEVE_PORT,),
     threads: int = 1,
     window_ns: int | None = None,
-    poll: Iterable[int | str] | None = None,
+    poll: Iterable[int | str] = DEFAULT_POLLS,
     alone: Iterable[str] | None = None,
     on_start: Callable[[Engine], contextlib.AbstractContextManager[Any]] | None = None,
     status: Callable[[int, float], None] | None = None,
@@ -111,7 +113,7 @@ def live_report(
     then); ``status(packets, seconds)`` is called after every wait. The ring's drops, if any,
     are a warning of the report. ``capture_options`` go to :class:`isolane.linux.LiveCapture`."""
     replayer = Replayer(
-        policy, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports, threads=threads, window_ns=window_ns, alone=alone, **({"poll": poll} if poll else {})
+        policy, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports, threads=threads, window_ns=window_ns, poll=poll, alone=alone
     )
     with LiveCapture(dev, netns=netns, **capture_options) as capture:
         with on_start(replayer.engine) if on_start else contextlib.nullcontext():
@@ -139,9 +141,6 @@ def _feed(capture: LiveCapture, replayer: Replayer, duration_s: float | None, co
                 status(replayer.packets, time.monotonic() - start)
     except KeyboardInterrupt:
         return True
-    finally:
-        if isinstance(status, _Status):
-            status.close()
     return False
 
 
@@ -171,7 +170,7 @@ def _metrics_server(address: str) -> Callable[[Engine], contextlib.AbstractConte
 
 
 class _Status:
-    """On a terminal: packets so far and seconds captured, on one line that goes away at the end."""
+    """On a terminal: packets so far and seconds captured, on one line that goes away when the block ends."""
 
     def __init__(self, dev: str) -> None:
         from rich.console import Console
@@ -179,10 +178,13 @@ class _Status:
 
         self._status = Status(f"capturing on {dev}", console=Console(stderr=True))
         self._dev = dev
-        self._status.start()
 
     def __call__(self, packets: int, seconds: float) -> None:
         self._status.update(f"capturing on {self._dev}: {packets:,} packets in {seconds:.1f} s (Ctrl-C stops and reports)")
 
-    def close(self) -> None:
+    def __enter__(self) -> _Status:
+        self._status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         self._status.stop()
