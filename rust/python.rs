@@ -12,6 +12,7 @@ mod engine;
 mod error;
 #[cfg(target_os = "linux")]
 mod live;
+mod rule_rows;
 mod rule_table;
 mod timeline;
 mod yaml;
@@ -25,6 +26,7 @@ use bursts::{burst_flow_layout, burst_layout};
 use capture::CaptureReader;
 use engine::{processed_layout, profile_event_layout, stats_layout, verdict_layout, Engine};
 use error::{DuplicateKeyError, IsolaneError, PcapError, YamlError};
+use rule_rows::rule_row_layout;
 use rule_table::RuleTable;
 use yaml::load_yaml;
 
@@ -45,7 +47,7 @@ mod _core {
     #[pymodule_export]
     use super::{
         burst_flow_layout, burst_layout, codes::codes, load_yaml, parse_records, processed_layout, profile_event_layout, read_pcap, record_layout,
-        stats_layout, timeline::TimelineView, verdict_layout, CaptureReader, Engine, PacketBatch, PcapIterator, RuleTable,
+        rule_row_layout, stats_layout, timeline::TimelineView, verdict_layout, CaptureReader, Engine, PacketBatch, PcapIterator, RuleTable,
     };
 
     #[pymodule_init]

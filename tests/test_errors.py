@@ -98,12 +98,17 @@ def test_refused_port_weights_and_bursts_are_engine_errors() -> None:
 
 def test_refused_tables_are_engine_errors_naming_the_tenant() -> None:
     tables = tenant_tables(policy().tenants[0])
-    bad = dataclasses.replace(tables, policy_rule=np.array([1], dtype=np.int32))
+    rows = tables.rows.copy()
+    rows["policy_rule"] = 1
+    bad = dataclasses.replace(tables, packed_rows=rows.tobytes())
     with pytest.raises(EngineError, match=r"^tenant 0 \(a\): row 0: policy rule 1 after -1"):
         isolane._core.Engine().apply(ops(tables=bad), [(0, 1), (1, 1)], qos_settings(policy(), ()), 0)
     engine = core_engine()
     with pytest.raises(EngineError, match=r"^tenant 0 \(a\): row 0"):
         engine.apply([("replace", 0, bad, tenant_qos(policy().tenants[0], qos_context(policy())))], [], None, 0)
+    cut = dataclasses.replace(tables, packed_rows=tables.packed_rows[:-1])
+    with pytest.raises(EngineError, match=r"^tenant 'a': packed rows are 55 bytes, not whole 56-byte records"):
+        engine.apply([("replace", 0, cut, tenant_qos(policy().tenants[0], qos_context(policy())))], [], None, 0)
 
 
 def test_bad_policy_values_found_by_the_python_side_are_engine_errors_too() -> None:

@@ -1231,6 +1231,10 @@ def test_compiled_arrays_follow_the_contract() -> None:
         assert array.shape == ((7, 16) if name in ("src", "dst") else (7,)), name
         assert not array.flags.writeable, name
     assert list(a.rule_arrays()) == list(P.RULE_FIELDS)
+    # one packed record a row, the layout Rust reads; the arrays are views of its fields
+    assert a.rows.dtype == P.RULE_ROW_DTYPE and a.rows.tobytes() == a.packed_rows
+    assert len(a.packed_rows) == 7 * P.RULE_ROW_DTYPE.itemsize
+    assert set(P.RULE_ROW_DTYPE.names) == set(expected_dtypes)
     v6 = list(ipaddress.IPv6Address("fd00::").packed)
     v6_dst = list(ipaddress.IPv6Address("fd01::1").packed)
     assert a.src.tolist() == [mapped("10.1.0.0")] * 2 + [v6] * 4 + [[0] * 16]

@@ -40,6 +40,7 @@ __all__ = [
     "processed_layout",
     "read_pcap",
     "record_layout",
+    "rule_row_layout",
     "stats_layout",
     "verdict_layout",
 ]
@@ -257,6 +258,9 @@ def burst_flow_layout() -> tuple[list[tuple[str, str, int]], int]:
 
 def processed_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The processed record's fields as (name, numpy type, byte offset), and its size."""
+
+def rule_row_layout() -> tuple[list[tuple[str, str, int]], int]:
+    """The table row record's fields as (name, numpy type, byte offset), and its size."""
 
 def verdict_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The verdict record's fields as (name, numpy type, byte offset), and its size."""

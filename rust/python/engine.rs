@@ -3,10 +3,9 @@
 
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::bursts::{BurstEvent, FlowRow};
-use crate::classify::Rule;
 use crate::enforce::{self, profile_event_fields, Processed, ProfileEvent, QosSettings, StatsRow, TenantInput};
 use crate::engine::{self, Delta, Route, RuleEdit, RuleRow, TablesSpec, TenantEntry, TenantOp, TenantSpec, Verdict};
 use crate::error::CoreError;
@@ -15,31 +14,16 @@ use crate::parse::{PacketInfo, ParseConfig, PortSet};
 
 use super::batch::PacketBatch;
 use super::bursts::burst_stats_dict;
-use super::convert::{column, U16, U8};
-use super::rule_table::rules_from_columns;
+use super::rule_rows::{read_rows, Rows};
 use super::timeline::{TimelineData, TimelineView};
 use super::without_gil;
 
 /// A tenant's compiled tables as Python's `isolane.policy.TenantTables` holds them (read by
-/// attribute): the rule columns, what each rule does, and what selects the tenant's traffic.
+/// attribute): its rows packed (`rule_rows`), its default, and what selects its traffic.
 #[derive(FromPyObject)]
 struct TablesArg<'py> {
     name: String,
-    src: Bound<'py, PyAny>,
-    src_len: Bound<'py, PyAny>,
-    dst: Bound<'py, PyAny>,
-    dst_len: Bound<'py, PyAny>,
-    src_port_lo: Bound<'py, PyAny>,
-    src_port_hi: Bound<'py, PyAny>,
-    dst_port_lo: Bound<'py, PyAny>,
-    dst_port_hi: Bound<'py, PyAny>,
-    proto: Bound<'py, PyAny>,
-    proto_mask: Bound<'py, PyAny>,
-    dscp: Bound<'py, PyAny>,
-    dscp_mask: Bound<'py, PyAny>,
-    action: Bound<'py, PyAny>,
-    cls: Bound<'py, PyAny>,
-    policy_rule: Bound<'py, PyAny>,
+    packed_rows: Bound<'py, PyBytes>,
     default_action: u8,
     default_cls: u16,
     vnis: Vec<u32>,
@@ -48,42 +32,15 @@ struct TablesArg<'py> {
 }
 
 impl TablesArg<'_> {
-    fn rules(&self) -> PyResult<Vec<Rule>> {
-        let columns = [
-            &self.src,
-            &self.src_len,
-            &self.dst,
-            &self.dst_len,
-            &self.src_port_lo,
-            &self.src_port_hi,
-            &self.dst_port_lo,
-            &self.dst_port_hi,
-            &self.proto,
-            &self.proto_mask,
-            &self.dscp,
-            &self.dscp_mask,
-        ];
-        rules_from_columns(columns)
-    }
-
     fn spec(&self) -> PyResult<TenantSpec> {
-        let rules = self.rules()?;
-        let n = rules.len();
-        Ok(TenantSpec {
-            name: self.name.clone(),
-            actions: column::<u8>(&self.action, "action", U8, n)?,
-            classes: column::<u16>(&self.cls, "cls", U16, n)?,
-            policy_rules: column::<i32>(&self.policy_rule, "policy_rule", (i128::from(i32::MIN), i128::from(i32::MAX)), n)?,
-            default_action: self.default_action,
-            default_class: self.default_cls,
-            rules,
-        })
+        let Rows { rules, actions, classes, policy_rules } = read_rows(self.packed_rows.as_bytes(), &self.name)?;
+        Ok(TenantSpec { name: self.name.clone(), actions, classes, policy_rules, default_action: self.default_action, default_class: self.default_cls, rules })
     }
 
     /// Its rows as one policy rule's, for a rule edit.
     fn rows(&self) -> PyResult<Vec<RuleRow>> {
-        let spec = self.spec()?;
-        Ok((0..spec.rules.len()).map(|i| RuleRow { rule: spec.rules[i], action: spec.actions[i], class: spec.classes[i] }).collect())
+        let Rows { rules, actions, classes, .. } = read_rows(self.packed_rows.as_bytes(), &self.name)?;
+        Ok((0..rules.len()).map(|i| RuleRow { rule: rules[i], action: actions[i], class: classes[i] }).collect())
     }
 
     fn route(&self) -> PyResult<Route> {

@@ -111,6 +111,11 @@ from isolane.policy.compile import (
     I64 as I64,
 )
 from isolane.policy.compile import (
+    RULE_ROW_DTYPE,
+    CompiledPolicy,
+    TenantTables,
+)
+from isolane.policy.compile import (
     U8 as U8,
 )
 from isolane.policy.compile import (
@@ -123,14 +128,7 @@ from isolane.policy.compile import (
     U64 as U64,
 )
 from isolane.policy.compile import (
-    CompiledPolicy,
-    TenantTables,
-)
-from isolane.policy.compile import (
     _compile as _compile,
-)
-from isolane.policy.compile import (
-    _fingerprint as _fingerprint,
 )
 from isolane.policy.compile import (
     _readonly as _readonly,
@@ -501,6 +499,7 @@ __all__ = [
     "PORT_MODES",
     "PROTOCOLS",
     "RULE_FIELDS",
+    "RULE_ROW_DTYPE",
     "BurstArrays",
     "CompiledPolicy",
     "CompiledQos",

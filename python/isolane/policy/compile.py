@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
-from collections.abc import Mapping, Sequence
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from isolane import _core
+from isolane.parsing import dtype_of
 from isolane.policy.addresses import PortRange, _mapped
 from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP, FRAME_RULE_DSCP, MAX_PORT, NO_CLASS, RULE_FIELDS
 from isolane.policy.model import Tenant
@@ -26,34 +28,52 @@ I32 = npt.NDArray[np.int32]
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
+_T = TypeVar("_T", bound=np.generic)
 
 
-@dataclass(frozen=True, eq=False)
+RULE_ROW_DTYPE: np.dtype = dtype_of(_core.rule_row_layout())
+"""One table rule of :attr:`TenantTables.rows`: the rule arrays' fields, what the rule does and
+the policy rule it came from; the layout comes from the Rust record that reads it."""
+
+
+def _struct_format(dtype: np.dtype) -> str:
+    """The :mod:`struct` format packing one ``dtype`` record (native order, no alignment)."""
+    codes = {"u1": "B", "u2": "H", "i4": "i"}
+    parts, at = ["="], 0
+    for field, offset in sorted(dtype.fields.values(), key=lambda f: f[1]):  # type: ignore[union-attr]
+        parts.append(f"{offset - at}x" if offset > at else "")
+        parts.append(f"{field.itemsize}s" if field.subdtype is not None else codes[field.str[1:]])
+        at = offset + field.itemsize
+    parts.append(f"{dtype.itemsize - at}x")
+    return "".join(parts)
+
+
+_ROW = struct.Struct(_struct_format(RULE_ROW_DTYPE))
+_PACKED: tuple[str, ...] = ("src", "dst", "policy_rule", "src_port_lo", "src_port_hi", "dst_port_lo", "dst_port_hi", "cls")
+_PACKED += ("src_len", "dst_len", "proto", "proto_mask", "dscp", "dscp_mask", "action")
+"""The fields in the order ``_tenant_tables`` gives ``_ROW`` a row's values: the record's order."""
+assert _PACKED == tuple(sorted(RULE_ROW_DTYPE.names, key=lambda name: RULE_ROW_DTYPE.fields[name][1]))  # type: ignore[arg-type, index]
+
+
+class _Column(Generic[_T]):
+    """A field of :attr:`TenantTables.rows` as an attribute (a read-only view)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, tables: TenantTables, owner: type | None = None) -> npt.NDArray[_T]:
+        return tables.rows[self.name]  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class TenantTables:
     """One tenant's compiled rules: the arrays of ``docs/classify-contract.md`` in priority
-    order (first match wins), plus what each rule does. Arrays are read-only."""
+    order (first match wins), plus what each rule does; kept packed (one record a table rule,
+    :data:`RULE_ROW_DTYPE`) and read as read-only arrays."""
 
     name: str
-    src: U8
-    """(n, 16) prefix addresses, IPv6 or IPv4-mapped (``::ffff:a.b.c.d``)."""
-    src_len: U8
-    """Prefix length over 128 bits (IPv4 /24 -> 120; any -> 0)."""
-    dst: U8
-    dst_len: U8
-    src_port_lo: U16
-    src_port_hi: U16
-    dst_port_lo: U16
-    dst_port_hi: U16
-    proto: U8
-    proto_mask: U8
-    dscp: U8
-    dscp_mask: U8
-    action: U8
-    """``ACTION_DROP`` (0) or ``ACTION_ALLOW`` (1)."""
-    cls: U16
-    """Class id (index in ``class_names``); ``NO_CLASS`` for drops."""
-    policy_rule: I32
-    """The index in ``Tenant.rules`` each table rule came from (lists expand into several)."""
+    packed_rows: bytes
+    """The rows as :data:`RULE_ROW_DTYPE` records, back to back (what the Rust core reads)."""
     default_action: int
     default_cls: int
     class_names: list[str]
@@ -64,18 +84,48 @@ class TenantTables:
     vlans: tuple[int, ...] = ()
     sources: tuple[tuple[bytes, int], ...] = ()
 
-    def __len__(self) -> int:
-        return int(self.src_len.shape[0])
+    src = _Column[np.uint8]()
+    """(n, 16) prefix addresses, IPv6 or IPv4-mapped (``::ffff:a.b.c.d``)."""
+    src_len = _Column[np.uint8]()
+    """Prefix length over 128 bits (IPv4 /24 -> 120; any -> 0)."""
+    dst = _Column[np.uint8]()
+    dst_len = _Column[np.uint8]()
+    src_port_lo = _Column[np.uint16]()
+    src_port_hi = _Column[np.uint16]()
+    dst_port_lo = _Column[np.uint16]()
+    dst_port_hi = _Column[np.uint16]()
+    proto = _Column[np.uint8]()
+    proto_mask = _Column[np.uint8]()
+    dscp = _Column[np.uint8]()
+    dscp_mask = _Column[np.uint8]()
+    action = _Column[np.uint8]()
+    """``ACTION_DROP`` (0) or ``ACTION_ALLOW`` (1)."""
+    cls = _Column[np.uint16]()
+    """Class id (index in ``class_names``); ``NO_CLASS`` for drops."""
+    policy_rule = _Column[np.int32]()
+    """The index in ``Tenant.rules`` each table rule came from (lists expand into several)."""
 
-    @functools.cached_property
+    def __len__(self) -> int:
+        return len(self.packed_rows) // RULE_ROW_DTYPE.itemsize
+
+    @property
+    def rows(self) -> npt.NDArray[np.void]:
+        """The rows as a read-only structured array of :data:`RULE_ROW_DTYPE`."""
+        return np.frombuffer(self.packed_rows, dtype=RULE_ROW_DTYPE)
+
+    @property
     def fingerprint(self) -> str:
         """A stable hash of the rules, what they do and the default, not of ``name``,
         ``class_names`` or the routes: equal fingerprints classify every packet alike."""
-        return _fingerprint({name: getattr(self, name) for name in _FINGERPRINTED}, self.default_action, self.default_cls)
+        digest = hashlib.blake2b(b"isolane-tenant-rows-v2", digest_size=16)
+        digest.update(f"{RULE_ROW_DTYPE.descr}|default:{self.default_action}:{self.default_cls}|".encode())
+        digest.update(self.packed_rows)
+        return digest.hexdigest()
 
     def rule_arrays(self) -> dict[str, npt.NDArray[Any]]:
         """The twelve arrays, in ``RuleTable``'s argument order: ``RuleTable(**t.rule_arrays())``."""
-        return {name: getattr(self, name) for name in RULE_FIELDS}
+        rows = self.rows
+        return {name: rows[name] for name in RULE_FIELDS}
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,18 +157,6 @@ class CompiledPolicy:
         return self.tenant_names.index(name)
 
 
-_COLUMNS = (
-    *("src_len", "dst_len", "src_port_lo", "src_port_hi", "dst_port_lo", "dst_port_hi"),
-    *("proto", "proto_mask", "dscp", "dscp_mask", "action", "cls", "policy_rule"),
-)
-"""The rule columns but the addresses, in the order ``_tenant_tables`` makes each row's values."""
-assert set(_COLUMNS) == set(RULE_FIELDS + ("action", "cls", "policy_rule")) - {"src", "dst"}
-_DTYPES: dict[str, type[np.integer[Any]]] = {
-    **{name: np.uint16 for name in ("src_port_lo", "src_port_hi", "dst_port_lo", "dst_port_hi", "cls")},
-    "policy_rule": np.int32,
-}
-
-
 def _readonly(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     array.setflags(write=False)
     return array
@@ -126,10 +164,8 @@ def _readonly(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
 
 def _tenant_tables(tenant: Tenant) -> TenantTables:
     class_ids = {c.name: i for i, c in enumerate(tenant.classes)}
-    src: list[bytes] = []
-    dst: list[bytes] = []
-    columns: dict[str, list[int]] = {name: [] for name in _COLUMNS}
-    appends = [column.append for column in columns.values()]
+    rows: list[bytes] = []
+    pack = _ROW.pack
     any_ports: tuple[PortRange, ...] = ((0, MAX_PORT),)
     for index, rule in enumerate(tenant.rules):
         src_addr, src_len = _mapped(rule.src)
@@ -142,29 +178,21 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
         if rule.ethertype is not None:  # one row no IP packet matches, its EtherType as source port
             dscps, src_ports = (FRAME_RULE_DSCP,), ((rule.ethertype, rule.ethertype),)
         for proto, dscp, (sp_lo, sp_hi), (dp_lo, dp_hi) in itertools.product(protos, dscps, src_ports, rule.dst_ports or any_ports):
-            src.append(src_addr)
-            dst.append(dst_addr)
             dscp_mask = 0 if dscp is None else FRAME_RULE_DSCP if dscp == FRAME_RULE_DSCP else 0x3F
-            row = (src_len, dst_len, sp_lo, sp_hi, dp_lo, dp_hi, proto or 0, 0 if proto is None else 0xFF, dscp or 0, dscp_mask, action, cls, index)
-            for append, value in zip(appends, row):  # in _COLUMNS's order
-                append(value)
-    arrays: dict[str, npt.NDArray[Any]] = {
-        "src": np.frombuffer(b"".join(src), dtype=np.uint8).reshape(len(src), 16),
-        "dst": np.frombuffer(b"".join(dst), dtype=np.uint8).reshape(len(dst), 16),
-    }
-    for name, values in columns.items():
-        arrays[name] = _readonly(np.array(values, dtype=_DTYPES.get(name, np.uint8)))
+            proto_mask = 0 if proto is None else 0xFF
+            row = (src_addr, dst_addr, index, sp_lo, sp_hi, dp_lo, dp_hi, cls, src_len, dst_len, proto or 0, proto_mask, dscp or 0, dscp_mask, action)
+            rows.append(pack(*row))  # in _PACKED's order
     default_action = ACTION_ALLOW if tenant.default == "allow" else ACTION_DROP
     default_cls = class_ids[tenant.default_class] if default_action == ACTION_ALLOW else NO_CLASS
     return TenantTables(
         name=tenant.name,
+        packed_rows=b"".join(rows),
         default_action=default_action,
         default_cls=default_cls,
         class_names=tenant.class_names,
         vnis=tenant.vnis,
         vlans=tenant.vlans,
         sources=tuple(_mapped(prefix) for prefix in tenant.sources),
-        **arrays,
     )
 
 
@@ -175,19 +203,6 @@ def tenant_tables(tenant: Tenant) -> TenantTables:
     if tables is None:
         tables = tenant.__dict__["_tables"] = _tenant_tables(tenant)
     return tables
-
-
-_FINGERPRINTED = RULE_FIELDS + ("action", "cls", "policy_rule")
-
-
-def _fingerprint(arrays: Mapping[str, npt.NDArray[Any]], default_action: int, default_cls: int) -> str:
-    digest = hashlib.blake2b(b"isolane-tenant-tables-v1", digest_size=16)
-    for name in _FINGERPRINTED:
-        array = np.ascontiguousarray(arrays[name])
-        digest.update(f"|{name}:{array.dtype.str}:{array.shape}|".encode())
-        digest.update(array.tobytes())
-    digest.update(f"|default:{default_action}:{default_cls}".encode())
-    return digest.hexdigest()
 
 
 def _compile(policy: Policy) -> CompiledPolicy:
