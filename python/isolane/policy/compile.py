@@ -199,9 +199,10 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
 def tenant_tables(tenant: Tenant) -> TenantTables:
     """``tenant``'s tables, compiled once and kept on the tenant (which is immutable), so that
     policies sharing a tenant share its tables."""
-    tables: TenantTables | None = tenant.__dict__.get("_tables")
+    tables: TenantTables | None = tenant._tables
     if tables is None:
-        tables = tenant.__dict__["_tables"] = _tenant_tables(tenant)
+        tables = _tenant_tables(tenant)
+        object.__setattr__(tenant, "_tables", tables)
     return tables
 
 

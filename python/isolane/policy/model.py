@@ -25,7 +25,7 @@ def _given(**values: Any) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shaper:
     """An earliest-departure-time shaper: packets leave no faster than ``rate_bps`` after a
     ``burst_bytes`` burst; a packet that would make the queue hold more than ``queue_bytes`` or
@@ -47,7 +47,7 @@ class Shaper:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Remark:
     """A meter action: pass the packet with its DSCP rewritten to ``dscp``."""
 
@@ -64,7 +64,7 @@ def _action_to_data(action: ColorAction) -> str | dict[str, Any]:
     return action.to_dict() if isinstance(action, Remark) else action
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Meter:
     """A token-bucket meter: RFC 2697 srTCM (``cir``, ``cbs``, ``ebs``), RFC 2698 trTCM (``cir``,
     ``cbs``, ``pir``, ``pbs``) or RFC 4115 (``cir``, ``cbs``, ``eir``, ``ebs``). Rates are bits per
@@ -108,7 +108,7 @@ class Meter:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Port:
     """The egress port the tenants share: its line rate (bits per second), its buffer (bytes),
     whether it schedules per tenant and class or is one shared FIFO, and how per-tenant queues
@@ -143,7 +143,7 @@ class Port:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Overload:
     """The port is overloaded from the packet after which more than ``above_bytes`` wait in its
     buffer until it holds ``below_bytes`` or less; the tenants then leave their ``on_overload``
@@ -168,7 +168,7 @@ def _size_or_percent(size: int, percent: Fraction | None) -> str:
     return format_size(size) if percent is None else f"{_decimal(percent)}%"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Microburst:
     """Microburst detection for a tenant, a class or the port (``docs/bursts.md``): a window of
     ``window_ns`` carrying more than ``threshold_bps`` is a burst (the rate view); with
@@ -196,7 +196,7 @@ def _decimal(value: Fraction) -> str:
     return str(value.numerator) if value.denominator == 1 else str(float(value))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Contract:
     """The contract of a tenant or a class (``docs/qos.md``): its guarantee (``rate_bps``, with
     ``burst_bytes``) and ceiling (``ceil_bps``) at the egress port, a meter, a shaper, and
@@ -221,7 +221,7 @@ class Contract:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Profile:
     """An adaptive profile of a tenant or a class (``docs/qos.md``, "Adaptive profiles"): what it
     changes while it holds; ``None`` keeps its owner's own. ``meter`` and ``shaper`` replace the
@@ -251,7 +251,7 @@ class Profile:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TrafficClass:
     """A tenant's traffic class; its id is its index in ``Tenant.classes``. ``priority`` (0
     first) and ``weight`` (its share within the priority) schedule it at the egress port;
@@ -272,7 +272,7 @@ class TrafficClass:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Rule:
     """One policy rule. ``None`` matches anything; ``src_ports``/``dst_ports`` are sorted,
     merged inclusive ranges; ``proto``/``dscp`` sorted numbers. ``class_name`` is the file's
@@ -337,7 +337,7 @@ def _ports_to_data(ports: tuple[PortRange, ...]) -> int | str | list[str]:
     return texts
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Tenant:
     """A tenant: what selects its traffic (``vnis``; ``vlans`` and ``sources`` for untunnelled
     traffic), its classes, rules (first match wins), default action and contract."""
@@ -359,6 +359,13 @@ class Tenant:
     """Taken while a rate event of its ``microburst`` setting is open (``docs/qos.md``, "Adaptive profiles")."""
     on_overload: Profile | None = None
     """Taken while the port is overloaded (``Port.overload``)."""
+    # What is made from the tenant once, kept on it (it is immutable) by the modules that make it.
+    _read: tuple[str, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)
+    """Where it was read and what reading it warned (``isolane.policy.reuse``)."""
+    _tables: Any = field(default=None, init=False, repr=False, compare=False)
+    """Its ``TenantTables`` (``isolane.policy.compile.tenant_tables``)."""
+    _compiled_qos: Any = field(default=None, init=False, repr=False, compare=False)
+    """(``QosContext``, ``TenantQos``) (``isolane.policy.qos.tenant_qos``)."""
 
     @property
     def class_names(self) -> list[str]:

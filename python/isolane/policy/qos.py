@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,8 @@ from isolane.policy.units import bytes_in, default_burst, smallest_meter_burst, 
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
+
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True, eq=False)
@@ -273,6 +275,19 @@ def _profile_row(profile: Profile | None, owner: Contract, context: QosContext) 
     )
 
 
+_SHARED: dict[Any, Any] = {}
+"""Compiled rows by value, so that tenants with equal contracts share one row object."""
+_SHARED_MOST = 1 << 16
+"""Past this many rows the table starts afresh (rows already shared stay shared)."""
+
+
+def _shared(row: _R) -> _R:
+    """The row equal to ``row`` compiled before, else ``row``."""
+    if len(_SHARED) >= _SHARED_MOST:
+        _SHARED.clear()
+    return _SHARED.setdefault(row, row)  # type: ignore[no-any-return]
+
+
 def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
     lf = context.largest_frame
     c = tenant.contract
@@ -290,22 +305,22 @@ def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
                 burst=cc.burst_bytes if cc.burst_bytes is not None else (default_burst(crate, lf) if crate else 0),
                 burst_given=cc.burst_bytes is not None,
                 ceil=cc.ceil_bps // 8 if cc.ceil_bps is not None else ceil,
-                meter=_meter_row(cc.meter, context),
-                shaper=ShaperRow(*_shaper_row(cc, lf)),
+                meter=_shared(_meter_row(cc.meter, context)),
+                shaper=_shared(ShaperRow(*_shaper_row(cc, lf))),
                 microburst=_burst_row(cc.microburst),
                 on_burst=_profile_row(tc.on_burst, cc, context),
             )
         )
     return TenantQos(
         name=tenant.name,
-        rate=rate,
-        burst=c.burst_bytes if c.burst_bytes is not None else (default_burst(rate, lf) if rate else 0),
+        rate=_shared(rate),
+        burst=_shared(c.burst_bytes if c.burst_bytes is not None else (default_burst(rate, lf) if rate else 0)),
         burst_given=c.burst_bytes is not None,
-        ceil=ceil,
-        meter=_meter_row(c.meter, context),
-        shaper=ShaperRow(*_shaper_row(c, lf)),
+        ceil=_shared(ceil),
+        meter=_shared(_meter_row(c.meter, context)),
+        shaper=_shared(ShaperRow(*_shaper_row(c, lf))),
         microburst=_burst_row(c.microburst),
-        classes=tuple(classes),
+        classes=_shared(tuple(_shared(cls) for cls in classes)),
         on_burst=_profile_row(tenant.on_burst, c, context),
         on_overload=_profile_row(tenant.on_overload, c, context),
     )
@@ -314,11 +329,11 @@ def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
 def tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
     """``tenant``'s compiled QoS under ``context``, computed once and kept on the tenant (which
     is immutable), so that policies sharing a tenant share its compiled form."""
-    kept: dict[QosContext, TenantQos] = tenant.__dict__.setdefault("_compiled_qos", {})
-    compiled = kept.get(context)
-    if compiled is None:
-        compiled = kept[context] = _compile_tenant_qos(tenant, context)
-    return compiled
+    kept: tuple[QosContext, TenantQos] | None = tenant._compiled_qos
+    if kept is None or kept[0] != context:
+        kept = (context, _compile_tenant_qos(tenant, context))
+        object.__setattr__(tenant, "_compiled_qos", kept)
+    return kept[1]
 
 
 def qos_context(policy: Policy) -> QosContext:
