@@ -36,8 +36,8 @@ def read_tenant(ck: _Checker, item: Any, path: str) -> Tenant | None:
     key = _source_key(ck, item)
     tenant = _READ.get(key) if key is not None else None
     if tenant is not None:
-        read_at, warnings = tenant._read or ("", ())
-        ck.warnings.extend(path + w[len(read_at) :] if w.startswith(read_at) else w for w in warnings)
+        read_at, found = tenant._read or ("", ())
+        ck.warnings.extend(path + w[len(read_at) :] if w.startswith(read_at) else w for w in found)
         return tenant
     errors, warnings = len(ck.errors), len(ck.warnings)
     tenant = ck.tenant(item, path)
