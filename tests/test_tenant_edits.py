@@ -163,3 +163,64 @@ def test_edits_share_every_unchanged_tenant_and_documents_share_equal_ones() -> 
     assert all(a is b for a, b in zip(policy.tenants, again.tenants))
     engine = Engine(policy)
     assert engine.update(again) == isolane.engine.UpdateReport(kept=50, incremental=0, rebuilt=0)
+
+
+GUARANTEES = (None, "8bps", "10Mbps", "20Mbps", "30Mbps", "100Gbps")  # 8bps to 100Gbps: weights scaled to 32 bits
+
+
+@st.composite
+def weighted_edit_runs(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """Tenants with assorted guarantees (or all with weights), then edits that add, replace and remove them."""
+    weighted = draw(st.booleans())
+
+    def doc(name: str, vni: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": name, "vnis": [vni]}
+        rate = draw(st.sampled_from(GUARANTEES))
+        if rate:
+            out["rate"] = rate
+        if weighted:
+            out["weight"] = draw(st.integers(1, 5))
+        return out
+
+    names = [f"t{i}" for i in range(draw(st.integers(1, 8)))]
+    first = {"tenants": [doc(name, 100 + i) for i, name in enumerate(names)]}
+    edits: list[tuple[str, Any]] = []
+    for step in range(draw(st.integers(1, 10))):
+        if len(names) > 1 and draw(st.integers(0, 3)) == 0:
+            edits.append(("without", names.pop(draw(st.integers(0, len(names) - 1)))))
+            continue
+        name = draw(st.sampled_from(names + [f"n{step}"]))
+        names += [name] if name not in names else []
+        edits.append(("with", doc(name, 1000 + step)))
+    return first, edits
+
+
+@settings(max_examples=200, deadline=None)
+@given(weighted_edit_runs())
+def test_the_weights_an_edit_chain_reports_are_the_final_policys(run: tuple[dict[str, Any], list[tuple[str, Any]]]) -> None:
+    doc, edits = run
+    start = policy = quietly(lambda: Policy.from_dict(doc))
+    for op, arg in edits:
+        policy = quietly(lambda before=policy, op=op, arg=arg: before.with_tenant(arg) if op == "with" else before.without_tenant(arg))
+    found = policy._weights_since(start)
+    if found is None:  # every weight may have changed: the engine compares all of them
+        return
+    weights: list[int | None] = list(start._port_weights.tolist())
+    for kind, at, _, _ in policy.changes_since(start) or []:
+        if kind == "remove":
+            del weights[at]
+        else:
+            weights[at : at + (kind == "replace")] = [None]
+    for position, weight in found:
+        weights[position] = weight
+    assert weights == policy._port_weights.tolist()
+
+
+def test_a_one_tenant_change_reports_that_tenants_weight_alone() -> None:
+    policy = Policy.from_dict({"tenants": [{"name": f"t{i}", "vnis": [i], "rate": "10Mbps"} for i in range(1000)]})
+    doubled = policy.with_tenant({"name": "t7", "vnis": [7], "rate": "20Mbps"})
+    assert doubled._weights_since(policy) == [(7, 2)]
+    assert doubled.with_tenant({"name": "n", "vnis": [5000], "rate": "30Mbps"})._weights_since(policy) == [(7, 2), (1000, 3)]
+    assert doubled.without_tenant("t3")._weights_since(policy) == [(6, 2)]
+    # A guarantee that changes the common divisor re-weighs everyone: the engine then compares every weight.
+    assert policy.with_tenant({"name": "t7", "vnis": [7], "rate": "15Mbps"})._weights_since(policy) is None

@@ -344,7 +344,6 @@ class Engine:
         self._core = _core.Engine(threads)
         empty = Policy()
         self._policy = empty
-        self._weights = empty._weight_inputs.weights
         # Rule edits (tenant position, op, index, rule) made since `_policy`, applied to it when
         # `policy` is read, so that an edit costs its one rule, not a copy of the tenant's rules;
         # and the rule count of each tenant they edit. The lock keeps both whole.
@@ -574,10 +573,12 @@ class Engine:
             settings = qos_settings(policy, self._poll_ns)
             if qos_context(old) != context:
                 changes = _diff(old, policy, everything=True)
-        weights = policy._weight_inputs.weights
+        weights = policy._weights_since(old) if settings is None else None
+        if weights is None:
+            weights = _changed_weights(old._port_weights, policy._port_weights, changes)
         unknown = ACTION_ALLOW if policy.unknown_tenant == "allow" else ACTION_DROP
-        report = UpdateReport(*self._core.apply(_ops(changes, context), _changed_weights(self._weights, weights, changes), settings, unknown))
-        self._policy, self._weights, self._edits, self._rule_counts = policy, weights, [], {}
+        report = UpdateReport(*self._core.apply(_ops(changes, context), weights, settings, unknown))
+        self._policy, self._edits, self._rule_counts = policy, [], {}
         return report
 
     def insert_rule(self, tenant: str, index: int, rule: Mapping[str, Any]) -> None:

@@ -396,6 +396,7 @@ from isolane.policy.shadowed import (
 from isolane.policy.shadowed import (
     _shadowed_rules as _shadowed_rules,
 )
+from isolane.policy.tenants import Tenants
 from isolane.policy.units import (
     _ALL_RATE_UNITS as _ALL_RATE_UNITS,
 )
@@ -519,6 +520,7 @@ __all__ = [
     "ShaperArrays",
     "Tenant",
     "TenantTables",
+    "Tenants",
     "TrafficClass",
     "default_burst",
     "format_duration",

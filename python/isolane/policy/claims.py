@@ -1,18 +1,16 @@
 """What a policy's tenants claim together, kept so that a one-tenant edit is checked against the
 others without reading them: names, VNIs and VLAN ids by owner, the guarantees' sum, and the
-inputs of the port weights (:class:`WeightInputs`)."""
+basis of the port weights (:class:`WeightBasis`)."""
 
 from __future__ import annotations
 
-import functools
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
-import numpy as np
-import numpy.typing as npt
-
-from isolane.policy.across import _guarantee, check_guarantees, port_weights
+from isolane.policy.across import _guarantee, check_guarantees
+from isolane.policy.constants import MAX_WEIGHT
 from isolane.policy.model import Tenant
 from isolane.policy.validate import _Checker
 
@@ -47,6 +45,11 @@ class Layered(Generic[K, V]):
         if found is _ABSENT:
             return self.base.get(key)
         return None if found is _GONE else found  # type: ignore[return-value]
+
+    def keys(self) -> list[K]:
+        """Every key, the changes' with the base's."""
+        changes = self.changes
+        return [k for k in self.base if k not in changes] + [k for k, v in changes.items() if v is not _GONE]  # type: ignore[misc]
 
     def changed(self, removed: Iterable[K], added: dict[K, V]) -> Layered[K, V]:
         changes: dict[K, object] = {**self.changes, **dict.fromkeys(removed, _GONE), **added}
@@ -108,32 +111,64 @@ class Claims:
 
 
 @dataclass(frozen=True, eq=False)
-class WeightInputs:
-    """What the tenants' port weights follow from, by position: each tenant's guarantee in
-    bytes per second and its ``weight`` (0 where it has none)."""
+class WeightBasis:
+    """What every tenant's port weight follows from (:func:`port_weights`), kept so that a
+    one-tenant edit finds that tenant's weight alone while every other stays: how many tenants
+    have each guarantee (bytes per second), their greatest common divisor, the largest, and how
+    many tenants have a ``weight``. Weights are per tenant while :attr:`scale` stays; an edit
+    that changes it re-weighs every tenant."""
 
-    guarantees: npt.NDArray[np.uint64]
-    explicit: npt.NDArray[np.uint32]
+    counts: Layered[int, int]
+    unit: int
+    """The greatest common divisor of the guarantees that are not 0 (0: there are none)."""
+    top: int
+    weighted: int
 
     @classmethod
-    def of(cls, tenants: Sequence[Tenant]) -> WeightInputs:
-        return cls(
-            np.array([_guarantee(t) // 8 for t in tenants], dtype=np.uint64),
-            np.array([t.weight or 0 for t in tenants], dtype=np.uint32),
-        )
+    def of(cls, tenants: Iterable[Tenant]) -> WeightBasis:
+        counts: dict[int, int] = {}
+        weighted = 0
+        for t in tenants:
+            g = _guarantee(t) // 8
+            counts[g] = counts.get(g, 0) + 1
+            weighted += bool(t.weight)
+        return cls._from_counts(Layered(counts), weighted)
 
-    def changed(self, change: TenantChange) -> WeightInputs:
-        op, at, _, new = change
-        if new is None:
-            return WeightInputs(np.delete(self.guarantees, at), np.delete(self.explicit, at))
-        values = (_guarantee(new) // 8, new.weight or 0)
-        if op == "insert":
-            return WeightInputs(np.insert(self.guarantees, at, values[0]), np.insert(self.explicit, at, values[1]))
-        guarantees, explicit = self.guarantees.copy(), self.explicit.copy()
-        guarantees[at], explicit[at] = values
-        return WeightInputs(guarantees, explicit)
+    @classmethod
+    def _from_counts(cls, counts: Layered[int, int], weighted: int) -> WeightBasis:
+        given = [g for g in counts.keys() if g]
+        return cls(counts, math.gcd(*given), max(given, default=0), weighted)
 
-    @functools.cached_property
-    def weights(self) -> npt.NDArray[np.uint32]:
-        """Each tenant's share of the port's spare capacity (:func:`port_weights`)."""
-        return port_weights(self.guarantees, self.explicit)
+    @property
+    def scale(self) -> tuple[bool, int, int] | None:
+        """What every weight depends on beyond its own tenant; ``None`` when the weights are
+        scaled to 32 bits (each then depends on the largest guarantee in a way that does not
+        survive an edit: treated as a change of every weight)."""
+        if self.weighted or not self.unit:
+            return (bool(self.weighted), 0, 0)
+        return (False, self.unit, 0) if self.top // self.unit <= MAX_WEIGHT else None
+
+    def weight(self, tenant: Tenant) -> int:
+        """``tenant``'s weight under this basis (whose :attr:`scale` is not ``None``)."""
+        if self.weighted:
+            return max(tenant.weight or 0, 1)
+        return max(_guarantee(tenant) // 8 // self.unit, 1) if self.unit else 1
+
+    def changed(self, old: Tenant | None, new: Tenant | None) -> WeightBasis:
+        """The basis once ``old`` (if any) gives way to ``new`` (if any)."""
+        counts, weighted, unit, top, gone = self.counts, self.weighted, self.unit, self.top, False
+        if old is not None:
+            g = _guarantee(old) // 8
+            left = (counts.get(g) or 1) - 1
+            counts = counts.changed([g], {}) if not left else counts.changed((), {g: left})
+            weighted -= bool(old.weight)
+            gone = not left and g > 0  # a distinct guarantee left: the divisor may grow, the top fall
+        if new is not None:
+            g = _guarantee(new) // 8
+            counts = counts.changed((), {g: (counts.get(g) or 0) + 1})
+            weighted += bool(new.weight)
+            if g:
+                unit, top = math.gcd(unit, g), max(top, g)
+        if gone:
+            return WeightBasis._from_counts(counts, weighted)
+        return WeightBasis(counts, unit, top, weighted)

@@ -8,13 +8,16 @@ import functools
 import os
 import warnings
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from isolane.pause_gc import gc_paused
-from isolane.policy.across import _policy_warnings, _port_checks, _tenant_warnings
-from isolane.policy.claims import Claims, Layered, TenantChange, WeightInputs
+from isolane.policy.across import _guarantee, _policy_warnings, _port_checks, _tenant_warnings, port_weights
+from isolane.policy.claims import Claims, Layered, TenantChange, WeightBasis
 from isolane.policy.compile import CompiledPolicy, TenantTables, _compile, tenant_tables
 from isolane.policy.constants import (
     _DSCP_NAME,
@@ -33,6 +36,7 @@ from isolane.policy.model import Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file
 from isolane.policy.reuse import read_tenant
+from isolane.policy.tenants import Tenants, as_tenants
 from isolane.policy.units import format_size
 from isolane.policy.validate import _Checker, _comparable_name, _spelt_apart
 from isolane.policy.validate_shapes import _Bad
@@ -43,7 +47,9 @@ class Policy:
     """A validated policy. Build it with :meth:`from_file` or :meth:`from_dict` (which check
     everything); ``to_dict`` gives the canonical data back (``from_dict(p.to_dict()) == p``)."""
 
-    tenants: tuple[Tenant, ...] = ()
+    tenants: Sequence[Tenant] = ()
+    """The tenants in order; kept as a :class:`Tenants` (equal to a tuple of the same tenants),
+    which a one-tenant edit copies in part."""
     unknown_tenant: ActionName = "drop"
     description: str | None = None
     count: CountMode = "outer"
@@ -56,6 +62,9 @@ class Policy:
     port: Port | None = None
     warnings: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """The :class:`PolicyWarning` messages found when the policy was read."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tenants", as_tenants(self.tenants))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Policy:
@@ -145,7 +154,7 @@ class Policy:
             claims.check(ck, new, old, at, self)
         if new is None or ck.errors:
             raise PolicyError(ck.errors)
-        tenants = self.tenants[:at] + (new,) + self.tenants[at + 1 :]
+        tenants = self._tenants.replaced(at, new) if old is not None else self._tenants.inserted(at, new)
         return self._edited(tenants, ("replace" if old is not None else "insert", at, old, new), ck.warnings + _tenant_warnings(at, new))
 
     def without_tenant(self, name: str) -> Policy:
@@ -155,13 +164,21 @@ class Policy:
         if old is None:
             raise KeyError(name)
         at = self._slot(old)
-        return self._edited(self.tenants[:at] + self.tenants[at + 1 :], ("remove", at, old, None), [])
+        return self._edited(self._tenants.removed(at), ("remove", at, old, None), [])
 
-    def _edited(self, tenants: tuple[Tenant, ...], change: TenantChange, warnings: list[str]) -> Policy:
+    @property
+    def _tenants(self) -> Tenants:
+        assert isinstance(self.tenants, Tenants)  # made so by __post_init__
+        return self.tenants
+
+    def _edited(self, tenants: Tenants, change: TenantChange, warnings: list[str]) -> Policy:
         policy = dataclasses.replace(self, tenants=tenants, warnings=tuple(warnings))
         policy.__dict__["_claims"] = self._claims.changed(change[2], change[3])
-        policy.__dict__["_weight_inputs"] = self._weight_inputs.changed(change)
-        policy.__dict__["_lineage"] = (weakref.ref(self), change)
+        basis = policy.__dict__["_weight_basis"] = self._weight_basis.changed(change[2], change[3])
+        new = change[3]
+        # The edited tenant's weight (0: none, it was removed) while every other stays; None if they may all change.
+        weight = (basis.weight(new) if new is not None else 0) if basis.scale is not None and basis.scale == self._weight_basis.scale else None
+        policy.__dict__["_lineage"] = (weakref.ref(self), change, weight)
         positions = self.__dict__.get("_positions")
         op, at, _, new = change
         if positions is not None and op == "replace":
@@ -180,23 +197,54 @@ class Policy:
         return Layered({t.name: i for i, t in enumerate(self.tenants)})
 
     @functools.cached_property
-    def _weight_inputs(self) -> WeightInputs:
-        return WeightInputs.of(self.tenants)
+    def _weight_basis(self) -> WeightBasis:
+        return WeightBasis.of(self.tenants)
+
+    @functools.cached_property
+    def _port_weights(self) -> npt.NDArray[np.uint32]:
+        """Every tenant's share of the port's spare capacity, by position (:func:`port_weights`)."""
+        guarantees = np.array([_guarantee(t) // 8 for t in self.tenants], dtype=np.uint64)
+        explicit = np.array([t.weight or 0 for t in self.tenants], dtype=np.uint32)
+        return port_weights(guarantees, explicit)
+
+    def _edits_since(self, earlier: Policy) -> list[tuple[TenantChange, int | None]] | None:
+        """The edits from ``earlier`` to this policy, in order, each with the weight it gave its
+        tenant (see ``_edited``); ``None`` unless :meth:`with_tenant` and :meth:`without_tenant`
+        made this policy from ``earlier`` (in at most 256 edits)."""
+        edits: list[tuple[TenantChange, int | None]] = []
+        policy: Policy | None = self
+        while policy is not earlier and len(edits) <= 256:
+            lineage = policy.__dict__.get("_lineage") if policy is not None else None
+            if lineage is None:
+                return None
+            parent, change, weight = lineage
+            edits.append((change, weight))
+            policy = parent()
+        return edits[::-1] if policy is earlier else None
 
     def changes_since(self, earlier: Policy) -> list[TenantChange] | None:
         """The tenant changes (op, position, old tenant, new tenant) that :meth:`with_tenant`
         and :meth:`without_tenant` made from ``earlier`` to this policy, in order; ``None`` if
         this policy was not made from ``earlier`` so (or the chain is over 256 edits)."""
-        changes: list[TenantChange] = []
-        policy: Policy | None = self
-        while policy is not earlier and len(changes) <= 256:
-            lineage = policy.__dict__.get("_lineage") if policy is not None else None
-            if lineage is None:
-                return None
-            parent, change = lineage
-            changes.append(change)
-            policy = parent()
-        return changes[::-1] if policy is earlier else None
+        edits = self._edits_since(earlier)
+        return None if edits is None else [change for change, _ in edits]
+
+    def _weights_since(self, earlier: Policy) -> list[tuple[int, int]] | None:
+        """(position, weight) of each tenant the edits from ``earlier`` gave a weight, at its
+        position in this policy, when no other tenant's weight changed; ``None`` otherwise (or
+        unless this policy was edited from ``earlier``)."""
+        edits = self._edits_since(earlier)
+        if edits is None or any(weight is None for _, weight in edits):
+            return None
+        found: dict[int, int] = {}
+        for (op, at, _, _), weight in edits:
+            if op == "remove":
+                found = {p - (p > at): w for p, w in found.items() if p != at}
+            elif op == "insert":
+                found = {p + (p >= at): w for p, w in found.items()}
+            if weight:
+                found[at] = weight
+        return sorted(found.items())
 
     @functools.cached_property
     def _qos(self) -> CompiledQos:

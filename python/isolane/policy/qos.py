@@ -505,7 +505,7 @@ def _compile_qos(policy: Policy) -> CompiledQos:
         tenant_burst=_column([t.burst for t in tenants], np.uint64),
         tenant_burst_given=_column([t.burst_given for t in tenants], np.uint8),
         tenant_ceil=_column([t.ceil for t in tenants], np.uint64),
-        tenant_weight=_readonly(policy._weight_inputs.weights.copy()),
+        tenant_weight=_readonly(policy._port_weights.copy()),
         tenant_meter=_meter_arrays([t.meter for t in tenants]),
         tenant_shaper=_shaper_arrays([t.shaper for t in tenants]),
         class_offsets=_column(offsets, np.int64),

@@ -1,0 +1,70 @@
+"""``isolane.policy.Tenants``: the immutable sequence a policy keeps its tenants in, which an edit
+copies in part. It must behave as the tuple of the same tenants through any edits."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from isolane.policy import Policy, Tenant, Tenants
+from isolane.policy import tenants as tenants_module
+
+POOL = [Tenant(name=f"t{i}", vnis=(i,)) for i in range(40)]
+
+edits = st.lists(st.tuples(st.sampled_from(("replace", "insert", "remove")), st.integers(0, 1000), st.sampled_from(POOL)), max_size=60)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 256])
+@given(start=st.lists(st.sampled_from(POOL), max_size=30), steps=edits)
+def test_edited_tenants_equal_the_same_edits_on_a_list(chunk: int, start: list[Tenant], steps: list[tuple[str, int, Tenant]]) -> None:
+    saved = tenants_module._CHUNK
+    tenants_module._CHUNK = chunk  # small chunks: edits split, empty and grow them
+    try:
+        seq, model = Tenants(start), list(start)
+        for op, where, tenant in steps:
+            at = where % (len(model) + (op == "insert")) if model or op == "insert" else None
+            if at is None:
+                continue
+            previous, before = seq, list(seq)
+            if op == "replace":
+                seq, model[at] = seq.replaced(at, tenant), tenant
+            elif op == "insert":
+                seq = seq.inserted(at, tenant)
+                model.insert(at, tenant)
+            else:
+                seq = seq.removed(at)
+                del model[at]
+            assert list(seq) == model and len(seq) == len(model)
+            assert all(seq[i] is model[i] for i in range(len(model)))
+            assert all(seq[-i] is model[-i] for i in range(1, len(model) + 1))
+            assert list(previous) == before  # the sequence it was made from is untouched
+        assert seq == tuple(model) and seq == model and seq == Tenants(model) and hash(seq) == hash(tuple(model))
+        assert seq[1:3] == tuple(model[1:3])
+    finally:
+        tenants_module._CHUNK = saved
+
+
+def test_an_edit_shares_every_chunk_but_the_one_it_changes() -> None:
+    big = Tenants(POOL * 100)
+    one = big.replaced(2000, POOL[0])
+    assert sum(a is b for a, b in zip(big._chunks, one._chunks)) == len(big._chunks) - 1
+
+
+def test_out_of_range_positions_raise_index_error() -> None:
+    seq = Tenants(POOL[:3])
+    with pytest.raises(IndexError):
+        seq[3]
+    with pytest.raises(IndexError):
+        seq.replaced(-4, POOL[0])
+    assert Tenants() == () and len(Tenants()) == 0 and Tenants().inserted(0, POOL[0]) == (POOL[0],)
+
+
+def test_a_policy_keeps_its_tenants_as_tenants_and_compares_and_pickles_as_before() -> None:
+    policy = Policy(tenants=tuple(POOL[:3]))
+    assert isinstance(policy.tenants, Tenants) and policy.tenants == tuple(POOL[:3])
+    assert policy == Policy(tenants=list(POOL[:3])) and hash(policy) == hash(Policy(tenants=POOL[:3]))
+    assert pickle.loads(pickle.dumps(policy)) == policy
+    assert policy.tenants + (POOL[5],) == (*POOL[:3], POOL[5])
