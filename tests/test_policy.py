@@ -1380,3 +1380,27 @@ def test_fingerprints_are_stable_across_processes() -> None:
     code = f"import json, isolane.policy as P; print(json.dumps(P.Policy.from_dict({fingerprint_policy()!r}).compile().fingerprints))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "123"})
     assert json.loads(out.stdout) == fingerprints(fingerprint_policy())
+
+
+def test_ipv4_prefixes_read_as_ipaddress_reads_them() -> None:
+    """isolane reads IPv4 prefixes itself (the common case, faster); it must refuse what
+    ``ipaddress.ip_network(strict=True)`` refuses and give the same networks (it refuses more: a
+    length with leading zeros, as its JSON Schema does)."""
+    from isolane.policy.addresses import _parse_prefix
+
+    rng = random.Random(7)
+    texts = ["0.0.0.0/0", "255.255.255.255", "10.0.0.0/8", "10.0.0.1/8", "1.2.3.4/33", "01.2.3.4/32", "1.2.3.256"]
+    for _ in range(20_000):
+        value, length = rng.getrandbits(32), rng.randint(0, 32)
+        if rng.random() < 0.5:
+            value &= ~((1 << (32 - length)) - 1) & 0xFFFFFFFF
+        texts.append(f"{ipaddress.IPv4Address(value)}/{length}" if rng.random() < 0.9 else str(ipaddress.IPv4Address(value)))
+    for text in texts:
+        got = _parse_prefix(text)
+        try:
+            want: Any = ipaddress.ip_network(text, strict=True)
+        except ValueError:
+            assert isinstance(got, str), text
+            continue
+        assert got == want and type(got) is type(want), text
+    assert isinstance(_parse_prefix("1.2.3.4/032"), str)

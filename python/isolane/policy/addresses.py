@@ -45,6 +45,12 @@ def _parse_prefix(text: str) -> Network | None | str:
     if _PREFIX_RE.fullmatch(text):
         if text == "any":
             return None
+        if ":" not in text:  # IPv4, its octets and length checked by the pattern: skip ipaddress's parsing
+            address, _, length = text.partition("/")
+            a, b, c, d = address.split(".")
+            value, bits = (int(a) << 24) | (int(b) << 16) | (int(c) << 8) | int(d), int(length or 32)
+            if not value & ((1 << (32 - bits)) - 1):
+                return ipaddress.IPv4Network((value, bits))
         try:
             return ipaddress.ip_network(text, strict=True)
         except ValueError:
