@@ -71,7 +71,7 @@ pub(super) struct Rows {
 /// Reads packed records (read unaligned: a `bytes` object's data carries no alignment promise).
 pub(super) fn read_rows(packed: &[u8], tenant: &str) -> Result<Rows, CoreError> {
     let size = std::mem::size_of::<RuleRecord>();
-    if packed.len() % size != 0 {
+    if !packed.len().is_multiple_of(size) {
         return Err(CoreError::spec_at(format!("tenant '{tenant}'"), format!("packed rows are {} bytes, not whole {size}-byte records", packed.len())));
     }
     let records: Vec<RuleRecord> = packed.chunks_exact(size).map(bytemuck::pod_read_unaligned).collect();
