@@ -28,7 +28,7 @@ use engine::{processed_layout, profile_event_layout, stats_layout, verdict_layou
 use error::{DuplicateKeyError, IsolaneError, PcapError, YamlError};
 use rule_rows::rule_row_layout;
 use rule_table::RuleTable;
-use yaml::load_yaml;
+use yaml::{load_yaml, YamlItems};
 
 /// Runs core work without the GIL, turning a panic into an exception instead of letting it
 /// cross into Python.
@@ -47,7 +47,7 @@ mod _core {
     #[pymodule_export]
     use super::{
         burst_flow_layout, burst_layout, codes::codes, load_yaml, parse_records, processed_layout, profile_event_layout, read_pcap, record_layout,
-        rule_row_layout, stats_layout, timeline::TimelineView, verdict_layout, CaptureReader, Engine, PacketBatch, PcapIterator, RuleTable,
+        rule_row_layout, stats_layout, timeline::TimelineView, verdict_layout, CaptureReader, Engine, PacketBatch, PcapIterator, RuleTable, YamlItems,
     };
 
     #[pymodule_init]

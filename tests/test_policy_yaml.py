@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import tempfile
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,18 @@ def test_random_text_is_a_policy_or_a_policy_error(text: str) -> None:
         except PolicyError as err:
             for place, message in err.errors:
                 assert place != "" or "\n" not in message, message
+
+
+def test_a_lazy_sequence_makes_its_items_as_they_are_read() -> None:
+    text = "port: {rate: 10Gbps}\ntenants:\n  - {name: a, vnis: [1]}\n  - {name: b, vnis: [2], rules: [{action: drop}]}\nother: [1, 2]\n"
+    eager = _core.load_yaml(text)
+    lazy = _core.load_yaml(text, "tenants")
+    items = lazy["tenants"]
+    assert isinstance(items, _core.YamlItems) and isinstance(items, Sequence)
+    assert {k: v for k, v in lazy.items() if k != "tenants"} == {k: v for k, v in eager.items() if k != "tenants"}
+    assert len(items) == 2 and list(items) == eager["tenants"] and items[-1] == eager["tenants"][1]
+    assert items[0] is not items[0]  # made anew at each read: nothing is kept
+    with pytest.raises(IndexError):
+        items[2]
+    assert _core.load_yaml("- 1\n- 2\n", "tenants") == [1, 2]  # only a mapping's sequence under that key is lazy
+    assert _core.load_yaml("tenants: 3\n", "tenants") == {"tenants": 3}

@@ -35,6 +35,7 @@ __all__ = [
     "burst_layout",
     "profile_event_layout",
     "load_yaml",
+    "YamlItems",
     "codes",
     "parse_records",
     "processed_layout",
@@ -234,9 +235,17 @@ def read_pcap(path: str | os.PathLike[str]) -> PacketBatch:
     ``numpy.memmap`` the file must not be truncated while the batch is alive (use
     ``iter_pcap`` for a capture that is still being written)."""
 
-def load_yaml(text: str) -> Any:
+def load_yaml(text: str, lazy: str | None = None) -> Any:
     """The one YAML document in `text` by the YAML 1.2 core schema (None for none), as dicts, lists,
-    strings, ints, floats, bools and None; raises YamlError or DuplicateKeyError."""
+    strings, ints, floats, bools and None; raises YamlError or DuplicateKeyError. With `lazy`,
+    the top-level mapping's sequence under that key is a `YamlItems`."""
+
+@final
+class YamlItems:
+    """A YAML sequence whose items become Python objects when read (a new object each read)."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int, /) -> Any: ...
 
 def parse_records(batch: PacketBatch, vxlan_ports: list[int], geneve_ports: list[int], threads: int) -> npt.NDArray[np.uint8]:
     """Parse a batch into packed records (raw bytes; view them with ``isolane.PARSED_DTYPE``)."""

@@ -7,31 +7,70 @@ use super::without_gil;
 use crate::error::CoreError;
 use crate::yaml::{self, Value};
 
-/// The document in `text` as dicts, lists, strings, ints, floats, bools and None.
+/// The document in `text` as dicts, lists, strings, ints, floats, bools and None. With `lazy`,
+/// the top-level mapping's sequence under that key becomes a `YamlItems`, whose items become
+/// Python objects one at a time as they are read: a reader that takes one item, keeps what it
+/// makes of it and drops the rest never holds every item's objects at once.
 #[pyfunction]
-pub(super) fn load_yaml(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
+#[pyo3(signature = (text, lazy=None))]
+pub(super) fn load_yaml<'py>(py: Python<'py>, text: &str, lazy: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
     let value = without_gil(py, || yaml::load(text))?.map_err(CoreError::from)?;
-    Ok(to_python(py, value)?.unbind())
+    match (value, lazy) {
+        (Value::Map(entries), Some(lazy_key)) => {
+            let dict = PyDict::new(py);
+            for (key, value) in entries {
+                let is_lazy = matches!((&key, &value), (Value::Str(k), Value::Seq(_)) if k == lazy_key);
+                let value = match value {
+                    Value::Seq(items) if is_lazy => Bound::new(py, YamlItems { items })?.into_any(),
+                    value => to_python(py, &value)?,
+                };
+                dict.set_item(to_python(py, &key)?, value)?;
+            }
+            Ok(dict.into_any())
+        }
+        (value, _) => to_python(py, &value),
+    }
+}
+
+/// A YAML sequence whose items become Python objects when read (a new object each read).
+#[pyclass(frozen, sequence, module = "isolane._core")]
+pub struct YamlItems {
+    items: Vec<Value>,
+}
+
+#[pymethods]
+impl YamlItems {
+    fn __len__(&self) -> usize {
+        self.items.len()
+    }
+
+    fn __getitem__<'py>(&self, py: Python<'py>, index: isize) -> PyResult<Bound<'py, PyAny>> {
+        let at = if index < 0 { index + self.items.len() as isize } else { index };
+        match usize::try_from(at).ok().and_then(|at| self.items.get(at)) {
+            Some(item) => to_python(py, item),
+            None => Err(pyo3::exceptions::PyIndexError::new_err("index out of range")),
+        }
+    }
 }
 
 /// The longest string interned (see `to_python`).
 const SHARED_STRING_MAX: usize = 32;
 
 /// Depth is bounded by `yaml::MAX_DEPTH`, so the recursion is too.
-fn to_python(py: Python<'_>, value: Value) -> PyResult<Bound<'_, PyAny>> {
+fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
     Ok(match value {
         Value::Null => py.None().into_bound(py),
         Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
         // Most integers fit 64 bits, which convert faster than 128.
-        Value::Int(i) => match i64::try_from(i) {
+        Value::Int(i) => match i64::try_from(*i) {
             Ok(small) => small.into_pyobject(py)?.into_any(),
             Err(_) => i.into_pyobject(py)?.into_any(),
         },
         Value::Float(f) => f.into_pyobject(py)?.into_any(),
         // Short strings recur (keys, units, actions, kinds): interned, each is one object however often it is written.
-        Value::Str(s) if s.len() <= SHARED_STRING_MAX => PyString::intern(py, &s).into_any(),
-        Value::Str(s) => s.into_pyobject(py)?.into_any(),
-        Value::Seq(items) => PyList::new(py, items.into_iter().map(|item| to_python(py, item)).collect::<PyResult<Vec<_>>>()?)?.into_any(),
+        Value::Str(s) if s.len() <= SHARED_STRING_MAX => PyString::intern(py, s).into_any(),
+        Value::Str(s) => PyString::new(py, s).into_any(),
+        Value::Seq(items) => PyList::new(py, items.iter().map(|item| to_python(py, item)).collect::<PyResult<Vec<_>>>()?)?.into_any(),
         Value::Map(entries) => {
             let dict = PyDict::new(py);
             for (key, value) in entries {

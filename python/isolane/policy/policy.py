@@ -72,7 +72,7 @@ class Policy:
         extension). Raises :class:`PolicyError` listing every problem, ``FileNotFoundError``
         if there is no such file; warns (:class:`PolicyWarning`) about rules that never match."""
         with gc_paused():
-            policy = _build(_read_file(path), os.fspath(path))
+            policy = _build(_read_file(path, lazy_tenants=True), os.fspath(path))
         _emit(policy.warnings)
         return policy
 

@@ -8,7 +8,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,8 +16,13 @@ from typing import Any
 from isolane import _core
 from isolane.policy.errors import PolicyError, _at
 
+Sequence.register(_core.YamlItems)
 
-def _read_file(path: str | os.PathLike[str]) -> Any:
+
+def _read_file(path: str | os.PathLike[str], lazy_tenants: bool = False) -> Any:
+    """The document in the file at ``path``; ``lazy_tenants``: a YAML document's ``tenants``
+    as a ``YamlItems`` sequence, whose items become Python objects as they are read (so that
+    reading a policy never holds every tenant's document at once)."""
     suffix = Path(path).suffix.lower()
     if suffix not in (".yaml", ".yml", ".toml", ".json"):
         raise PolicyError(
@@ -33,7 +38,7 @@ def _read_file(path: str | os.PathLike[str]) -> Any:
         return _load_toml(text, path)
     if suffix == ".json":
         return _load_json(text, path)
-    return _load_yaml(text, path)
+    return _load_yaml(text, path, "tenants" if lazy_tenants else None)
 
 
 class _DuplicateKey(Exception):
@@ -80,10 +85,10 @@ def _load_toml(text: str, path: str | os.PathLike[str]) -> Any:
         raise PolicyError([("", _unreadable(text, _TOML_TOKENS, err))], path) from None
 
 
-def _load_yaml(text: str, path: str | os.PathLike[str]) -> Any:
+def _load_yaml(text: str, path: str | os.PathLike[str], lazy: str | None = None) -> Any:
     """YAML 1.2 by its core schema, read by the Rust core (docs/policy.md, "YAML")."""
     try:
-        return _core.load_yaml(text)
+        return _core.load_yaml(text, lazy)
     except _core.DuplicateKeyError as err:
         raise PolicyError([("", str(err))], path) from None
     except _core.YamlError as err:

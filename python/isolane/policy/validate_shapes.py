@@ -8,6 +8,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from isolane import _core
 from isolane.policy.addresses import Network, _parse_prefix
 from isolane.policy.constants import (
     DEFAULT_LARGEST_FRAME,
@@ -81,9 +82,11 @@ class _Shapes:
                 self.error(path, f"missing key {key!r}")
         return out
 
-    def sequence(self, value: Any, path: str, what: str) -> list[Any] | None:
+    def sequence(self, value: Any, path: str, what: str) -> Sequence[Any] | None:
         if isinstance(value, (list, tuple)):
             return list(value)
+        if isinstance(value, _core.YamlItems):  # a YAML document's items, made as they are read
+            return value  # type: ignore[return-value]  # registered as a Sequence (isolane.policy.read)
         self.error(path, f"expected a list of {what}, got {_describe(value)}")
         return None
 
