@@ -1,15 +1,16 @@
 """The control path at N tenants: full load (file to a running engine), an identical update, and
-one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee).
+one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee); with
+``--rules N``, one tenant of N rules from file to a running engine.
 
-    python bench/control_path.py 1000 10000
+    python bench/control_path.py 100 1000 10000 100000 --rules 100000
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -72,6 +73,28 @@ def run(count: int) -> None:
         print(f"  one-tenant change ({label}): median {median:.3f} ms, p99 {p99:.3f} ms")
 
 
+def run_rules(count: int) -> None:
+    """One tenant of ``count`` distinct /32 rules (bench/test_policy_load_bench.py's shape)."""
+    rules = [{"dst": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}/32", "dst_ports": 1000 + i % 5000, "proto": "tcp", "action": "allow"} for i in range(count)]
+    path = Path(tempfile.mkdtemp()) / "rules.yaml"
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    path.write_text(yaml.dump({"tenants": [{"name": "big", "vnis": [1], "rules": rules}]}, Dumper=dumper, sort_keys=False))
+    del rules
+    gc.collect()
+    before = resident_bytes()
+    start = time.perf_counter()
+    engine = isolane.Engine(isolane.Policy.from_file(path))
+    elapsed = time.perf_counter() - start
+    assert len(engine.policy.tenants[0].rules) == count
+    print(f"one tenant of {count} rules: file to running engine {elapsed:.2f} s, {(resident_bytes() - before) / 2**20:.0f} MiB resident")
+
+
 if __name__ == "__main__":
-    for arg in sys.argv[1:] or ["1000", "10000"]:
-        run(int(arg))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("tenants", nargs="*", type=int, help="policy sizes (default 1000 10000)")
+    parser.add_argument("--rules", type=int, help="also one tenant of this many rules")
+    args = parser.parse_args()
+    for count in args.tenants or ([] if args.rules else [1000, 10000]):
+        run(count)
+    if args.rules:
+        run_rules(args.rules)

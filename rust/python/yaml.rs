@@ -5,6 +5,7 @@ use pyo3::types::{PyDict, PyList, PyString};
 
 use super::without_gil;
 use crate::error::CoreError;
+use crate::memory;
 use crate::yaml::{self, Value};
 
 /// The document in `text` as dicts, lists, strings, ints, floats, bools and None. With `lazy`,
@@ -15,6 +16,12 @@ use crate::yaml::{self, Value};
 #[pyo3(signature = (text, lazy=None))]
 pub(super) fn load_yaml<'py>(py: Python<'py>, text: &str, lazy: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
     let value = without_gil(py, || yaml::load(text))?.map_err(CoreError::from)?;
+    let loaded = to_python_maybe_lazy(py, value, lazy);
+    memory::release_free_heap(); // the parsed tree is gone (but lazy items)
+    loaded
+}
+
+fn to_python_maybe_lazy<'py>(py: Python<'py>, value: Value, lazy: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
     match (value, lazy) {
         (Value::Map(entries), Some(lazy_key)) => {
             let dict = PyDict::new(py);
@@ -29,6 +36,13 @@ pub(super) fn load_yaml<'py>(py: Python<'py>, text: &str, lazy: Option<&str>) ->
             Ok(dict.into_any())
         }
         (value, _) => to_python(py, &value),
+    }
+}
+
+impl Drop for YamlItems {
+    fn drop(&mut self) {
+        drop(std::mem::take(&mut self.items));
+        memory::release_free_heap();
     }
 }
 
