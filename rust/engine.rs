@@ -334,14 +334,15 @@ pub struct EngineTables {
     /// In shared chunks, so that an update copies a pointer per 64 tenants, not each tenant.
     tenants: ChunkedVec<Arc<TenantTables>>,
     /// `heads[t]` and `hot[t]` are `tenants[t]`'s data-path parts.
-    heads: Vec<TenantHead>,
+    heads: ChunkedVec<TenantHead>,
     hot: ChunkedVec<HotTenant>,
     /// What selects each tenant's traffic, as [`Engine::apply`] was given it.
     routes: ChunkedVec<Arc<Route>>,
     vnis: VniMap,
-    vlans: FxHashMap<u16, i32>,
+    /// Shared by pointer with the tables of updates that do not change them.
+    vlans: Arc<FxHashMap<u16, i32>>,
     /// Outer source prefixes of untunnelled traffic, checked in order.
-    sources: Vec<(u128, u8, i32)>,
+    sources: Arc<[(u128, u8, i32)]>,
     unknown_action: u8,
     /// How many counter slots the engine had named when these tables were made.
     counter_slots: usize,
@@ -660,8 +661,8 @@ impl Engine {
             counter_slots,
             ..Default::default()
         };
-        tables.vlans = spec.vlans.into_iter().collect();
-        tables.sources = spec.sources;
+        tables.vlans = Arc::new(spec.vlans.into_iter().collect());
+        tables.sources = spec.sources.into();
         let worn: Vec<String> = tables.tenants.iter().filter(|t| t.table.is_worn()).map(|t| t.name.clone()).collect();
         self.install_tables(tables);
         for name in worn {
@@ -728,7 +729,7 @@ impl Engine {
 /// Stores `current` with tenant `index` replaced by `tenant` (its counters kept).
 fn install(tables: &ArcSwap<EngineTables>, current: &EngineTables, index: usize, tenant: TenantTables) {
     let mut next = current.clone();
-    next.heads[index] = TenantHead::of(&tenant, current.heads[index].counter_slot);
+    next.heads.set(index, TenantHead::of(&tenant, current.heads[index].counter_slot));
     next.hot.set(index, HotTenant::of(&tenant));
     next.tenants.set(index, Arc::new(tenant));
     tables.store(Arc::new(next));
