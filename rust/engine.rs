@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use rustc_hash::FxHashMap;
 
-use crate::chunked_vec::ChunkedVec;
+use crate::chunked_vec::{ChunkedVec, GroupedVec};
 use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosInputs, QosSpec, QosStats, StatsKey};
 use crate::error::CoreError;
@@ -332,12 +332,12 @@ impl VniMap {
 #[derive(Debug, Clone, Default)]
 pub struct EngineTables {
     /// In shared chunks, so that an update copies a pointer per 64 tenants, not each tenant.
-    tenants: ChunkedVec<Arc<TenantTables>>,
+    tenants: GroupedVec<Arc<TenantTables>>,
     /// `heads[t]` and `hot[t]` are `tenants[t]`'s data-path parts.
-    heads: ChunkedVec<TenantHead>,
+    heads: Vec<TenantHead>,
     hot: ChunkedVec<HotTenant>,
     /// What selects each tenant's traffic, as [`Engine::apply`] was given it.
-    routes: ChunkedVec<Arc<Route>>,
+    routes: GroupedVec<Arc<Route>>,
     vnis: VniMap,
     /// Shared by pointer with the tables of updates that do not change them.
     vlans: Arc<FxHashMap<u16, i32>>,
@@ -729,7 +729,7 @@ impl Engine {
 /// Stores `current` with tenant `index` replaced by `tenant` (its counters kept).
 fn install(tables: &ArcSwap<EngineTables>, current: &EngineTables, index: usize, tenant: TenantTables) {
     let mut next = current.clone();
-    next.heads.set(index, TenantHead::of(&tenant, current.heads[index].counter_slot));
+    next.heads[index] = TenantHead::of(&tenant, current.heads[index].counter_slot);
     next.hot.set(index, HotTenant::of(&tenant));
     next.tenants.set(index, Arc::new(tenant));
     tables.store(Arc::new(next));

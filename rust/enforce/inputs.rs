@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
-use crate::chunked_vec::ChunkedVec;
+use crate::chunked_vec::GroupedVec;
 use crate::error::CoreError;
 use crate::meter::{Color, MeterKind, MeterKindCode, MeterParams};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
@@ -363,9 +363,9 @@ fn scale(value: u64, part: u64, whole: u64) -> u64 {
 #[derive(Debug, Clone, Default)]
 pub struct QosInputs {
     pub settings: QosSettings,
-    pub tenants: ChunkedVec<Arc<TenantInput>>,
+    pub tenants: GroupedVec<Arc<TenantInput>>,
     /// Each tenant's share of the port's spare capacity.
-    pub weights: ChunkedVec<u32>,
+    pub weights: GroupedVec<u32>,
 }
 
 impl QosInputs {
@@ -441,6 +441,6 @@ mod tests {
             ..QosInputs::default()
         };
         assert!(inputs.spec().unwrap_err().to_string().contains("srTCM CIR is 0"));
-        assert!(QosInputs { weights: ChunkedVec::default(), ..inputs }.spec().unwrap_err().to_string().contains("0 weights for 1 tenants"));
+        assert!(QosInputs { weights: GroupedVec::default(), ..inputs }.spec().unwrap_err().to_string().contains("0 weights for 1 tenants"));
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::{build, check_tenant, incremental, Engine, EngineTables, HotTenant, TenantHead, TenantSpec, TenantTables, UpdateReport, VniMap};
-use crate::chunked_vec::ChunkedVec;
+use crate::chunked_vec::GroupedVec;
 use crate::enforce::{QosInputs, QosSpec, TenantInput, TenantQos};
 use crate::error::CoreError;
 
@@ -206,14 +206,14 @@ impl Edit<'_> {
 
     fn place(&mut self, at: usize, tables: Arc<TenantTables>, route: Route) {
         let slot = self.engine.counter_names.lock().unwrap_or_else(|p| p.into_inner()).slot(&tables.name);
-        self.next.heads.set(at, TenantHead::of(&tables, slot));
+        self.next.heads[at] = TenantHead::of(&tables, slot);
         self.next.hot.set(at, HotTenant::of(&tables));
         self.next.tenants.set(at, tables);
         self.route(&route, at);
         self.next.routes.set(at, Arc::new(route));
     }
 
-    fn apply(&mut self, op: TenantOp, qos: &mut ChunkedVec<Arc<TenantInput>>, weights: &mut ChunkedVec<u32>) -> Result<(), CoreError> {
+    fn apply(&mut self, op: TenantOp, qos: &mut GroupedVec<Arc<TenantInput>>, weights: &mut GroupedVec<u32>) -> Result<(), CoreError> {
         let count = self.next.tenants.len();
         match op {
             TenantOp::Replace { at, tenant } if at < count => {
@@ -473,7 +473,7 @@ mod tests {
     }
 
     #[test]
-    fn a_replacement_copies_only_the_group_of_chunks_that_holds_the_tenant() {
+    fn a_replacement_copies_only_the_chunk_that_holds_the_tenant() {
         let names: Vec<(String, u32)> = (0..5000).map(|i| (format!("t{i}"), 1000 + i)).collect();
         let engine = engine(&names.iter().map(|(name, vni)| (name.as_str(), *vni)).collect::<Vec<_>>());
         let (before, inputs_before) = (engine.tables(), engine.qos_inputs.lock().unwrap().clone());
@@ -481,16 +481,17 @@ mod tests {
         changed.qos.rate = 1000; // a new contract: its input is stored anew
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 10, tenant: changed }], weights: vec![(10, 2)], ..Delta::default() }).unwrap();
         let (after, inputs) = (engine.tables(), engine.qos_inputs.lock().unwrap().clone());
-        // Tenants 0-4095 are the first group, 4096-4999 the second: every per-tenant vector shares the second.
-        let shared = [
+        // 5,000 tenants: the data path's per-tenant vectors are 79 chunks of 64 (heads is flat), of
+        // which a replacement copies one; the others group the chunks by 64 (tenants 0-4095, 4096-),
+        // of which it copies one group.
+        assert_eq!(after.hot.shared_chunks(&before.hot), 78);
+        let groups = [
             after.tenants.shared_groups(&before.tenants),
-            after.heads.shared_groups(&before.heads),
-            after.hot.shared_groups(&before.hot),
             after.routes.shared_groups(&before.routes),
             inputs.tenants.shared_groups(&inputs_before.tenants),
             inputs.weights.shared_groups(&inputs_before.weights),
         ];
-        assert_eq!(shared, [1; 6]);
+        assert_eq!(groups, [1; 4]);
         assert_eq!((inputs.weights[10], verdict(&engine, 1010, 443)), (2, (Some("t10".to_string()), ALLOW)));
     }
 
