@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use rustc_hash::FxHashMap;
 
-use crate::chunked_vec::ChunkedVec;
+use crate::chunked_vec::{ChunkedVec, GroupedVec};
 use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosInputs, QosSpec, QosStats, StatsKey};
 use crate::error::CoreError;
@@ -332,16 +332,17 @@ impl VniMap {
 #[derive(Debug, Clone, Default)]
 pub struct EngineTables {
     /// In shared chunks, so that an update copies a pointer per 64 tenants, not each tenant.
-    tenants: ChunkedVec<Arc<TenantTables>>,
+    tenants: GroupedVec<Arc<TenantTables>>,
     /// `heads[t]` and `hot[t]` are `tenants[t]`'s data-path parts.
     heads: Vec<TenantHead>,
     hot: ChunkedVec<HotTenant>,
     /// What selects each tenant's traffic, as [`Engine::apply`] was given it.
-    routes: ChunkedVec<Arc<Route>>,
+    routes: GroupedVec<Arc<Route>>,
     vnis: VniMap,
-    vlans: FxHashMap<u16, i32>,
+    /// Shared by pointer with the tables of updates that do not change them.
+    vlans: Arc<FxHashMap<u16, i32>>,
     /// Outer source prefixes of untunnelled traffic, checked in order.
-    sources: Vec<(u128, u8, i32)>,
+    sources: Arc<[(u128, u8, i32)]>,
     unknown_action: u8,
     /// How many counter slots the engine had named when these tables were made.
     counter_slots: usize,
@@ -660,8 +661,8 @@ impl Engine {
             counter_slots,
             ..Default::default()
         };
-        tables.vlans = spec.vlans.into_iter().collect();
-        tables.sources = spec.sources;
+        tables.vlans = Arc::new(spec.vlans.into_iter().collect());
+        tables.sources = spec.sources.into();
         let worn: Vec<String> = tables.tenants.iter().filter(|t| t.table.is_worn()).map(|t| t.name.clone()).collect();
         self.install_tables(tables);
         for name in worn {

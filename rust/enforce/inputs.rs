@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
-use crate::chunked_vec::ChunkedVec;
+use crate::chunked_vec::GroupedVec;
 use crate::error::CoreError;
 use crate::meter::{Color, MeterKind, MeterKindCode, MeterParams};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
@@ -220,30 +220,25 @@ impl TenantInput {
             None => format!("tenant '{}'", self.name),
         };
         let queues = self.port_queues(weight, port).map_err(|e| e.within(place(None)))?;
-        let classes: Vec<ClassQos> = self
-            .classes
-            .iter()
-            .zip(queues)
-            .enumerate()
-            .map(|(c, (class, queue))| {
-                let contract = contract(&class.meter, &class.shaper).map_err(|e| e.within(place(Some(c))))?;
-                let on_burst = class
-                    .on_burst
-                    .as_ref()
-                    .map(|p| class_profile(p, contract, queue, weight))
-                    .transpose()
-                    .map_err(|e| e.within(format!("{}, on_burst", place(Some(c)))))?;
-                Ok(ClassQos { contract, queue, on_burst })
-            })
-            .collect::<Result<_, CoreError>>()?;
+        // Pushed into a vector of the exact size: collected through a `Result`, it would hold room for four.
+        let mut classes = Vec::with_capacity(self.classes.len());
+        for (c, (class, queue)) in self.classes.iter().zip(&queues).enumerate() {
+            let contract = contract(&class.meter, &class.shaper).map_err(|e| e.within(place(Some(c))))?;
+            let on_burst = class
+                .on_burst
+                .as_ref()
+                .map(|p| class_profile(p, contract, *queue, weight).map(Box::new))
+                .transpose()
+                .map_err(|e| e.within(format!("{}, on_burst", place(Some(c)))))?;
+            classes.push(ClassQos { contract, queue: *queue, on_burst });
+        }
         let contract = contract(&self.meter, &self.shaper).map_err(|e| e.within(place(None)))?;
-        let normal = ProfileQos { contract, queues: classes.iter().map(|c| c.queue).collect() };
+        let normal = ProfileQos { contract, queues };
         let profile = |p: &ProfileInput, name: &str| self.profile(p, &normal, port).map_err(|e| e.within(format!("{}, {name}", place(None))));
-        let on_burst = self
-            .on_burst
-            .as_ref()
-            .map(|p| Ok::<_, CoreError>(BurstProfile { profile: profile(p, "on_burst")?, hold_ns: p.hold_ns, max_switches_per_s: p.max_switches_per_s }));
-        let on_overload = self.on_overload.as_ref().map(|p| profile(p, "on_overload"));
+        let on_burst = self.on_burst.as_ref().map(|p| {
+            Ok::<_, CoreError>(Box::new(BurstProfile { profile: profile(p, "on_burst")?, hold_ns: p.hold_ns, max_switches_per_s: p.max_switches_per_s }))
+        });
+        let on_overload = self.on_overload.as_ref().map(|p| profile(p, "on_overload").map(Box::new));
         Ok(TenantQos { name: self.name.clone(), contract, classes, on_burst: on_burst.transpose()?, on_overload: on_overload.transpose()? })
     }
 
@@ -368,9 +363,9 @@ fn scale(value: u64, part: u64, whole: u64) -> u64 {
 #[derive(Debug, Clone, Default)]
 pub struct QosInputs {
     pub settings: QosSettings,
-    pub tenants: ChunkedVec<Arc<TenantInput>>,
+    pub tenants: GroupedVec<Arc<TenantInput>>,
     /// Each tenant's share of the port's spare capacity.
-    pub weights: Vec<u32>,
+    pub weights: GroupedVec<u32>,
 }
 
 impl QosInputs {
@@ -380,7 +375,10 @@ impl QosInputs {
             return Err(CoreError::spec(format!("{} weights for {} tenants", self.weights.len(), self.tenants.len())));
         }
         let port = self.settings.port.as_ref();
-        let tenants = self.tenants.iter().zip(&self.weights).map(|(tenant, &weight)| tenant.resolve(weight, port)).collect::<Result<_, _>>()?;
+        let mut tenants = Vec::with_capacity(self.tenants.len()); // exact: collected through a `Result`, it would grow by doubling
+        for (tenant, &weight) in self.tenants.iter().zip(self.weights.iter()) {
+            tenants.push(tenant.resolve(weight, port)?);
+        }
         let bursts = BurstSpec {
             port: port.map(|p| p.microburst.config()),
             tenants: self.tenants.iter().map(|t| t.bursts()).filter(|b| b.tenant.is_some() || !b.classes.is_empty()).collect(),
@@ -439,10 +437,10 @@ mod tests {
         let srtcm = MeterRow { kind: 1, byte_count: 1, actions: [0, 0, 2], ..MeterRow::default() };
         let inputs = QosInputs {
             tenants: vec![Arc::new(TenantInput { meter: srtcm, ..tenant(0, vec![class(0, 1)]) })].into(),
-            weights: vec![1],
+            weights: vec![1].into(),
             ..QosInputs::default()
         };
         assert!(inputs.spec().unwrap_err().to_string().contains("srTCM CIR is 0"));
-        assert!(QosInputs { weights: vec![], ..inputs }.spec().unwrap_err().to_string().contains("0 weights for 1 tenants"));
+        assert!(QosInputs { weights: GroupedVec::default(), ..inputs }.spec().unwrap_err().to_string().contains("0 weights for 1 tenants"));
     }
 }

@@ -90,13 +90,14 @@ pub struct Contract {
     pub shaper: Option<ShaperParams>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClassQos {
     pub contract: Contract,
     /// The class's queue at the port (used only when the policy has a port).
     pub queue: QueueConfig,
-    /// What it switches to while its own microburst lasts.
-    pub on_burst: Option<ClassBurstProfile>,
+    /// What it switches to while its own microburst lasts (boxed: rare, and the class is
+    /// kept per tenant).
+    pub on_burst: Option<Box<ClassBurstProfile>>,
 }
 
 /// The profile a class takes when a rate event of its microburst scope starts: its contract
@@ -116,9 +117,10 @@ pub struct TenantQos {
     pub contract: Contract,
     /// By class id (the verdicts' `cls`).
     pub classes: Vec<ClassQos>,
-    /// What it switches to while its microburst lasts, and while the port is overloaded.
-    pub on_burst: Option<BurstProfile>,
-    pub on_overload: Option<ProfileQos>,
+    /// What it switches to while its microburst lasts, and while the port is overloaded
+    /// (boxed: rare, and the contract is kept per tenant).
+    pub on_burst: Option<Box<BurstProfile>>,
+    pub on_overload: Option<Box<ProfileQos>>,
 }
 
 /// A tenant's contract and its classes' port queues under one of its adaptive profiles
@@ -231,7 +233,7 @@ impl QosSpec {
             }
         }
         let Some(config) = self.port else { return Ok(()) };
-        for (name, profile) in [("on_burst", tenant.on_burst.as_ref().map(|b| &b.profile)), ("on_overload", tenant.on_overload.as_ref())] {
+        for (name, profile) in [("on_burst", tenant.on_burst.as_ref().map(|b| &b.profile)), ("on_overload", tenant.on_overload.as_deref())] {
             let Some(profile) = profile else { continue };
             if profile.queues.len() != tenant.classes.len() {
                 return Err(CoreError::spec_at(name, format!("{} queues for {} classes", profile.queues.len(), tenant.classes.len())));

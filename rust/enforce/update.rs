@@ -29,7 +29,9 @@ impl Enforcer {
         let class_count = names.iter().filter_map(|name| by_name.get(name.as_str())).map(|qos| qos.classes.len()).sum();
         let mut tenants = crate::memory::with_capacity(names.len());
         let mut class_stages = crate::memory::with_capacity(class_count);
-        let (mut contracts, mut queues, mut queue_scopes) = (Vec::new(), Vec::new(), Vec::new());
+        // Of their exact sizes: grown by pushes, they would keep up to half again as slack.
+        let mut contracts = Vec::with_capacity(names.len());
+        let (mut queues, mut queue_scopes) = (Vec::with_capacity(class_count), Vec::with_capacity(class_count));
         let mut profiles = Profiles::default();
         for (index, name) in names.iter().enumerate() {
             let Some(&qos) = by_name.get(name.as_str()) else {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::{build, check_tenant, incremental, Engine, EngineTables, HotTenant, TenantHead, TenantSpec, TenantTables, UpdateReport, VniMap};
-use crate::chunked_vec::ChunkedVec;
+use crate::chunked_vec::GroupedVec;
 use crate::enforce::{QosInputs, QosSpec, TenantInput, TenantQos};
 use crate::error::CoreError;
 
@@ -106,7 +106,7 @@ impl Edit<'_> {
             self.claims.push((Claim::Vni(vni), name.clone()));
         }
         for &vlan in &route.vlans {
-            let holder = self.next.vlans.insert(vlan, at as i32).unwrap_or(-1);
+            let holder = Arc::make_mut(&mut self.next.vlans).insert(vlan, at as i32).unwrap_or(-1);
             self.displaced(Claim::Vlan(vlan), holder, at);
             self.claims.push((Claim::Vlan(vlan), name.clone()));
         }
@@ -133,7 +133,7 @@ impl Edit<'_> {
         }
         for vlan in &route.vlans {
             if self.next.vlans.get(vlan) == Some(&(at as i32)) {
-                self.next.vlans.remove(vlan);
+                Arc::make_mut(&mut self.next.vlans).remove(vlan);
             }
         }
         self.sources_changed |= !route.sources.is_empty();
@@ -175,7 +175,9 @@ impl Edit<'_> {
     fn shift(&mut self, from: usize, by: i32) {
         let from = from as i32;
         self.vnis.shift(from, by);
-        self.next.vlans.values_mut().filter(|t| **t >= from).for_each(|t| *t += by);
+        if self.next.vlans.values().any(|&t| t >= from) {
+            Arc::make_mut(&mut self.next.vlans).values_mut().filter(|t| **t >= from).for_each(|t| *t += by);
+        }
         self.sources_changed |= !self.next.sources.is_empty();
     }
 
@@ -211,7 +213,7 @@ impl Edit<'_> {
         self.next.routes.set(at, Arc::new(route));
     }
 
-    fn apply(&mut self, op: TenantOp, qos: &mut ChunkedVec<Arc<TenantInput>>, weights: &mut Vec<u32>) -> Result<(), CoreError> {
+    fn apply(&mut self, op: TenantOp, qos: &mut GroupedVec<Arc<TenantInput>>, weights: &mut GroupedVec<u32>) -> Result<(), CoreError> {
         let count = self.next.tenants.len();
         match op {
             TenantOp::Replace { at, tenant } if at < count => {
@@ -304,10 +306,10 @@ impl Engine {
             edit.apply(op, &mut inputs.tenants, &mut inputs.weights)?;
         }
         for (at, weight) in delta.weights {
-            *inputs
-                .weights
-                .get_mut(at)
-                .ok_or_else(|| CoreError::InvalidArgument(format!("a weight for tenant position {at}, of {}", inputs.tenants.len())))? = weight;
+            if at >= inputs.weights.len() {
+                return Err(CoreError::InvalidArgument(format!("a weight for tenant position {at}, of {}", inputs.tenants.len())));
+            }
+            inputs.weights.set(at, weight);
         }
         if let Some(settings) = delta.settings {
             inputs.settings = settings;
@@ -468,6 +470,29 @@ mod tests {
         assert_eq!(verdict(&engine, 20, 443), (Some("b".to_string()), ALLOW));
         assert_eq!(verdict(&engine, 20, 80).1, DROP);
         assert!(engine.apply(Delta { ops: vec![TenantOp::Remove { at: 3 }], ..Delta::default() }).unwrap_err().to_string().contains("no tenant position 3"));
+    }
+
+    #[test]
+    fn a_replacement_copies_only_the_chunk_that_holds_the_tenant() {
+        let names: Vec<(String, u32)> = (0..5000).map(|i| (format!("t{i}"), 1000 + i)).collect();
+        let engine = engine(&names.iter().map(|(name, vni)| (name.as_str(), *vni)).collect::<Vec<_>>());
+        let (before, inputs_before) = (engine.tables(), engine.qos_inputs.lock().unwrap().clone());
+        let mut changed = entry("t10", &[1010], 443);
+        changed.qos.rate = 1000; // a new contract: its input is stored anew
+        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 10, tenant: changed }], weights: vec![(10, 2)], ..Delta::default() }).unwrap();
+        let (after, inputs) = (engine.tables(), engine.qos_inputs.lock().unwrap().clone());
+        // 5,000 tenants: the data path's per-tenant vectors are 79 chunks of 64 (heads is flat), of
+        // which a replacement copies one; the others group the chunks by 64 (tenants 0-4095, 4096-),
+        // of which it copies one group.
+        assert_eq!(after.hot.shared_chunks(&before.hot), 78);
+        let groups = [
+            after.tenants.shared_groups(&before.tenants),
+            after.routes.shared_groups(&before.routes),
+            inputs.tenants.shared_groups(&inputs_before.tenants),
+            inputs.weights.shared_groups(&inputs_before.weights),
+        ];
+        assert_eq!(groups, [1; 4]);
+        assert_eq!((inputs.weights[10], verdict(&engine, 1010, 443)), (2, (Some("t10".to_string()), ALLOW)));
     }
 
     #[test]

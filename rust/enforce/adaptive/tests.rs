@@ -22,7 +22,8 @@ fn spec() -> QosSpec {
         hold_ns: HOLD_NS,
         max_switches_per_s: 0,
     };
-    let tenant = TenantQos { name: "a".to_string(), contract: Contract::default(), classes: vec![class], on_burst: Some(on_burst), on_overload: None };
+    let tenant =
+        TenantQos { name: "a".to_string(), contract: Contract::default(), classes: vec![class], on_burst: Some(Box::new(on_burst)), on_overload: None };
     let config = BurstConfig { window_ns: WINDOW_NS, threshold_bps: 1_000_000_000, queue: None };
     let bursts = BurstSpec { tenants: vec![TenantBursts { name: "a".to_string(), tenant: Some(config), classes: Vec::new() }], ..BurstSpec::default() };
     QosSpec { tenants: vec![tenant], bursts, ..QosSpec::default() }
