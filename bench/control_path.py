@@ -1,6 +1,6 @@
-"""The control path at N tenants: full load (file to a running engine), an identical update, and
-one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee); with
-``--rules N``, one tenant of N rules from file to a running engine.
+"""The control path at N tenants: full load (file to a running engine), an identical update,
+one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee) and a
+tenant added; with ``--rules N``, one tenant of N rules from file to a running engine.
 
     python bench/control_path.py 100 1000 10000 100000 --rules 100000
 """
@@ -82,6 +82,14 @@ def run(count: int) -> None:
     ):
         median, p99 = changes(engine, engine.policy, make)
         print(f"  one-tenant change ({label}): median {median:.3f} ms, p99 {p99:.3f} ms")
+    added = [isolane.Policy.from_dict({"tenants": [tenant(count + k)]}).tenants[0] for k in range(20)]
+    times = []
+    for new in added:  # a new tenant at the end, then gone again
+        start = time.perf_counter()
+        engine.update(engine.policy.with_tenant(new))
+        times.append(time.perf_counter() - start)
+        engine.update(engine.policy.without_tenant(new.name))
+    print(f"  a tenant added: median {1e3 * statistics.median(times):.3f} ms")
 
 
 def run_rules(count: int) -> None:
