@@ -238,6 +238,7 @@ struct PortState {
 /// The QoS state of an engine; see the module documentation.
 #[derive(Debug, Default)]
 pub struct Enforcer {
+    /// The spec in force, without the contracts of the tables' tenants (kept in `contracts`).
     spec: QosSpec,
     /// A spec waiting for the next tables (see [`Enforcer::stage`]).
     staged: Option<QosSpec>,

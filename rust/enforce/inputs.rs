@@ -13,7 +13,18 @@ use crate::meter::{Color, MeterKind, MeterKindCode, MeterParams};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
 
 #[cfg(feature = "python")]
-use pyo3::FromPyObject;
+use pyo3::types::PyAnyMethods;
+#[cfg(feature = "python")]
+use pyo3::{Bound, FromPyObject, PyAny, PyErr, PyResult};
+
+/// A field given as `T` or `None`, boxed.
+#[cfg(feature = "python")]
+fn boxed<'py, T>(given: &Bound<'py, PyAny>) -> PyResult<Option<Box<T>>>
+where
+    T: for<'a> FromPyObject<'a, 'py>,
+{
+    Ok(given.extract::<Option<T>>().map_err(Into::<PyErr>::into)?.map(Box::new))
+}
 
 /// A meter, every default filled in (`kind` 0: none). Rates in bytes per second, sizes in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,8 +67,9 @@ pub struct BurstRow {
     pub queue: Option<(u64, u64)>,
 }
 
-/// A class of a tenant: its contract and the inputs of its port queue.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// A class of a tenant: its contract and the inputs of its port queue (what is rare boxed: a
+/// class is kept per tenant).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct ClassInput {
     pub priority: u8,
@@ -70,8 +82,10 @@ pub struct ClassInput {
     pub ceil: u64,
     pub meter: MeterRow,
     pub shaper: ShaperRow,
-    pub microburst: Option<BurstRow>,
-    pub on_burst: Option<ProfileInput>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
+    pub microburst: Option<Box<BurstRow>>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
+    pub on_burst: Option<Box<ProfileInput>>,
 }
 
 /// An adaptive profile as the policy gives it: what it changes of the tenant's contract and
@@ -93,7 +107,8 @@ pub struct ProfileInput {
 }
 
 /// A tenant's QoS as compiled from its part of the policy alone (so it is compiled once and
-/// kept while the tenant does not change); its weight is the policy's business.
+/// kept while the tenant does not change); its weight is the policy's business. What is rare
+/// is boxed: it is kept per tenant.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct TenantInput {
@@ -105,10 +120,13 @@ pub struct TenantInput {
     pub ceil: u64,
     pub meter: MeterRow,
     pub shaper: ShaperRow,
-    pub microburst: Option<BurstRow>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
+    pub microburst: Option<Box<BurstRow>>,
     pub classes: Vec<ClassInput>,
-    pub on_burst: Option<ProfileInput>,
-    pub on_overload: Option<ProfileInput>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
+    pub on_burst: Option<Box<ProfileInput>>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
+    pub on_overload: Option<Box<ProfileInput>>,
 }
 
 /// The egress port as the policy sets it.
@@ -322,8 +340,8 @@ impl TenantInput {
     }
 
     fn bursts(&self) -> TenantBursts {
-        let classes = self.classes.iter().enumerate().filter_map(|(c, class)| Some((c as u16, class.microburst?.config()))).collect();
-        TenantBursts { name: self.name.clone(), tenant: self.microburst.map(|b| b.config()), classes }
+        let classes = self.classes.iter().enumerate().filter_map(|(c, class)| Some((c as u16, class.microburst.as_ref()?.config()))).collect();
+        TenantBursts { name: self.name.clone(), tenant: self.microburst.as_ref().map(|b| b.config()), classes }
     }
 }
 

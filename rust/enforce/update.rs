@@ -3,7 +3,7 @@
 //! contract with the same classes touches that tenant and its port queues alone
 //! ([`Enforcer::replace_contracts`]).
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState};
 use crate::shaping::port::check_queues;
@@ -21,7 +21,7 @@ impl Enforcer {
     /// the port and its queues are kept if no queue and no port setting changed.
     pub fn retarget(&mut self, names: &[String]) {
         self.restore_profiles();
-        let spec = self.staged.take().unwrap_or_else(|| self.spec.clone());
+        let mut spec = self.staged.take().unwrap_or_else(|| self.current_spec());
         let same_globals = spec.count == self.spec.count && spec.color_map == self.spec.color_map;
         let mut old = self.take_states();
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
@@ -68,7 +68,17 @@ impl Enforcer {
         self.rows = crate::memory::zeroed_vec(self.row_keys.len());
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
         (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles);
+        // Each contract is kept once, in `contracts`: the spec keeps only those of no tenant of the tables.
+        let in_tables: FxHashSet<&str> = names.iter().map(String::as_str).collect();
+        spec.tenants.retain(|t| !in_tables.contains(t.name.as_str()));
         self.spec = spec;
+    }
+
+    /// The spec in force: the contracts of the tenants in the tables, and those kept for tenants not in them.
+    fn current_spec(&self) -> QosSpec {
+        let mut spec = self.spec.clone();
+        spec.tenants.extend(self.contracts.iter().flatten().cloned());
+        spec
     }
 
     /// Puts each `(index, contract)` in place of tenant `index`'s contract, touching nothing
@@ -104,14 +114,6 @@ impl Enforcer {
                 class_stage.profile = self.profiles.of(&class.contract);
             }
             self.tenants[index].stage = stage;
-            let at = if self.spec.tenants.get(index).is_some_and(|t| t.name == qos.name) {
-                Some(index)
-            } else {
-                self.spec.tenants.iter().position(|t| t.name == qos.name)
-            };
-            if let Some(at) = at {
-                self.spec.tenants[at] = qos.clone();
-            }
             self.contracts[index] = Some(qos);
         }
         if let Some(state) = &mut self.port {
