@@ -227,8 +227,9 @@ struct InFlight {
 struct PortState {
     port: Port,
     config: PortConfig,
-    /// (tenant, class, queue) of every queue: the port is kept across an update only if equal.
-    queues: Vec<(String, u16, QueueConfig)>,
+    /// Every queue by class row (the first `row_keys` name them): the port is kept across an
+    /// update only if they and their names are equal.
+    queues: Vec<QueueConfig>,
     /// The queues' guarantees and reserves, summed: a queue changed in place is checked against
     /// them without reading every queue.
     guaranteed: u128,
@@ -696,10 +697,10 @@ impl Enforcer {
             }
         }
         if let Some(state) = &self.port {
-            for (queue, (tenant, class, _)) in state.queues.iter().enumerate() {
+            for (queue, key) in self.row_keys.iter().take(state.queues.len()).enumerate() {
                 let delays = &state.port.stats(queue as u32).delay_ns;
                 if delays.count() > 0 {
-                    all.entry((Some(tenant.clone()), Some(*class))).or_default().delay_ns.merge(delays);
+                    all.entry(key.clone()).or_default().delay_ns.merge(delays);
                 }
             }
         }

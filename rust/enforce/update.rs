@@ -52,15 +52,16 @@ impl Enforcer {
             stage.lane = lane(&profiles, &stage, &spec);
             tenants.push(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 });
             class_stages.extend(classes);
-            queues.extend(qos.classes.iter().enumerate().map(|(c, class)| (name.clone(), c as u16, class.queue)));
+            queues.extend(qos.classes.iter().map(|class| class.queue));
             queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
             contracts.push(Some(qos.clone()));
         }
-        let port_kept = self.replace_port(spec.port, queues);
+        let row_keys = row_keys(&contracts, names);
+        let port_kept = self.replace_port(spec.port, queues, &row_keys[..class_stages.len()]);
         let queue_scopes = if spec.port.is_some() { queue_scopes } else { Vec::new() };
         self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
         self.archive_rows();
-        self.row_keys = row_keys(&contracts, names);
+        self.row_keys = row_keys;
         if let Some(timeline) = &mut self.timeline {
             timeline.bind(&self.row_keys);
         }
@@ -71,6 +72,7 @@ impl Enforcer {
         // Each contract is kept once, in `contracts`: the spec keeps only those of no tenant of the tables.
         let in_tables: FxHashSet<&str> = names.iter().map(String::as_str).collect();
         spec.tenants.retain(|t| !in_tables.contains(t.name.as_str()));
+        spec.tenants.shrink_to_fit();
         self.spec = spec;
     }
 
@@ -118,7 +120,7 @@ impl Enforcer {
         }
         if let Some(state) = &mut self.port {
             for (queue, config) in queues {
-                let old = std::mem::replace(&mut state.queues[queue as usize].2, config);
+                let old = std::mem::replace(&mut state.queues[queue as usize], config);
                 state.guaranteed = state.guaranteed - u128::from(old.guarantee) + u128::from(config.guarantee);
                 state.reserved = state.reserved - u128::from(old.reserved_bytes) + u128::from(config.reserved_bytes);
                 state.port.set_queue(queue, &config);
@@ -147,7 +149,7 @@ impl Enforcer {
         let Some(state) = &self.port else { return false };
         let (mut guaranteed, mut reserved) = (state.guaranteed, state.reserved);
         for (queue, config) in queues {
-            let Some((_, _, old)) = state.queues.get(*queue as usize) else { return false };
+            let Some(old) = state.queues.get(*queue as usize) else { return false };
             guaranteed = guaranteed - u128::from(old.guarantee) + u128::from(config.guarantee);
             reserved = reserved - u128::from(old.reserved_bytes) + u128::from(config.reserved_bytes);
         }
@@ -176,24 +178,24 @@ impl Enforcer {
 
     /// Keeps the port if nothing about it changed; otherwise drains the old one (packets in
     /// flight arrive, everything queued is sent) into the statistics and starts a new one.
-    /// Whether the port was kept.
-    fn replace_port(&mut self, config: Option<PortConfig>, queues: Vec<(String, u16, QueueConfig)>) -> bool {
+    /// `keys` name the `queues`. Whether the port was kept.
+    fn replace_port(&mut self, config: Option<PortConfig>, queues: Vec<QueueConfig>, keys: &[StatsKey]) -> bool {
         if let Some(current) = &self.port {
-            if Some(current.config) == config && current.queues == queues {
+            if Some(current.config) == config && current.queues == queues && self.row_keys.get(..self.class_rows) == Some(keys) {
                 return true;
             }
         }
         self.drain_port();
         if let Some(old) = self.port.take() {
-            for (queue, (tenant, class, _)) in old.queues.iter().enumerate() {
-                let stats = self.archive.entry((Some(tenant.clone()), Some(*class))).or_default();
+            for (queue, key) in self.row_keys.iter().take(old.queues.len()).enumerate() {
+                let stats = self.archive.entry(key.clone()).or_default();
                 stats.delay_ns.merge(&old.port.stats(queue as u32).delay_ns);
             }
         }
         self.port = config.map(|config| {
-            let port = Port::new(config, queues.iter().map(|(_, _, queue)| *queue).collect()).expect("QosSpec::check built this port");
-            let guaranteed = queues.iter().map(|(_, _, queue)| u128::from(queue.guarantee)).sum();
-            let reserved = queues.iter().map(|(_, _, queue)| u128::from(queue.reserved_bytes)).sum();
+            let port = Port::new(config, queues.clone()).expect("QosSpec::check built this port");
+            let guaranteed = queues.iter().map(|queue| u128::from(queue.guarantee)).sum();
+            let reserved = queues.iter().map(|queue| u128::from(queue.reserved_bytes)).sum();
             PortState { port, config, queues, guaranteed, reserved }
         });
         false

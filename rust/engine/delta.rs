@@ -506,7 +506,7 @@ mod tests {
         let engine = engine(&[("a", 10), ("b", 20)]);
         let meter = MeterRow { kind: 1, byte_count: 1, cir: 1000, cbs: 1500, ebs: 1500, actions: [0, 0, 2], ..MeterRow::default() };
         let mut metered = entry("b", &[20], 80);
-        metered.qos.meter = meter;
+        metered.qos.meter = Some(Box::new(meter));
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: metered.clone() }], ..Delta::default() }).unwrap();
         let qos = engine.qos_inputs.lock().unwrap().spec().unwrap();
         assert!(qos.tenants[1].contract.meter.is_some() && qos.tenants[0].contract.meter.is_none());
