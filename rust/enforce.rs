@@ -30,7 +30,7 @@ use crate::bursts::{BurstEvent, Detector, FlowRow, ScopeStats};
 use crate::memory::prefetch;
 use crate::meter::{Color, MeterConsts, MeterState};
 use crate::parse::PacketInfo;
-use crate::shaping::{Port, PortConfig, QueueConfig, ShapeDrop, ShaperConsts, ShaperState};
+use crate::shaping::{Port, PortConfig, ShapeDrop, ShaperConsts, ShaperState};
 use crate::timeline::Timeline;
 use crate::verdict::{Verdict, DROP};
 
@@ -225,11 +225,10 @@ struct InFlight {
 
 #[derive(Debug, Clone)]
 struct PortState {
+    /// Its queues by class row, as the tenants' contracts configure them (the first `row_keys`
+    /// name them).
     port: Port,
     config: PortConfig,
-    /// Every queue by class row (the first `row_keys` name them): the port is kept across an
-    /// update only if they and their names are equal.
-    queues: Vec<QueueConfig>,
     /// The queues' guarantees and reserves, summed: a queue changed in place is checked against
     /// them without reading every queue.
     guaranteed: u128,
@@ -697,7 +696,7 @@ impl Enforcer {
             }
         }
         if let Some(state) = &self.port {
-            for (queue, key) in self.row_keys.iter().take(state.queues.len()).enumerate() {
+            for (queue, key) in self.row_keys.iter().take(self.class_rows).enumerate() {
                 let delays = &state.port.stats(queue as u32).delay_ns;
                 if delays.count() > 0 {
                     all.entry(key.clone()).or_default().delay_ns.merge(delays);
