@@ -54,7 +54,7 @@ fn tenant(i: usize, rate_mbps: u64) -> Box<TenantEntry> {
     let rate = rate_mbps * 125_000;
     let meter = MeterRow { kind: 1, byte_count: 1, cir: rate, cbs: 9216, ebs: 9216, actions: [0, 0, 2], ..MeterRow::default() };
     let class = ClassInput { priority: 7, weight: 1, ceil: 125_000_000, ..ClassInput::default() };
-    let qos = TenantInput { name, rate, burst: 9216, ceil: 125_000_000, meter, classes: vec![class], ..TenantInput::default() };
+    let qos = TenantInput { name, rate, burst: 9216, ceil: 125_000_000, meter: Some(Box::new(meter)), classes: vec![class], ..TenantInput::default() };
     Box::new(TenantEntry { tables, route: Route { vnis: vec![1000 + i as u32], ..Route::default() }, qos })
 }
 

@@ -30,7 +30,7 @@ use crate::bursts::{BurstEvent, Detector, FlowRow, ScopeStats};
 use crate::memory::prefetch;
 use crate::meter::{Color, MeterConsts, MeterState};
 use crate::parse::PacketInfo;
-use crate::shaping::{Port, PortConfig, QueueConfig, ShapeDrop, ShaperConsts, ShaperState};
+use crate::shaping::{Port, PortConfig, ShapeDrop, ShaperConsts, ShaperState};
 use crate::timeline::Timeline;
 use crate::verdict::{Verdict, DROP};
 
@@ -225,10 +225,10 @@ struct InFlight {
 
 #[derive(Debug, Clone)]
 struct PortState {
+    /// Its queues by class row, as the tenants' contracts configure them (the first `row_keys`
+    /// name them).
     port: Port,
     config: PortConfig,
-    /// (tenant, class, queue) of every queue: the port is kept across an update only if equal.
-    queues: Vec<(String, u16, QueueConfig)>,
     /// The queues' guarantees and reserves, summed: a queue changed in place is checked against
     /// them without reading every queue.
     guaranteed: u128,
@@ -238,6 +238,7 @@ struct PortState {
 /// The QoS state of an engine; see the module documentation.
 #[derive(Debug, Default)]
 pub struct Enforcer {
+    /// The spec in force, without the contracts of the tables' tenants (kept in `contracts`).
     spec: QosSpec,
     /// A spec waiting for the next tables (see [`Enforcer::stage`]).
     staged: Option<QosSpec>,
@@ -695,10 +696,10 @@ impl Enforcer {
             }
         }
         if let Some(state) = &self.port {
-            for (queue, (tenant, class, _)) in state.queues.iter().enumerate() {
+            for (queue, key) in self.row_keys.iter().take(self.class_rows).enumerate() {
                 let delays = &state.port.stats(queue as u32).delay_ns;
                 if delays.count() > 0 {
-                    all.entry((Some(tenant.clone()), Some(*class))).or_default().delay_ns.merge(delays);
+                    all.entry(key.clone()).or_default().delay_ns.merge(delays);
                 }
             }
         }

@@ -13,7 +13,32 @@ use crate::meter::{Color, MeterKind, MeterKindCode, MeterParams};
 use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
 
 #[cfg(feature = "python")]
-use pyo3::FromPyObject;
+use pyo3::types::PyAnyMethods;
+#[cfg(feature = "python")]
+use pyo3::{Bound, FromPyObject, PyAny, PyErr, PyResult};
+
+/// A field given as `T` or `None`, boxed.
+#[cfg(feature = "python")]
+fn boxed<'py, T>(given: &Bound<'py, PyAny>) -> PyResult<Option<Box<T>>>
+where
+    T: for<'a> FromPyObject<'a, 'py>,
+{
+    Ok(given.extract::<Option<T>>().map_err(Into::<PyErr>::into)?.map(Box::new))
+}
+
+/// A meter row, `None` if it has no meter.
+#[cfg(feature = "python")]
+fn meter_row(given: &Bound<'_, PyAny>) -> PyResult<Option<Box<MeterRow>>> {
+    let row: MeterRow = given.extract()?;
+    Ok((row.kind != MeterKindCode::None as u8).then(|| Box::new(row)))
+}
+
+/// A shaper row, `None` if it has no shaper.
+#[cfg(feature = "python")]
+fn shaper_row(given: &Bound<'_, PyAny>) -> PyResult<Option<Box<ShaperRow>>> {
+    let row: ShaperRow = given.extract()?;
+    Ok((row.rate > 0).then(|| Box::new(row)))
+}
 
 /// A meter, every default filled in (`kind` 0: none). Rates in bytes per second, sizes in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,8 +81,9 @@ pub struct BurstRow {
     pub queue: Option<(u64, u64)>,
 }
 
-/// A class of a tenant: its contract and the inputs of its port queue.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// A class of a tenant: its contract and the inputs of its port queue (what is rare boxed: a
+/// class is kept per tenant).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct ClassInput {
     pub priority: u8,
@@ -68,10 +94,16 @@ pub struct ClassInput {
     pub burst: u64,
     pub burst_given: bool,
     pub ceil: u64,
-    pub meter: MeterRow,
-    pub shaper: ShaperRow,
-    pub microburst: Option<BurstRow>,
-    pub on_burst: Option<ProfileInput>,
+    /// `None`: no meter (a row of kind 0 as given); boxed, as most classes have none.
+    #[cfg_attr(feature = "python", pyo3(from_py_with = meter_row))]
+    pub meter: Option<Box<MeterRow>>,
+    /// `None`: no shaper (a row of rate 0 as given).
+    #[cfg_attr(feature = "python", pyo3(from_py_with = shaper_row))]
+    pub shaper: Option<Box<ShaperRow>>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
+    pub microburst: Option<Box<BurstRow>>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
+    pub on_burst: Option<Box<ProfileInput>>,
 }
 
 /// An adaptive profile as the policy gives it: what it changes of the tenant's contract and
@@ -93,7 +125,8 @@ pub struct ProfileInput {
 }
 
 /// A tenant's QoS as compiled from its part of the policy alone (so it is compiled once and
-/// kept while the tenant does not change); its weight is the policy's business.
+/// kept while the tenant does not change); its weight is the policy's business. What is rare
+/// is boxed: it is kept per tenant.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct TenantInput {
@@ -103,12 +136,19 @@ pub struct TenantInput {
     pub burst: u64,
     pub burst_given: bool,
     pub ceil: u64,
-    pub meter: MeterRow,
-    pub shaper: ShaperRow,
-    pub microburst: Option<BurstRow>,
+    /// `None`: no meter (a row of kind 0 as given); boxed, as most classes have none.
+    #[cfg_attr(feature = "python", pyo3(from_py_with = meter_row))]
+    pub meter: Option<Box<MeterRow>>,
+    /// `None`: no shaper (a row of rate 0 as given).
+    #[cfg_attr(feature = "python", pyo3(from_py_with = shaper_row))]
+    pub shaper: Option<Box<ShaperRow>>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
+    pub microburst: Option<Box<BurstRow>>,
     pub classes: Vec<ClassInput>,
-    pub on_burst: Option<ProfileInput>,
-    pub on_overload: Option<ProfileInput>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
+    pub on_burst: Option<Box<ProfileInput>>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
+    pub on_overload: Option<Box<ProfileInput>>,
 }
 
 /// The egress port as the policy sets it.
@@ -208,8 +248,8 @@ impl BurstRow {
     }
 }
 
-fn contract(meter: &MeterRow, shaper: &ShaperRow) -> Result<Contract, CoreError> {
-    Ok(Contract { meter: meter.spec()?, shaper: shaper.spec() })
+fn contract(meter: Option<&MeterRow>, shaper: Option<&ShaperRow>) -> Result<Contract, CoreError> {
+    Ok(Contract { meter: meter.map(MeterRow::spec).transpose()?.flatten(), shaper: shaper.and_then(ShaperRow::spec) })
 }
 
 impl TenantInput {
@@ -223,7 +263,7 @@ impl TenantInput {
         // Pushed into a vector of the exact size: collected through a `Result`, it would hold room for four.
         let mut classes = Vec::with_capacity(self.classes.len());
         for (c, (class, queue)) in self.classes.iter().zip(&queues).enumerate() {
-            let contract = contract(&class.meter, &class.shaper).map_err(|e| e.within(place(Some(c))))?;
+            let contract = contract(class.meter.as_deref(), class.shaper.as_deref()).map_err(|e| e.within(place(Some(c))))?;
             let on_burst = class
                 .on_burst
                 .as_ref()
@@ -232,7 +272,7 @@ impl TenantInput {
                 .map_err(|e| e.within(format!("{}, on_burst", place(Some(c)))))?;
             classes.push(ClassQos { contract, queue: *queue, on_burst });
         }
-        let contract = contract(&self.meter, &self.shaper).map_err(|e| e.within(place(None)))?;
+        let contract = contract(self.meter.as_deref(), self.shaper.as_deref()).map_err(|e| e.within(place(None)))?;
         let normal = ProfileQos { contract, queues };
         let profile = |p: &ProfileInput, name: &str| self.profile(p, &normal, port).map_err(|e| e.within(format!("{}, {name}", place(None))));
         let on_burst = self.on_burst.as_ref().map(|p| {
@@ -322,8 +362,8 @@ impl TenantInput {
     }
 
     fn bursts(&self) -> TenantBursts {
-        let classes = self.classes.iter().enumerate().filter_map(|(c, class)| Some((c as u16, class.microburst?.config()))).collect();
-        TenantBursts { name: self.name.clone(), tenant: self.microburst.map(|b| b.config()), classes }
+        let classes = self.classes.iter().enumerate().filter_map(|(c, class)| Some((c as u16, class.microburst.as_ref()?.config()))).collect();
+        TenantBursts { name: self.name.clone(), tenant: self.microburst.as_ref().map(|b| b.config()), classes }
     }
 }
 
@@ -429,14 +469,17 @@ mod tests {
 
     #[test]
     fn refusals_name_the_tenant_and_class() {
-        let bad_meter = TenantInput { classes: vec![ClassInput { meter: MeterRow { kind: 9, ..MeterRow::default() }, ..class(0, 1) }], ..tenant(0, vec![]) };
+        let bad_meter = TenantInput {
+            classes: vec![ClassInput { meter: Some(Box::new(MeterRow { kind: 9, ..MeterRow::default() })), ..class(0, 1) }],
+            ..tenant(0, vec![])
+        };
         let err = bad_meter.resolve(1, None).unwrap_err().to_string();
         assert!(err.contains("tenant 'a', class 0") && err.contains("meter kind 9"), "{err}");
         let heavy = tenant(0, vec![class(0, u32::MAX)]).resolve(2, None).unwrap_err().to_string();
         assert!(heavy.contains("port weight"), "{heavy}");
         let srtcm = MeterRow { kind: 1, byte_count: 1, actions: [0, 0, 2], ..MeterRow::default() };
         let inputs = QosInputs {
-            tenants: vec![Arc::new(TenantInput { meter: srtcm, ..tenant(0, vec![class(0, 1)]) })].into(),
+            tenants: vec![Arc::new(TenantInput { meter: Some(Box::new(srtcm)), ..tenant(0, vec![class(0, 1)]) })].into(),
             weights: vec![1].into(),
             ..QosInputs::default()
         };

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::meter::{MeterKind, MeterParams};
-use crate::shaping::PortMode;
 use crate::shaping::ShaperParams;
+use crate::shaping::{PortMode, QueueConfig};
 use crate::verdict::{Reason, ALLOW};
 use proptest::prelude::*;
 

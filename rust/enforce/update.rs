@@ -3,7 +3,7 @@
 //! contract with the same classes touches that tenant and its port queues alone
 //! ([`Enforcer::replace_contracts`]).
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState};
 use crate::shaping::port::check_queues;
@@ -21,8 +21,9 @@ impl Enforcer {
     /// the port and its queues are kept if no queue and no port setting changed.
     pub fn retarget(&mut self, names: &[String]) {
         self.restore_profiles();
-        let spec = self.staged.take().unwrap_or_else(|| self.spec.clone());
+        let mut spec = self.staged.take().unwrap_or_else(|| self.current_spec());
         let same_globals = spec.count == self.spec.count && spec.color_map == self.spec.color_map;
+        let old_queues: Vec<QueueConfig> = if self.port.is_some() { self.queue_configs().collect() } else { Vec::new() };
         let mut old = self.take_states();
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
         // Packets read these at random: huge pages spare a TLB miss per packet when they are large.
@@ -52,15 +53,16 @@ impl Enforcer {
             stage.lane = lane(&profiles, &stage, &spec);
             tenants.push(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 });
             class_stages.extend(classes);
-            queues.extend(qos.classes.iter().enumerate().map(|(c, class)| (name.clone(), c as u16, class.queue)));
+            queues.extend(qos.classes.iter().map(|class| class.queue));
             queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
             contracts.push(Some(qos.clone()));
         }
-        let port_kept = self.replace_port(spec.port, queues);
+        let row_keys = row_keys(&contracts, names);
+        let port_kept = self.replace_port(spec.port, &old_queues, queues, &row_keys[..class_stages.len()]);
         let queue_scopes = if spec.port.is_some() { queue_scopes } else { Vec::new() };
         self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
         self.archive_rows();
-        self.row_keys = row_keys(&contracts, names);
+        self.row_keys = row_keys;
         if let Some(timeline) = &mut self.timeline {
             timeline.bind(&self.row_keys);
         }
@@ -68,7 +70,18 @@ impl Enforcer {
         self.rows = crate::memory::zeroed_vec(self.row_keys.len());
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
         (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles);
+        // Each contract is kept once, in `contracts`: the spec keeps only those of no tenant of the tables.
+        let in_tables: FxHashSet<&str> = names.iter().map(String::as_str).collect();
+        spec.tenants.retain(|t| !in_tables.contains(t.name.as_str()));
+        spec.tenants.shrink_to_fit();
         self.spec = spec;
+    }
+
+    /// The spec in force: the contracts of the tenants in the tables, and those kept for tenants not in them.
+    fn current_spec(&self) -> QosSpec {
+        let mut spec = self.spec.clone();
+        spec.tenants.extend(self.contracts.iter().flatten().cloned());
+        spec
     }
 
     /// Puts each `(index, contract)` in place of tenant `index`'s contract, touching nothing
@@ -82,7 +95,10 @@ impl Enforcer {
             Some(Some(old)) => old.name == qos.name && old.classes.len() == qos.classes.len(),
             _ => false,
         };
-        if self.staged.is_some() || !changes.iter().all(|(index, qos)| same_shape(*index, qos) && !self.adaptive.involves(*index, qos)) {
+        let mut seen = FxHashSet::default();
+        let alone = |index: usize, qos: &TenantQos| same_shape(index, qos) && !self.adaptive.involves(index, qos);
+        // A tenant changed twice in one go would count its old queues twice in the port's sums.
+        if self.staged.is_some() || !changes.iter().all(|(index, qos)| seen.insert(*index) && alone(*index, qos)) {
             return false;
         }
         let queues = self.queue_changes(&changes);
@@ -104,19 +120,10 @@ impl Enforcer {
                 class_stage.profile = self.profiles.of(&class.contract);
             }
             self.tenants[index].stage = stage;
-            let at = if self.spec.tenants.get(index).is_some_and(|t| t.name == qos.name) {
-                Some(index)
-            } else {
-                self.spec.tenants.iter().position(|t| t.name == qos.name)
-            };
-            if let Some(at) = at {
-                self.spec.tenants[at] = qos.clone();
-            }
             self.contracts[index] = Some(qos);
         }
         if let Some(state) = &mut self.port {
-            for (queue, config) in queues {
-                let old = std::mem::replace(&mut state.queues[queue as usize].2, config);
+            for (queue, old, config) in queues {
                 state.guaranteed = state.guaranteed - u128::from(old.guarantee) + u128::from(config.guarantee);
                 state.reserved = state.reserved - u128::from(old.reserved_bytes) + u128::from(config.reserved_bytes);
                 state.port.set_queue(queue, &config);
@@ -125,8 +132,8 @@ impl Enforcer {
         true
     }
 
-    /// The port queues to which `changes` give a new configuration: (queue, configuration).
-    fn queue_changes(&self, changes: &[(usize, TenantQos)]) -> Vec<(u32, QueueConfig)> {
+    /// The port queues to which `changes` give a new configuration: (queue, old, new).
+    fn queue_changes(&self, changes: &[(usize, TenantQos)]) -> Vec<(u32, QueueConfig, QueueConfig)> {
         if self.port.is_none() {
             return Vec::new();
         }
@@ -134,23 +141,27 @@ impl Enforcer {
         for (index, qos) in changes {
             let (first, old) = (self.tenants[*index].first_row, self.contracts[*index].as_ref().map_or(&[][..], |old| &old.classes[..]));
             let changed = qos.classes.iter().zip(old).enumerate().filter(|(_, (new, old))| new.queue != old.queue);
-            queues.extend(changed.map(|(c, (new, _))| (first + c as u32, new.queue)));
+            queues.extend(changed.map(|(c, (new, old))| (first + c as u32, old.queue, new.queue)));
         }
         queues
     }
 
     /// Whether the port's queues as a whole stay valid with `queues` in place: each of them,
     /// and the guarantees' and reserves' sums.
-    fn port_takes(&self, queues: &[(u32, QueueConfig)]) -> bool {
+    fn port_takes(&self, queues: &[(u32, QueueConfig, QueueConfig)]) -> bool {
         let Some(state) = &self.port else { return false };
         let (mut guaranteed, mut reserved) = (state.guaranteed, state.reserved);
-        for (queue, config) in queues {
-            let Some((_, _, old)) = state.queues.get(*queue as usize) else { return false };
+        for (_, old, config) in queues {
             guaranteed = guaranteed - u128::from(old.guarantee) + u128::from(config.guarantee);
             reserved = reserved - u128::from(old.reserved_bytes) + u128::from(config.reserved_bytes);
         }
-        let changed: Vec<QueueConfig> = queues.iter().map(|(_, config)| *config).collect();
+        let changed: Vec<QueueConfig> = queues.iter().map(|(_, _, config)| *config).collect();
         guaranteed <= u128::from(state.config.line_rate) && reserved <= u128::from(state.config.buffer_bytes) && check_queues(&state.config, &changed).is_ok()
+    }
+
+    /// Every class's port queue, by class row.
+    fn queue_configs(&self) -> impl Iterator<Item = QueueConfig> + '_ {
+        self.contracts.iter().flatten().flat_map(|t| t.classes.iter().map(|class| class.queue))
     }
 
     /// The contract tenant `index` is enforced by.
@@ -174,25 +185,25 @@ impl Enforcer {
 
     /// Keeps the port if nothing about it changed; otherwise drains the old one (packets in
     /// flight arrive, everything queued is sent) into the statistics and starts a new one.
-    /// Whether the port was kept.
-    fn replace_port(&mut self, config: Option<PortConfig>, queues: Vec<(String, u16, QueueConfig)>) -> bool {
+    /// `old_queues` are the port's queues, `keys` name the new `queues`. Whether the port was kept.
+    fn replace_port(&mut self, config: Option<PortConfig>, old_queues: &[QueueConfig], queues: Vec<QueueConfig>, keys: &[StatsKey]) -> bool {
         if let Some(current) = &self.port {
-            if Some(current.config) == config && current.queues == queues {
+            if Some(current.config) == config && old_queues == queues && self.row_keys.get(..self.class_rows) == Some(keys) {
                 return true;
             }
         }
         self.drain_port();
         if let Some(old) = self.port.take() {
-            for (queue, (tenant, class, _)) in old.queues.iter().enumerate() {
-                let stats = self.archive.entry((Some(tenant.clone()), Some(*class))).or_default();
+            for (queue, key) in self.row_keys.iter().take(self.class_rows).enumerate() {
+                let stats = self.archive.entry(key.clone()).or_default();
                 stats.delay_ns.merge(&old.port.stats(queue as u32).delay_ns);
             }
         }
         self.port = config.map(|config| {
-            let port = Port::new(config, queues.iter().map(|(_, _, queue)| *queue).collect()).expect("QosSpec::check built this port");
-            let guaranteed = queues.iter().map(|(_, _, queue)| u128::from(queue.guarantee)).sum();
-            let reserved = queues.iter().map(|(_, _, queue)| u128::from(queue.reserved_bytes)).sum();
-            PortState { port, config, queues, guaranteed, reserved }
+            let guaranteed = queues.iter().map(|queue| u128::from(queue.guarantee)).sum();
+            let reserved = queues.iter().map(|queue| u128::from(queue.reserved_bytes)).sum();
+            let port = Port::new(config, queues).expect("QosSpec::check built this port");
+            PortState { port, config, guaranteed, reserved }
         });
         false
     }

@@ -369,13 +369,19 @@ fn contracts_only(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> 
         let TenantOp::Replace { at, tenant } = op else { return false };
         let (Some(old_tables), Some(old)) = (current.tenants.get(*at), inputs.tenants.get(*at)) else { return false };
         let new = &tenant.qos;
-        let bursts = |t: &TenantInput| (t.microburst, t.classes.iter().map(|c| c.microburst).collect::<Vec<_>>());
-        if old_tables.name != tenant.tables.name || old.name != new.name || bursts(old) != bursts(new) {
+        if old_tables.name != tenant.tables.name || old.name != new.name || !same_bursts(old, new) {
             return false;
         }
         replaced.push(*at);
     }
     delta.settings.is_none() && delta.weights.iter().all(|(at, _)| replaced.contains(at))
+}
+
+/// Whether two tenants have the same microburst settings, their own and their classes'.
+fn same_bursts(old: &TenantInput, new: &TenantInput) -> bool {
+    old.microburst == new.microburst
+        && old.classes.len() == new.classes.len()
+        && old.classes.iter().zip(&new.classes).all(|(o, n)| o.microburst == n.microburst)
 }
 
 #[cfg(test)]
@@ -500,7 +506,7 @@ mod tests {
         let engine = engine(&[("a", 10), ("b", 20)]);
         let meter = MeterRow { kind: 1, byte_count: 1, cir: 1000, cbs: 1500, ebs: 1500, actions: [0, 0, 2], ..MeterRow::default() };
         let mut metered = entry("b", &[20], 80);
-        metered.qos.meter = meter;
+        metered.qos.meter = Some(Box::new(meter));
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: metered.clone() }], ..Delta::default() }).unwrap();
         let qos = engine.qos_inputs.lock().unwrap().spec().unwrap();
         assert!(qos.tenants[1].contract.meter.is_some() && qos.tenants[0].contract.meter.is_none());
