@@ -283,6 +283,13 @@ impl Detector {
         (self.hot, self.monitors, self.port, self.tenants, self.class_slots) = (hots, monitors, port, tenants, class_slots);
     }
 
+    /// Follows a tenant added after the others with no microburst setting (so no scope of its
+    /// own), whose classes have `queues` port queues after the others.
+    pub fn append_tenant(&mut self, queues: usize) {
+        self.tenants.push(TenantSlots { tenant: NONE, first_class: 0, classes: 0 });
+        self.queues.extend(std::iter::repeat_n(QueueSlots { monitors: [NONE; 2], depth: 0 }, queues));
+    }
+
     fn name_id(&mut self, name: &str) -> i32 {
         if let Some(&id) = self.name_ids.get(name) {
             return id;

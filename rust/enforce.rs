@@ -24,7 +24,7 @@ use std::collections::BinaryHeap;
 use std::hint::select_unpredictable;
 
 use bytemuck::Zeroable;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::bursts::{BurstEvent, Detector, FlowRow, ScopeStats};
 use crate::memory::prefetch;
@@ -249,12 +249,18 @@ pub struct Enforcer {
     contracts: Vec<Option<TenantQos>>,
     /// Every class's stage, by class row (tenant by tenant, as the port queues).
     class_stages: Vec<Stage>,
-    /// Statistics rows: every class row, then one per tenant (packets in no class), then
-    /// packets of no tenant; `row_keys` names them.
+    /// Statistics rows: every class row, room for more (unused rows, zero), then one per tenant
+    /// (packets in no class), then packets of no tenant; `row_keys` names them. The room lets a
+    /// tenant added at the end take rows without moving any other's ([`Enforcer::append`]).
     rows: Vec<RowCounters>,
     row_keys: Vec<StatsKey>,
-    /// Rows before the per-tenant ones.
+    /// Class rows in use (the port's queues, the class stages).
     class_rows: usize,
+    /// The row of tenant 0; `class_rows..tenant_rows_at` are the room.
+    tenant_rows_at: usize,
+    /// The names of the tenants with a contract, hashed: a tenant added under one of them is
+    /// left to a full retarget (which refuses a name given twice).
+    name_hashes: FxHashSet<u64>,
     /// Statistics of rows and ports replaced by updates.
     archive: FxHashMap<StatsKey, QosStats>,
     /// Tenant names by the `tenant` of the [`StatsRow`]s handed out so far.
@@ -520,9 +526,9 @@ impl Enforcer {
     #[inline]
     fn row_of(&self, verdict: &Verdict, tenant: Option<&TenantState>) -> usize {
         match tenant {
-            None => self.class_rows + self.tenants.len(),
+            None => self.tenant_rows_at + self.tenants.len(),
             Some(t) if (verdict.cls as u32) < t.classes => (t.first_row + verdict.cls as u32) as usize,
-            Some(_) => self.class_rows + verdict.tenant as usize,
+            Some(_) => self.tenant_rows_at + verdict.tenant as usize,
         }
     }
 
@@ -570,11 +576,11 @@ impl Enforcer {
     #[inline(always)]
     fn enforce_fast(&mut self, info: Arrival, verdict: Verdict, slot: &mut Processed) {
         let now = info.clock_ns;
-        let Enforcer { spec, tenants, profiles, rows, class_rows, .. } = self;
+        let Enforcer { spec, tenants, profiles, rows, tenant_rows_at, .. } = self;
         let tenant = &mut tenants[verdict.tenant as usize];
         // Its class's row, else its own (a class id out of range is large as a u32).
         let in_class = (verdict.cls as u32) < tenant.classes;
-        let row = select_unpredictable(in_class, (tenant.first_row + verdict.cls as u32) as usize, *class_rows + verdict.tenant as usize);
+        let row = select_unpredictable(in_class, (tenant.first_row + verdict.cls as u32) as usize, *tenant_rows_at + verdict.tenant as usize);
         let tenant = &mut tenant.stage;
         let Some(contract) = &profiles[tenant.profile as usize].fast else { unreachable!("a fast lane has a fast profile") };
         // The meter counts the bytes the shaper does (or the tenant is not on this lane).

@@ -189,6 +189,14 @@ impl Adaptive {
         profiles || self.switchable.iter().any(|sw| sw.tenant as usize == index)
     }
 
+    /// Follows a tenant added after the others, with no profile and `classes` classes.
+    pub(super) fn append_tenant(&mut self, classes: usize) {
+        self.watch.push(NONE);
+        if !self.class_watch.is_empty() {
+            self.class_watch.extend(std::iter::repeat_n(NONE, classes));
+        }
+    }
+
     /// Whether any tenant has a profile: without one the enforcer calls nothing here.
     #[inline]
     pub(super) fn active(&self) -> bool {
@@ -586,7 +594,7 @@ impl Enforcer {
         let Some(state) = self.tenants.get(tenant) else { return 0 };
         let first = state.first_row as usize;
         let classes = self.rows[first..first + state.classes as usize].iter();
-        classes.chain(self.rows.get(self.class_rows + tenant)).map(|row| row.counters().packets).sum()
+        classes.chain(self.rows.get(self.tenant_rows_at + tenant)).map(|row| row.counters().packets).sum()
     }
 
     /// Every tenant back in its normal profile, its counts closed (before an update, which

@@ -482,3 +482,74 @@ fn the_timeline_counts_the_green_packets_lost_at_the_port_as_conforming() {
     assert_eq!(of("metered"), (1, 0), "a red packet lost at the port");
     assert_eq!(of("open"), (3, 3), "green packets lost at the port");
 }
+
+/// Tenants `a` and `b` with a meter, class shapers and a port, part-way through traffic (a
+/// packet still on its way to the port), and a tenant `c` as a policy would add it.
+fn enforcer_in_traffic() -> (Enforcer, TenantQos) {
+    let (tenants, port) = tenants_a_b_c();
+    let mut s = spec(tenants[..2].to_vec());
+    s.port = Some(port);
+    let mut e = enforcer(s);
+    run(&mut e, &early_traffic());
+    (e, tenants[2].clone())
+}
+
+fn tenants_a_b_c() -> (Vec<TenantQos>, PortConfig) {
+    let meter = srtcm(1000, 300, 300, POLICE);
+    let shaper = ShaperParams { rate: 500, burst: 100, max_queue_bytes: 10_000, max_delay_ns: u64::MAX };
+    let shaped = Contract { meter: None, shaper: Some(shaper) };
+    let metered = Contract { meter: Some(meter), shaper: None };
+    let tenants = vec![tenant("a", metered, vec![shaped]), tenant("b", Contract::default(), vec![shaped, shaped]), tenant("c", metered, vec![shaped])];
+    (tenants, PortConfig { line_rate: 1000, buffer_bytes: 350, mode: PortMode::PerTenant })
+}
+
+fn early_traffic() -> Vec<(PacketInfo, Verdict)> {
+    [(0, 0), (0, 0), (1, 1), (1, 0), (-1, -1)].into_iter().map(|(t, c)| (packet(MS as i64, 100), verdict(t, c, ALLOW))).collect()
+}
+
+#[test]
+fn a_tenant_appended_leaves_every_other_tenants_state_in_place_and_starts_as_in_a_fresh_enforcer() {
+    let (mut e, c) = enforcer_in_traffic();
+    let stats_before = e.stats();
+    assert!(stats_before.iter().any(|(_, s)| s.in_flight > 0), "a packet on its way to the port");
+    let before = format!("{:?} {:?} {:?}", e.tenants, e.class_stages, &e.rows[..e.class_rows]);
+    let tenant_rows_before = format!("{:?}", &e.rows[e.tenant_rows_at..]);
+    let queue_stats = |e: &Enforcer| (0..3).map(|q| e.port.as_ref().unwrap().port.stats(q).clone()).collect::<Vec<_>>();
+    let queues_before = queue_stats(&e);
+    assert!(e.append(vec![c]));
+    // By value: stages with their buckets, class rows, tenant rows (the row of packets of no
+    // tenant moved one on), port queues, statistics.
+    assert_eq!(format!("{:?} {:?} {:?}", &e.tenants[..2], &e.class_stages[..3], &e.rows[..3]), before);
+    let own_row = e.tenant_rows_at + 2;
+    let tenant_rows: Vec<_> = e.rows[e.tenant_rows_at..own_row].iter().chain(&e.rows[own_row + 1..]).collect();
+    assert_eq!(format!("{tenant_rows:?}"), tenant_rows_before);
+    assert_eq!(queue_stats(&e), queues_before);
+    assert_eq!(e.stats(), stats_before, "nothing counted for the new tenant yet");
+    // The same as an enforcer of the final policy that saw the same packets: the new tenant's
+    // stages, then every outcome and statistic for more packets.
+    let (tenants, port) = tenants_a_b_c();
+    let mut fresh = enforcer(QosSpec { port: Some(port), ..spec(tenants) });
+    run(&mut fresh, &early_traffic());
+    assert_eq!(format!("{:?} {:?}", e.tenants[2], &e.class_stages[3..]), format!("{:?} {:?}", fresh.tenants[2], &fresh.class_stages[3..]));
+    let later: Vec<_> = (0..9).map(|i| (packet((2 * MS + i * 100) as i64, 100), verdict((i % 3) as i32, (i % 2) as i32, ALLOW))).collect();
+    assert_eq!(run(&mut e, &later), run(&mut fresh, &later));
+    e.drain();
+    fresh.drain();
+    assert_eq!(e.stats(), fresh.stats());
+    assert_stats_add_up(&e, 14);
+}
+
+#[test]
+fn an_append_the_enforcer_cannot_take_alone_changes_nothing() {
+    let (mut e, c) = enforcer_in_traffic();
+    let before = (format!("{:?} {:?} {:?}", e.tenants, e.class_stages, e.rows), e.stats());
+    let over_the_line =
+        TenantQos { classes: vec![ClassQos { queue: QueueConfig { guarantee: 1001, ..QueueConfig::BEST_EFFORT }, ..c.classes[0].clone() }], ..c.clone() };
+    let room = e.tenant_rows_at - e.class_rows;
+    let too_many_classes = TenantQos { classes: vec![c.classes[0].clone(); room + 1], ..c.clone() };
+    let refused = [vec![tenant("a", Contract::default(), vec![])], vec![c.clone(), c.clone()], vec![over_the_line], vec![too_many_classes]];
+    for added in refused {
+        assert!(!e.append(added.clone()), "{added:?}");
+        assert_eq!((format!("{:?} {:?} {:?}", e.tenants, e.class_stages, e.rows), e.stats()), before);
+    }
+}

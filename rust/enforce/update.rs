@@ -1,11 +1,16 @@
 //! How the enforcer follows policy updates: by tenant name, a tenant whose contract did not
 //! change keeps its meters and shapers ([`Enforcer::retarget`]), and a one-tenant change of
 //! contract with the same classes touches that tenant and its port queues alone
-//! ([`Enforcer::replace_contracts`]).
+//! ([`Enforcer::replace_contracts`]), and so does a tenant added after the others
+//! ([`Enforcer::append`]).
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use std::hash::BuildHasher;
 
-use super::{Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState};
+use bytemuck::Zeroable;
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+
+use super::stats::RowCounters;
+use super::{ClassQos, Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState};
 use crate::shaping::port::check_queues;
 use crate::shaping::{Port, PortConfig, QueueConfig};
 
@@ -28,10 +33,11 @@ impl Enforcer {
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
         // Packets read these at random: huge pages spare a TLB miss per packet when they are large.
         let class_count = names.iter().filter_map(|name| by_name.get(name.as_str())).map(|qos| qos.classes.len()).sum();
-        let mut tenants = crate::memory::with_capacity(names.len());
-        let mut class_stages = crate::memory::with_capacity(class_count);
-        // Of their exact sizes: grown by pushes, they would keep up to half again as slack.
-        let mut contracts = Vec::with_capacity(names.len());
+        // Of their exact sizes and room for tenants added later (`append`): grown by pushes,
+        // they would keep up to half again as slack, and copy themselves whole on the way.
+        let mut tenants = crate::memory::with_capacity(names.len() + room_for(names.len()));
+        let mut class_stages = crate::memory::with_capacity(class_count + room_for(class_count));
+        let mut contracts = Vec::with_capacity(names.len() + room_for(names.len()));
         let (mut queues, mut queue_scopes) = (Vec::with_capacity(class_count), Vec::with_capacity(class_count));
         let mut profiles = Profiles::default();
         for (index, name) in names.iter().enumerate() {
@@ -57,7 +63,7 @@ impl Enforcer {
             queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
             contracts.push(Some(qos.clone()));
         }
-        let row_keys = row_keys(&contracts, names);
+        let (row_keys, tenant_rows_at) = row_keys(&contracts, names);
         let port_kept = self.replace_port(spec.port, &old_queues, queues, &row_keys[..class_stages.len()]);
         let queue_scopes = if spec.port.is_some() { queue_scopes } else { Vec::new() };
         self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
@@ -67,7 +73,11 @@ impl Enforcer {
             timeline.bind(&self.row_keys);
         }
         self.class_rows = class_stages.len();
-        self.rows = crate::memory::zeroed_vec(self.row_keys.len());
+        self.tenant_rows_at = tenant_rows_at;
+        self.rows = crate::memory::zeroed_vec(self.row_keys.len() + room_for(names.len()));
+        self.rows.truncate(self.row_keys.len()); // the room stays allocated, its pages untouched
+        self.name_hashes = FxHashSet::with_capacity_and_hasher(names.len() + room_for(names.len()), FxBuildHasher);
+        self.name_hashes.extend(contracts.iter().flatten().map(|qos| name_hash(&qos.name)));
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
         (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles);
         // Each contract is kept once, in `contracts`: the spec keeps only those of no tenant of the tables.
@@ -102,34 +112,108 @@ impl Enforcer {
             return false;
         }
         let queues = self.queue_changes(&changes);
-        if !queues.is_empty() && !self.port_takes(&queues) {
+        let (old, new): (Vec<QueueConfig>, Vec<QueueConfig>) = queues.iter().map(|(_, old, new)| (*old, *new)).unzip();
+        let sums = self.port_sums_with(&old, &new);
+        if !queues.is_empty() && sums.is_none() {
             return false;
         }
         for (index, qos) in changes {
             if self.contracts[index].as_ref() == Some(&qos) {
                 continue;
             }
-            let mut stage = Stage::new(&qos.contract);
-            stage.profile = self.profiles.of(&qos.contract);
-            // A class with a burst profile has a stage to switch, read as any enforced class's.
-            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default() || c.on_burst.is_some());
-            stage.lane = lane(&self.profiles, &stage, &self.spec);
+            let stage = self.fresh_stage(&qos);
             let first = self.tenants[index].first_row as usize;
-            for (class_stage, class) in self.class_stages[first..].iter_mut().zip(&qos.classes) {
-                *class_stage = Stage::new(&class.contract);
-                class_stage.profile = self.profiles.of(&class.contract);
+            for (c, class) in qos.classes.iter().enumerate() {
+                self.class_stages[first + c] = self.fresh_class_stage(class);
             }
             self.tenants[index].stage = stage;
             self.contracts[index] = Some(qos);
         }
-        if let Some(state) = &mut self.port {
-            for (queue, old, config) in queues {
-                state.guaranteed = state.guaranteed - u128::from(old.guarantee) + u128::from(config.guarantee);
-                state.reserved = state.reserved - u128::from(old.reserved_bytes) + u128::from(config.reserved_bytes);
+        if let (Some(state), Some(sums)) = (&mut self.port, sums) {
+            (state.guaranteed, state.reserved) = sums;
+            for (queue, _, config) in queues {
                 state.port.set_queue(queue, &config);
             }
         }
         true
+    }
+
+    /// Takes tenants added after the others, touching no other tenant's state: their class rows
+    /// go in the room after the others', their port queues after the others', their own rows
+    /// after the other tenants'. Each starts as in a fresh engine, with full buckets and zero
+    /// counters. They must have no microburst setting (the detector gets no scope for them).
+    /// Changes nothing and returns false when it takes a full retarget: a spec waits, a tenant
+    /// has an adaptive profile or a name already given (or a hash collision), the room is too
+    /// small, or the port refuses their queues.
+    pub fn append(&mut self, added: Vec<TenantQos>) -> bool {
+        let classes: usize = added.iter().map(|qos| qos.classes.len()).sum();
+        let mut hashes = FxHashSet::default();
+        let fresh = |qos: &TenantQos| {
+            let hash = name_hash(&qos.name);
+            hashes.insert(hash) && !self.name_hashes.contains(&hash) && !self.adaptive.involves(self.tenants.len(), qos)
+        };
+        let room = self.class_rows + classes <= self.tenant_rows_at
+            && self.tenants.len() + added.len() <= self.tenants.capacity().min(self.rows.capacity().saturating_sub(self.tenant_rows_at + 1));
+        if self.staged.is_some() || !self.spec.tenants.is_empty() || !room || !added.iter().all(fresh) {
+            return false;
+        }
+        let queues: Vec<QueueConfig> = added.iter().flat_map(|qos| qos.classes.iter().map(|class| class.queue)).collect();
+        let sums = self.port_sums_with(&[], &queues);
+        if self.port.is_some() && sums.is_none() {
+            return false;
+        }
+        for qos in added {
+            self.append_one(qos);
+        }
+        if let (Some(state), Some(sums)) = (&mut self.port, sums) {
+            (state.guaranteed, state.reserved) = sums;
+        }
+        if let Some(timeline) = &mut self.timeline {
+            timeline.bind(&self.row_keys); // the row of packets of no tenant moved
+        }
+        true
+    }
+
+    fn append_one(&mut self, qos: TenantQos) {
+        let (index, first_row) = (self.tenants.len(), self.class_rows);
+        let stage = self.fresh_stage(&qos);
+        for (c, class) in qos.classes.iter().enumerate() {
+            let class_stage = self.fresh_class_stage(class);
+            self.class_stages.push(class_stage);
+            self.row_keys[first_row + c] = (Some(qos.name.clone()), Some(c as u16));
+        }
+        self.tenants.push(TenantState { stage, first_row: first_row as u32, classes: qos.classes.len() as u32 });
+        self.class_rows += qos.classes.len();
+        // Its own row takes the place of the row of packets of no tenant, which moves one on.
+        let own = self.tenant_rows_at + index;
+        let no_tenant = std::mem::replace(&mut self.rows[own], RowCounters::zeroed());
+        self.rows.push(no_tenant);
+        self.row_keys.push((None, None));
+        self.row_keys[own] = (Some(qos.name.clone()), None);
+        let port_queues = match &mut self.port {
+            Some(state) => qos.classes.iter().map(|class| state.port.add_queue(&class.queue)).count(),
+            None => 0,
+        };
+        self.bursts.append_tenant(port_queues);
+        self.adaptive.append_tenant(qos.classes.len());
+        self.name_hashes.insert(name_hash(&qos.name));
+        self.contracts.push(Some(qos));
+    }
+
+    /// A new stage for `qos`'s tenant, with its profile and lane.
+    fn fresh_stage(&mut self, qos: &TenantQos) -> Stage {
+        let mut stage = Stage::new(&qos.contract);
+        stage.profile = self.profiles.of(&qos.contract);
+        // A class with a burst profile has a stage to switch, read as any enforced class's.
+        stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default() || c.on_burst.is_some());
+        stage.lane = lane(&self.profiles, &stage, &self.spec);
+        stage
+    }
+
+    fn fresh_class_stage(&mut self, class: &ClassQos) -> Stage {
+        let mut stage = Stage::new(&class.contract);
+        stage.profile = self.profiles.of(&class.contract);
+        stage
     }
 
     /// The port queues to which `changes` give a new configuration: (queue, old, new).
@@ -146,17 +230,15 @@ impl Enforcer {
         queues
     }
 
-    /// Whether the port's queues as a whole stay valid with `queues` in place: each of them,
-    /// and the guarantees' and reserves' sums.
-    fn port_takes(&self, queues: &[(u32, QueueConfig, QueueConfig)]) -> bool {
-        let Some(state) = &self.port else { return false };
-        let (mut guaranteed, mut reserved) = (state.guaranteed, state.reserved);
-        for (_, old, config) in queues {
-            guaranteed = guaranteed - u128::from(old.guarantee) + u128::from(config.guarantee);
-            reserved = reserved - u128::from(old.reserved_bytes) + u128::from(config.reserved_bytes);
-        }
-        let changed: Vec<QueueConfig> = queues.iter().map(|(_, _, config)| *config).collect();
-        guaranteed <= u128::from(state.config.line_rate) && reserved <= u128::from(state.config.buffer_bytes) && check_queues(&state.config, &changed).is_ok()
+    /// The port's guarantees' and reserves' sums with the queues `old` taken out and `new` put
+    /// in, if its queues as a whole stay valid (each new one, and the sums); `None` without a port.
+    fn port_sums_with(&self, old: &[QueueConfig], new: &[QueueConfig]) -> Option<(u128, u128)> {
+        let state = self.port.as_ref()?;
+        let sum = |queues: &[QueueConfig], field: fn(&QueueConfig) -> u64| queues.iter().map(|q| u128::from(field(q))).sum::<u128>();
+        let guaranteed = state.guaranteed - sum(old, |q| q.guarantee) + sum(new, |q| q.guarantee);
+        let reserved = state.reserved - sum(old, |q| q.reserved_bytes) + sum(new, |q| q.reserved_bytes);
+        let valid = guaranteed <= u128::from(state.config.line_rate) && reserved <= u128::from(state.config.buffer_bytes);
+        (valid && check_queues(&state.config, new).is_ok()).then_some((guaranteed, reserved))
     }
 
     /// Every class's port queue, by class row.
@@ -202,7 +284,9 @@ impl Enforcer {
         self.port = config.map(|config| {
             let guaranteed = queues.iter().map(|queue| u128::from(queue.guarantee)).sum();
             let reserved = queues.iter().map(|queue| u128::from(queue.reserved_bytes)).sum();
-            let port = Port::new(config, queues).expect("QosSpec::check built this port");
+            let room = room_for(queues.len());
+            let mut port = Port::new(config, queues).expect("QosSpec::check built this port");
+            port.reserve(room);
             PortState { port, config, guaranteed, reserved }
         });
         false
@@ -218,10 +302,27 @@ impl Enforcer {
     }
 }
 
-pub(super) fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> Vec<StatsKey> {
+/// The statistics rows' keys (every class of the tenants with a contract, room for the classes
+/// of tenants added later, every tenant, none) and the row of tenant 0. The room grows with the
+/// classes, so that tenants added one by one cost a full retarget now and then, in proportion.
+fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> (Vec<StatsKey>, usize) {
     let classes = contracts.iter().flatten().flat_map(|t| (0..t.classes.len()).map(|c| (Some(t.name.clone()), Some(c as u16))));
-    let tenants = names.iter().map(|name| (Some(name.clone()), None));
-    classes.chain(tenants).chain([(None, None)]).collect()
+    let mut keys: Vec<StatsKey> = classes.collect();
+    let tenant_rows_at = keys.len() + room_for(keys.len());
+    keys.reserve_exact(tenant_rows_at - keys.len() + names.len() + room_for(names.len()) + 1);
+    keys.resize(tenant_rows_at, (None, None));
+    keys.extend(names.iter().map(|name| (Some(name.clone()), None)).chain([(None, None)]));
+    (keys, tenant_rows_at)
+}
+
+/// Room for tenants or classes added after `count`, until a full retarget makes more.
+fn room_for(count: usize) -> usize {
+    count / 8 + 8
+}
+
+/// A tenant's name, hashed.
+fn name_hash(name: &str) -> u64 {
+    FxBuildHasher.hash_one(name)
 }
 
 /// How a tenant stage's packets are enforced: the fast lane takes a meter and a shaper of the

@@ -291,7 +291,8 @@ impl Engine {
                 "the engine's tenants were installed by update(): apply() edits tenants that apply() installed".to_string(),
             ));
         }
-        let contracts_only = contracts_only(&delta, &current, &inputs);
+        let shape = QosShape::of(&delta, &current, &inputs);
+        let count = current.tenants.len();
         let mut edit = Edit {
             next: (*current).clone(),
             vnis: VniBlocks(current.vnis.blocks.to_vec()),
@@ -314,16 +315,15 @@ impl Engine {
         if let Some(settings) = delta.settings {
             inputs.settings = settings;
         }
-        let port = inputs.settings.port;
-        let changed_contracts = if contracts_only {
-            Some(replaced.iter().map(|&at| Ok((at, inputs.tenants[at].resolve(inputs.weights[at], port.as_ref())?))).collect::<Result<Vec<_>, CoreError>>()?)
-        } else {
-            None
+        let resolve = |at: usize| inputs.tenants[at].resolve(inputs.weights[at], inputs.settings.port.as_ref());
+        let change = match shape {
+            QosShape::Replaced => QosChange::Replaced(replaced.iter().map(|&at| Ok((at, resolve(at)?))).collect::<Result<_, CoreError>>()?),
+            QosShape::Appended => QosChange::Appended((count..inputs.tenants.len()).map(|at| checked_alone(resolve(at)?)).collect::<Result<_, CoreError>>()?),
+            QosShape::Full => QosChange::Full(Box::new(inputs.spec()?)),
         };
-        let full_spec = if changed_contracts.is_none() { Some(inputs.spec()?) } else { None };
         let (tables, report) = edit.finish(delta.unknown_action)?;
         let worn: Vec<String> = replaced.iter().filter_map(|&at| tables.tenants.get(at)).filter(|t| t.table.is_worn()).map(|t| t.name.clone()).collect();
-        self.install_contracts(tables, changed_contracts, full_spec, &inputs)?;
+        self.install_contracts(tables, change, &inputs)?;
         *self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()) = inputs;
         for name in worn {
             self.rebuild_in_background(&name);
@@ -331,24 +331,25 @@ impl Engine {
         Ok(report)
     }
 
-    /// Swaps in `tables` with the QoS state: only the contracts `changed` (when the enforcer
-    /// can take them alone), else the whole `spec` (the inputs' spec, if not given). Nothing
-    /// is installed if that spec is refused.
-    fn install_contracts(
-        &self,
-        tables: EngineTables,
-        changed: Option<Vec<(usize, TenantQos)>>,
-        spec: Option<QosSpec>,
-        inputs: &QosInputs,
-    ) -> Result<(), CoreError> {
+    /// Swaps in `tables` with the QoS state: only the contracts changed or the tenants added
+    /// (when the enforcer can take them alone), else the whole spec (the inputs', if not
+    /// given). Nothing is installed if that spec is refused.
+    fn install_contracts(&self, tables: EngineTables, change: QosChange, inputs: &QosInputs) -> Result<(), CoreError> {
         let mut qos = self.lock_qos();
-        if let Some(changed) = changed {
-            if qos.enforcer_mut().replace_contracts(changed) {
-                self.tables.store(Arc::new(tables));
-                return Ok(());
+        let mut full_spec = None;
+        let taken = match change {
+            QosChange::Replaced(changed) => qos.enforcer_mut().replace_contracts(changed),
+            QosChange::Appended(added) => qos.enforcer_mut().append(added),
+            QosChange::Full(spec) => {
+                full_spec = Some(*spec);
+                false
             }
+        };
+        if taken {
+            self.tables.store(Arc::new(tables));
+            return Ok(());
         }
-        let spec = match spec {
+        let spec = match full_spec {
             Some(spec) => spec,
             None => inputs.spec()?,
         };
@@ -360,21 +361,82 @@ impl Engine {
     }
 }
 
-/// Whether `delta` changes only the contracts of tenants it puts in place of tenants of the
-/// same name, with the same microburst settings and no other tenant's weight: then the
-/// enforcer may take the new contracts alone ([`crate::enforce::Enforcer::replace_contracts`]).
-fn contracts_only(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> bool {
+/// What an update changes of the QoS inputs, as far as the enforcer is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QosShape {
+    /// Only the contracts of tenants put in place of tenants of the same name, with the same
+    /// microburst settings, and no other tenant's weight: the enforcer may take the new
+    /// contracts alone ([`crate::enforce::Enforcer::replace_contracts`]).
+    Replaced,
+    /// Only tenants added after the others, with no microburst setting and no adaptive profile,
+    /// and no other tenant's weight: the enforcer may take them alone
+    /// ([`crate::enforce::Enforcer::append`]).
+    Appended,
+    /// Anything else: every tenant is resolved again.
+    Full,
+}
+
+impl QosShape {
+    fn of(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> QosShape {
+        if delta.settings.is_some() {
+            QosShape::Full
+        } else if let Some(replaced) = replaced_alone(delta, current, inputs) {
+            if delta.weights.iter().all(|(at, _)| replaced.contains(at)) {
+                QosShape::Replaced
+            } else {
+                QosShape::Full
+            }
+        } else if appended_alone(delta, current.tenants.len()) {
+            QosShape::Appended
+        } else {
+            QosShape::Full
+        }
+    }
+}
+
+/// What the enforcer is given of an update (see [`QosShape`]).
+enum QosChange {
+    Replaced(Vec<(usize, TenantQos)>),
+    Appended(Vec<TenantQos>),
+    /// Boxed: far larger than the others.
+    Full(Box<QosSpec>),
+}
+
+/// The positions `delta` replaces, if it only puts tenants in place of tenants of the same
+/// name with the same microburst settings.
+fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> Option<Vec<usize>> {
     let mut replaced = Vec::with_capacity(delta.ops.len());
     for op in &delta.ops {
-        let TenantOp::Replace { at, tenant } = op else { return false };
-        let (Some(old_tables), Some(old)) = (current.tenants.get(*at), inputs.tenants.get(*at)) else { return false };
+        let TenantOp::Replace { at, tenant } = op else { return None };
+        let (old_tables, old) = (current.tenants.get(*at)?, inputs.tenants.get(*at)?);
         let new = &tenant.qos;
         if old_tables.name != tenant.tables.name || old.name != new.name || !same_bursts(old, new) {
-            return false;
+            return None;
         }
         replaced.push(*at);
     }
-    delta.settings.is_none() && delta.weights.iter().all(|(at, _)| replaced.contains(at))
+    Some(replaced)
+}
+
+/// Whether `delta` only adds tenants after the `count` there are, with no microburst setting or
+/// adaptive profile, and sets no other tenant's weight.
+fn appended_alone(delta: &Delta, count: usize) -> bool {
+    let plain = |qos: &TenantInput| {
+        qos.microburst.is_none()
+            && qos.on_burst.is_none()
+            && qos.on_overload.is_none()
+            && qos.classes.iter().all(|c| c.microburst.is_none() && c.on_burst.is_none())
+    };
+    let appends = delta.ops.iter().enumerate().all(|(i, op)| matches!(op, TenantOp::Insert { at, tenant } if *at == count + i && plain(&tenant.qos)));
+    !delta.ops.is_empty() && appends && delta.weights.iter().all(|(at, _)| *at >= count)
+}
+
+/// `qos` checked as [`QosSpec::check`] checks a tenant's contracts (its port queues are the
+/// enforcer's to check, against the port's others).
+fn checked_alone(qos: TenantQos) -> Result<TenantQos, CoreError> {
+    let spec = QosSpec { tenants: vec![qos], ..QosSpec::default() };
+    spec.check()?;
+    Ok(spec.tenants.into_iter().next().expect("one tenant"))
 }
 
 /// Whether two tenants have the same microburst settings, their own and their classes'.
@@ -409,6 +471,13 @@ mod tests {
         let qos =
             TenantInput { name: name.to_string(), classes: vec![ClassInput { weight: 1, priority: 7, ..ClassInput::default() }], ..TenantInput::default() };
         Box::new(TenantEntry { tables, route: Route { vnis: vnis.to_vec(), ..Route::default() }, qos })
+    }
+
+    /// A tenant policed by an srTCM meter of `cir` B/s (0: one the core refuses).
+    fn metered(name: &str, vni: u32, cir: u64) -> Box<TenantEntry> {
+        let mut tenant = entry(name, &[vni], 80);
+        tenant.qos.meter = Some(Box::new(MeterRow { kind: 1, byte_count: 1, cir, cbs: 1500, ebs: 1500, actions: [0, 0, 2], ..MeterRow::default() }));
+        tenant
     }
 
     fn insert(at: usize, tenant: Box<TenantEntry>) -> TenantOp {
@@ -504,13 +573,23 @@ mod tests {
     #[test]
     fn a_contract_change_reaches_the_enforcer_alone_or_through_a_full_retarget() {
         let engine = engine(&[("a", 10), ("b", 20)]);
-        let meter = MeterRow { kind: 1, byte_count: 1, cir: 1000, cbs: 1500, ebs: 1500, actions: [0, 0, 2], ..MeterRow::default() };
-        let mut metered = entry("b", &[20], 80);
-        metered.qos.meter = Some(Box::new(meter));
-        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: metered.clone() }], ..Delta::default() }).unwrap();
+        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: metered("b", 20, 1000) }], ..Delta::default() }).unwrap();
         let qos = engine.qos_inputs.lock().unwrap().spec().unwrap();
         assert!(qos.tenants[1].contract.meter.is_some() && qos.tenants[0].contract.meter.is_none());
         let enforced = engine.with_enforcer(|e| e.contract_of(1));
         assert_eq!(enforced, Some(qos.tenants[1].clone()));
+    }
+
+    #[test]
+    fn a_tenant_added_at_the_end_is_resolved_and_checked_alone_and_a_refused_one_changes_nothing() {
+        let engine = engine(&[("a", 10), ("b", 20)]);
+        engine.apply(Delta { ops: vec![insert(2, metered("c", 30, 1000))], weights: vec![(2, 3)], ..Delta::default() }).unwrap();
+        let qos = engine.qos_inputs.lock().unwrap().spec().unwrap();
+        assert_eq!(engine.with_enforcer(|e| (0..3).map(|t| e.contract_of(t)).collect::<Vec<_>>()), qos.tenants.into_iter().map(Some).collect::<Vec<_>>());
+        for (refused, why) in [(entry("a", &[40], 80), "tenant 'a' appears twice"), (metered("d", 40, 0), "tenant 'd': meter: srTCM CIR is 0")] {
+            let err = engine.apply(Delta { ops: vec![insert(3, refused)], weights: vec![(3, 1)], ..Delta::default() }).unwrap_err().to_string();
+            assert!(err.contains(why), "{err}");
+            assert_eq!(engine.tables().tenant_names(), ["a", "b", "c"]);
+        }
     }
 }

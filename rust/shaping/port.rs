@@ -188,6 +188,24 @@ struct Queue {
     timer_id: u32,
 }
 
+impl Queue {
+    /// Empty, with full buckets; a ceiling at or over the line rate caps nothing.
+    fn new(config: &QueueConfig, unit: i128, line_rate: u64) -> Queue {
+        let capped = config.ceil > 0 && config.ceil < line_rate;
+        Queue {
+            packets: VecDeque::new(),
+            bytes: 0,
+            limit_bytes: config.limit_bytes,
+            reserved_bytes: config.reserved_bytes,
+            alpha_log2: config.alpha_log2,
+            guarantee: (config.guarantee > 0).then(|| Bucket::new(config.guarantee, config.guarantee_depth(), unit)),
+            ceil: capped.then(|| Bucket::new(config.ceil, config.ceil_depth(), unit)),
+            timer: None,
+            timer_id: 0,
+        }
+    }
+}
+
 /// The port: feed it arrivals in time order, collect departures. Cloning it forks the
 /// simulation (e.g. to compare what-ifs from one state).
 #[derive(Debug, Clone)]
@@ -224,22 +242,8 @@ impl Port {
     pub fn new(config: PortConfig, queues: Vec<QueueConfig>) -> Result<Port, CoreError> {
         check_queues(&config, &queues)?;
         let unit = i128::from(config.line_rate) * NS_PER_S as i128;
-        let uncapped = |ceil: u64| ceil == 0 || ceil >= config.line_rate;
         let scheduler = Scheduler::new(queues.iter().map(|q| (q.priority, u64::from(q.weight) * QUANTUM_BYTES)));
-        let states = queues
-            .iter()
-            .map(|q| Queue {
-                packets: VecDeque::new(),
-                bytes: 0,
-                limit_bytes: q.limit_bytes,
-                reserved_bytes: q.reserved_bytes,
-                alpha_log2: q.alpha_log2,
-                guarantee: (q.guarantee > 0).then(|| Bucket::new(q.guarantee, q.guarantee_depth(), unit)),
-                ceil: (!uncapped(q.ceil)).then(|| Bucket::new(q.ceil, q.ceil_depth(), unit)),
-                timer: None,
-                timer_id: 0,
-            })
-            .collect();
+        let states = queues.iter().map(|q| Queue::new(q, unit, config.line_rate)).collect();
         let reserved: u64 = queues.iter().map(|q| q.reserved_bytes).sum();
         Ok(Port {
             shared_capacity: config.buffer_bytes - reserved,
@@ -260,6 +264,22 @@ impl Port {
             departures: Vec::new(),
             unknown_queue_drops: 0,
         })
+    }
+
+    /// Room for `additional` more queues ([`Port::add_queue`]) without moving the others.
+    pub fn reserve(&mut self, additional: usize) {
+        self.queues.reserve_exact(additional);
+        self.stats.reserve_exact(additional);
+        self.scheduler.reserve(additional);
+    }
+
+    /// Adds a queue, numbered after the others, empty and with full buckets. The caller checks
+    /// the port's queues as a whole ([`check_queues`]) first.
+    pub fn add_queue(&mut self, config: &QueueConfig) {
+        self.queues.push(Queue::new(config, self.unit, self.line_rate));
+        self.stats.push(QueueStats::default());
+        self.shared_capacity -= config.reserved_bytes;
+        self.scheduler.add(config.priority, u64::from(config.weight) * QUANTUM_BYTES);
     }
 
     /// Gives `queue` a new configuration from the port's clock on, keeping its packets and what

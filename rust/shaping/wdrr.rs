@@ -69,6 +69,15 @@ impl Scheduler {
         }
     }
 
+    pub(super) fn reserve(&mut self, additional: usize) {
+        self.entries.reserve_exact(additional);
+    }
+
+    /// One more queue, after the others, in no ring.
+    pub(super) fn add(&mut self, priority: u8, quantum: u64) {
+        self.entries.push(Entry { slots: [UNLINKED; 2], quantum, priority });
+    }
+
     pub(super) fn is_linked(&self, phase: Phase, queue: u32) -> bool {
         self.entries[queue as usize].slots[phase as usize].linked
     }
