@@ -185,6 +185,8 @@ class Policy:
             policy.__dict__["_positions"] = positions
         elif positions is not None and op == "insert" and new is not None and at == len(self.tenants):
             policy.__dict__["_positions"] = positions.changed((), {new.name: at})
+        elif positions is not None and op == "remove" and change[2] is not None and at == len(self.tenants) - 1:
+            policy.__dict__["_positions"] = positions.changed([change[2].name], {})  # the last: no other moves
         _emit(policy.warnings)
         return policy
 
