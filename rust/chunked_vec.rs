@@ -12,6 +12,12 @@ use std::sync::Arc;
 const CHUNK_BITS: u32 = 6;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
+/// (chunk, offset in it) of element `index`.
+#[inline]
+const fn place(index: usize) -> (usize, usize) {
+    (index >> CHUNK_BITS, index & (CHUNK - 1))
+}
+
 #[derive(Debug, Clone)]
 pub struct ChunkedVec<T> {
     /// Every chunk is full but the last.
@@ -36,7 +42,8 @@ impl<T> ChunkedVec<T> {
 
     #[inline]
     pub fn get(&self, index: usize) -> Option<&T> {
-        self.chunks.get(index >> CHUNK_BITS).and_then(|chunk| chunk.get(index & (CHUNK - 1)))
+        let (chunk, offset) = place(index);
+        self.chunks.get(chunk).and_then(|chunk| chunk.get(offset))
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + '_ {
@@ -48,7 +55,8 @@ impl<T: Clone> ChunkedVec<T> {
     /// Element `index` becomes `value` (copying its chunk if another copy shares it).
     pub fn set(&mut self, index: usize, value: T) {
         assert!(index < self.len, "index {index} of {}", self.len);
-        Arc::make_mut(&mut self.chunks[index >> CHUNK_BITS])[index & (CHUNK - 1)] = value;
+        let (chunk, offset) = place(index);
+        Arc::make_mut(&mut self.chunks[chunk])[offset] = value;
     }
 
     pub fn push(&mut self, value: T) {
@@ -112,7 +120,8 @@ impl<T> GroupedVec<T> {
     }
 
     pub fn get(&self, index: usize) -> Option<&T> {
-        self.chunks.get(index >> CHUNK_BITS).and_then(|chunk| chunk.get(index & (CHUNK - 1)))
+        let (chunk, offset) = place(index);
+        self.chunks.get(chunk).and_then(|chunk| chunk.get(offset))
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + '_ {
@@ -124,9 +133,10 @@ impl<T: Clone> GroupedVec<T> {
     /// Element `index` becomes `value` (its chunk copied).
     pub fn set(&mut self, index: usize, value: T) {
         assert!(index < self.len, "index {index} of {}", self.len);
-        let mut chunk = self.chunks[index >> CHUNK_BITS].to_vec();
-        chunk[index & (CHUNK - 1)] = value;
-        self.chunks.set(index >> CHUNK_BITS, chunk.into());
+        let (at, offset) = place(index);
+        let mut chunk = self.chunks[at].to_vec();
+        chunk[offset] = value;
+        self.chunks.set(at, chunk.into());
     }
 
     pub fn push(&mut self, value: T) {
@@ -168,7 +178,8 @@ impl<T> Index<usize> for GroupedVec<T> {
     type Output = T;
 
     fn index(&self, index: usize) -> &T {
-        &self.chunks[index >> CHUNK_BITS][index & (CHUNK - 1)]
+        let (chunk, offset) = place(index);
+        &self.chunks[chunk][offset]
     }
 }
 
@@ -206,7 +217,8 @@ impl<T> Index<usize> for ChunkedVec<T> {
 
     #[inline]
     fn index(&self, index: usize) -> &T {
-        &self.chunks[index >> CHUNK_BITS][index & (CHUNK - 1)]
+        let (chunk, offset) = place(index);
+        &self.chunks[chunk][offset]
     }
 }
 

@@ -64,9 +64,7 @@ class Tenants(Sequence[Tenant]):
         return itertools.chain.from_iterable(self._chunks)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Tenants):
-            return len(self) == len(other) and all(a is b or a == b for a, b in zip(self, other))
-        if isinstance(other, (tuple, list)):
+        if isinstance(other, (Tenants, tuple, list)):
             return len(self) == len(other) and all(a is b or a == b for a, b in zip(self, other))
         return NotImplemented
 
