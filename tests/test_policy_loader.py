@@ -75,6 +75,28 @@ def test_a_whole_float_is_not_an_integer(data: dict[str, Any], where: str, messa
     assert errors_of(data) == [(where, message)]
 
 
+def test_values_read_before_are_told_apart_by_type_and_bad_ones_reported_at_each_place() -> None:
+    """Rules' values are remembered once read (a policy repeats them): 1 read as a protocol must not
+    make true one, 80 must not make 80.0 a port, and a bad value is reported wherever it is."""
+    rules = [
+        {"proto": 1, "action": "allow"},
+        {"proto": True, "action": "allow"},
+        {"proto": "tcp", "dst_ports": [80, 443], "action": "allow"},
+        {"proto": "tcp", "dst_ports": [80.0, 443], "action": "allow"},
+        {"proto": "tcp", "dst_ports": 99999, "action": "allow"},
+        {"proto": "tcp", "dst_ports": 99999, "action": "alow"},
+    ]
+    assert errors_of(one_tenant(rules=rules)) == [
+        ("tenants[0].rules[1].proto", "expected protocol (an integer), got a boolean (true)"),
+        ("tenants[0].rules[3].dst_ports[0]", "expected a port (integer) or a range ('80-90' or [80, 90]), got a number (80.0)"),
+        ("tenants[0].rules[4].dst_ports", "port 99999 is outside 0-65535"),
+        ("tenants[0].rules[5].action", "'alow' is not an action; did you mean 'allow'?"),
+        ("tenants[0].rules[5].dst_ports", "port 99999 is outside 0-65535"),
+    ]
+    good = P.Policy.from_dict(one_tenant(rules=rules[:1] + rules[2:3])).tenants[0].rules
+    assert [(r.proto, r.dst_ports) for r in good] == [((1,), None), ((6,), ((80, 80), (443, 443)))]
+
+
 def test_json_100_0_is_not_vni_100(tmp_path: Path) -> None:
     errors = file_errors(
         tmp_path / "p.json", '{"tenants": [{"name": "a", "vnis": [100.0], "rules": [{"proto": "tcp", "dst_ports": [80.0], "action": "allow"}]}]}'

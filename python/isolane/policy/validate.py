@@ -5,8 +5,8 @@ classes and tenants here; the checks across tenants and the warnings are in ``ac
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from isolane.policy.addresses import _PORT_TEXT_RE, Network, PortRange, _families, _merge_ranges
 from isolane.policy.constants import (
@@ -43,6 +43,26 @@ from isolane.policy.validate_shapes import BAD, _Bad
 
 #: The keys of a rule that match IP packets by their fields (none goes with ``ethertype``).
 _IP_KEYS = ("src", "dst", "src_ports", "dst_ports", "proto", "dscp")
+
+_RULE_KEY_SET = frozenset(_RULE_KEYS)
+
+_T = TypeVar("_T")
+
+#: Values read by :meth:`_Checker.known`, by reader, type and value (``True`` is not ``1``).
+_READ: dict[tuple[Any, ...], Any] = {}
+_READ_LIMIT = 1 << 16
+_NOT_READ = object()
+_PLAIN = (str, int)
+
+
+def _memo_key(read: Any, value: Any) -> tuple[Any, ...] | None:
+    """The key of ``value`` read by ``read``: of a string, an integer or a flat list of them."""
+    kind = value.__class__
+    if kind in _PLAIN:
+        return (read, kind, value)
+    if kind is list and all(item.__class__ in _PLAIN for item in value):
+        return (read, kind, *((item.__class__, item) for item in value))
+    return None
 
 
 class _Checker(_QosChecks):
@@ -141,17 +161,47 @@ class _Checker(_QosChecks):
             return BAD
         return number
 
+    def rule_name(self, value: Any, path: str) -> str | _Bad:
+        return self.name(value, path, "a string")
+
+    def action(self, value: Any, path: str) -> str | _Bad:
+        return self.choice(value, path, ACTIONS, "an action")
+
+    def protocols(self, value: Any, path: str) -> tuple[int, ...] | _Bad:
+        return self.numbers(value, path, PROTOCOLS, 255, "protocol")
+
+    def dscps(self, value: Any, path: str) -> tuple[int, ...] | _Bad:
+        return self.numbers(value, path, DSCP_NAMES, 63, "DSCP")
+
+    def known(self, read: Callable[[_Checker, Any, str], _T], data: Mapping[str, Any], key: str, path: str) -> _T:
+        """``read(data[key])`` at ``path.key``, taken from the values read before when this one
+        was: rules repeat most of their values (ports, protocols, actions), and these reads
+        depend on the value alone. A value with errors is read again each time, for its place."""
+        value = data[key]
+        memo = _memo_key(read, value)
+        found = _READ.get(memo, _NOT_READ) if memo is not None else _NOT_READ
+        if found is not _NOT_READ:
+            return found  # type: ignore[return-value]  # stored by the same reader
+        errors_before = len(self.errors)
+        result = read(self, value, _at(path, key))
+        if memo is not None and len(self.errors) == errors_before:
+            if len(_READ) >= _READ_LIMIT:
+                _READ.clear()
+            _READ[memo] = result
+        return result
+
     def rule(self, value: Any, path: str, class_names: list[str] | None, default_class: str | None) -> Rule | None:
-        data = self.mapping(value, path, _RULE_KEYS, required=("action",))
+        simple = value.__class__ is dict and "action" in value and value.keys() <= _RULE_KEY_SET
+        data = value if simple else self.mapping(value, path, _RULE_KEYS, required=("action",))
         if data is None:
             return None
         errors_before = len(self.errors)
-        name = self.name(data["name"], _at(path, "name"), "a string") if "name" in data else None
+        name = self.known(_Checker.rule_name, data, "name", path) if "name" in data else None
         description = self.string(data["description"], _at(path, "description")) if "description" in data else None
-        action = self.choice(data["action"], _at(path, "action"), ACTIONS, "an action") if "action" in data else BAD
+        action = self.known(_Checker.action, data, "action", path) if "action" in data else BAD
         cls: str | _Bad | None = None
         if "class" in data:
-            cls = self.name_reference(data["class"], _at(path, "class"))
+            cls = self.known(_Checker.name_reference, data, "class", path)
             if action == "drop":
                 self.error(_at(path, "class"), "a drop rule puts packets in no class: remove 'class' or make the action 'allow'")
             elif isinstance(cls, str) and class_names is not None and cls not in class_names:
@@ -159,18 +209,18 @@ class _Checker(_QosChecks):
                 self.error(_at(path, "class"), f"unknown class {cls!r}{hint}")
         elif action == "allow":
             cls = default_class
+        # Prefixes are mostly unique, and _parse_prefix keeps its own cache.
         src = self.prefix(data["src"], _at(path, "src")) if "src" in data else None
         dst = self.prefix(data["dst"], _at(path, "dst")) if "dst" in data else None
-        if not isinstance(src, _Bad) and not isinstance(dst, _Bad) and not (_families(src) & _families(dst)):
-            assert src is not None and dst is not None
+        if src is not None and dst is not None and not isinstance(src, _Bad) and not isinstance(dst, _Bad) and not (_families(src) & _families(dst)):
             self.error(
                 _at(path, "dst"),
                 f"{str(dst)!r} is IPv{dst.version} but src {str(src)!r} is IPv{src.version}: no packet can match both",
             )
-        src_ports = self.ports(data["src_ports"], _at(path, "src_ports")) if "src_ports" in data else None
-        dst_ports = self.ports(data["dst_ports"], _at(path, "dst_ports")) if "dst_ports" in data else None
-        proto = self.numbers(data["proto"], _at(path, "proto"), PROTOCOLS, 255, "protocol") if "proto" in data else None
-        dscp = self.numbers(data["dscp"], _at(path, "dscp"), DSCP_NAMES, 63, "DSCP") if "dscp" in data else None
+        src_ports = self.known(_Checker.ports, data, "src_ports", path) if "src_ports" in data else None
+        dst_ports = self.known(_Checker.ports, data, "dst_ports", path) if "dst_ports" in data else None
+        proto = self.known(_Checker.protocols, data, "proto", path) if "proto" in data else None
+        dscp = self.known(_Checker.dscps, data, "dscp", path) if "dscp" in data else None
         if isinstance(proto, tuple) and ("src_ports" in data or "dst_ports" in data):
             portless = [p for p in proto if p not in PORT_PROTOCOLS]
             if portless:
@@ -180,7 +230,7 @@ class _Checker(_QosChecks):
                     f"{names} {'has' if len(portless) == 1 else 'have'} no ports, but the rule matches ports "
                     "(ports exist for tcp, udp, sctp, dccp and udplite)",
                 )
-        ethertype = self.ethertype(data["ethertype"], _at(path, "ethertype")) if "ethertype" in data else None
+        ethertype = self.known(_Checker.ethertype, data, "ethertype", path) if "ethertype" in data else None
         ip_keys = [key for key in _IP_KEYS if key in data]
         if ethertype is not None and ip_keys:
             self.error(
