@@ -1253,10 +1253,10 @@ def test_compiled_arrays_follow_the_contract() -> None:
     assert a.action.tolist() == [1, 1, 0, 0, 0, 0, 1]
     assert a.cls.tolist() == [1, 1, P.NO_CLASS, P.NO_CLASS, P.NO_CLASS, P.NO_CLASS, 0]
     assert a.policy_rule.tolist() == [0, 0, 1, 1, 1, 1, 2]
-    assert (a.default_action, a.default_cls, a.class_names) == (P.ACTION_DROP, P.NO_CLASS, ["gold", "bulk"])
+    assert (a.default_action, a.default_cls, a.class_names) == (P.ACTION_DROP, P.NO_CLASS, ("gold", "bulk"))
     b = compiled.tenants[1]
     assert len(b) == 0 and b.src.shape == (0, 16)
-    assert (b.default_action, b.default_cls, b.class_names) == (P.ACTION_ALLOW, 0, ["default"])
+    assert (b.default_action, b.default_cls, b.class_names) == (P.ACTION_ALLOW, 0, ("default",))
 
 
 def test_the_example_policy_on_the_sample_capture() -> None:

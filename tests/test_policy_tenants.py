@@ -68,3 +68,23 @@ def test_a_policy_keeps_its_tenants_as_tenants_and_compares_and_pickles_as_befor
     assert policy == Policy(tenants=list(POOL[:3])) and hash(policy) == hash(Policy(tenants=POOL[:3]))
     assert pickle.loads(pickle.dumps(policy)) == policy
     assert policy.tenants + (POOL[5],) == (*POOL[:3], POOL[5])
+
+
+def test_tenants_with_equal_contracts_classes_and_rule_values_share_them() -> None:
+    """A policy of many alike tenants holds one object for each value they repeat (memory a tenant)."""
+
+    def tenant(i: int, rate: str) -> dict[str, object]:
+        rule = {"dst": f"10.0.{i}.0/24", "dst_ports": [443, 8443], "proto": "tcp", "action": "allow"}
+        return {"name": f"t{i}", "vnis": [100 + i], "rate": rate, "ceil": "1Gbps", "meter": {"kind": "srtcm", "cir": rate}, "rules": [rule]}
+
+    a, b, c = Policy.from_dict({"tenants": [tenant(0, "10Mbps"), tenant(1, "10Mbps"), tenant(2, "20Mbps")]}).tenants
+    assert a.contract is b.contract and a.contract.meter is b.contract.meter and a.classes is b.classes
+    assert a.rules[0].dst_ports is b.rules[0].dst_ports and a.rules[0].proto is b.rules[0].proto
+    assert c.contract != a.contract and c.contract.rate_bps == 20_000_000 and c.contract.ceil_bps is a.contract.ceil_bps
+    assert a.rules[0].dst != b.rules[0].dst
+
+
+def test_shared_values_keep_their_type() -> None:
+    from isolane.policy.sharing import shared
+
+    assert shared(1) is not True and shared(True) is True and shared(1.0).__class__ is float

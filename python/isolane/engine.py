@@ -259,7 +259,7 @@ def _ops(changes: list[TenantChange], context: QosContext) -> list[Op]:
         if new is None:
             ops.append((op, at, None, None))
         else:
-            ops.append((op, at, tenant_tables(new), tenant_qos(new, context)))
+            ops.append((op, at, tenant_tables(new, keep=False), tenant_qos(new, context, keep=False)))
     return ops
 
 

@@ -39,7 +39,9 @@ _PORT_TEXT_RE = re.compile(r"^([0-9]+)(?:-([0-9]+))?$")
 _MAPPED_V4 = ipaddress.IPv6Network("::ffff:0:0/96")
 
 
-@functools.lru_cache(maxsize=1 << 16)
+# Small caches: policies repeat some prefixes (any, a shared range), while most are each
+# tenant's own, which a large cache would keep alive beside the tenant, once per tenant.
+@functools.lru_cache(maxsize=1024)
 def _parse_prefix(text: str) -> Network | None | str:
     """A prefix, ``None`` for ``any``, or the error message."""
     if _PREFIX_RE.fullmatch(text):
@@ -73,7 +75,7 @@ def _parse_prefix(text: str) -> Network | None | str:
     return bad
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1024)
 def _mapped(network: Network | None) -> tuple[bytes, int]:
     """A prefix over the 128-bit IPv4-mapped address space: (16 address bytes, length)."""
     if network is None:

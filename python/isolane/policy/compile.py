@@ -76,7 +76,8 @@ class TenantTables:
     """The rows as :data:`RULE_ROW_DTYPE` records, back to back (what the Rust core reads)."""
     default_action: int
     default_cls: int
-    class_names: list[str]
+    class_names: tuple[str, ...]
+    """Each class id's name (one tuple shared by the tenants whose classes are named alike)."""
     vnis: tuple[int, ...] = ()
     """What selects the tenant's traffic (not part of the fingerprint): its VNIs, and for
     untunnelled traffic its outer VLAN ids and source prefixes (16-byte address, length over
@@ -189,20 +190,35 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
         packed_rows=b"".join(rows),
         default_action=default_action,
         default_cls=default_cls,
-        class_names=tenant.class_names,
+        class_names=_shared_names(tuple(c.name for c in tenant.classes)),
         vnis=tenant.vnis,
         vlans=tenant.vlans,
         sources=tuple(_mapped(prefix) for prefix in tenant.sources),
     )
 
 
-def tenant_tables(tenant: Tenant) -> TenantTables:
+#: Tenants' tuples of class names, one per spelling: most tenants name their classes alike.
+_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+_NAMES_LIMIT = 4096
+
+
+def _shared_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    shared = _NAMES.get(names)
+    if shared is None and len(_NAMES) < _NAMES_LIMIT:
+        shared = _NAMES[names] = names
+    return shared or names
+
+
+def tenant_tables(tenant: Tenant, keep: bool = True) -> TenantTables:
     """``tenant``'s tables, compiled once and kept on the tenant (which is immutable), so that
-    policies sharing a tenant share its tables."""
+    policies sharing a tenant share its tables. ``keep=False``: tables for one use (an engine
+    copies them into its core), not kept unless they were already: a small tenant's tables are
+    as big as the tenant, and quick to compile again."""
     tables: TenantTables | None = tenant._tables
     if tables is None:
         tables = _tenant_tables(tenant)
-        object.__setattr__(tenant, "_tables", tables)
+        if keep:
+            object.__setattr__(tenant, "_tables", tables)
     return tables
 
 

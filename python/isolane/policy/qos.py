@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -23,12 +23,12 @@ from isolane.policy.constants import (
     PORT_MODES,
 )
 from isolane.policy.model import Contract, Meter, Microburst, Profile, Remark, Tenant
+from isolane.policy.sharing import shared
 from isolane.policy.units import bytes_in, default_burst, smallest_meter_burst, time_of
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
 
-_R = TypeVar("_R")
 
 
 @dataclass(frozen=True, eq=False)
@@ -275,19 +275,6 @@ def _profile_row(profile: Profile | None, owner: Contract, context: QosContext) 
     )
 
 
-_SHARED: dict[Any, Any] = {}
-"""Compiled rows by value, so that tenants with equal contracts share one row object."""
-_SHARED_MOST = 1 << 16
-"""Past this many rows the table starts afresh (rows already shared stay shared)."""
-
-
-def _shared(row: _R) -> _R:
-    """The row equal to ``row`` compiled before, else ``row``."""
-    if len(_SHARED) >= _SHARED_MOST:
-        _SHARED.clear()
-    return _SHARED.setdefault(row, row)  # type: ignore[no-any-return]
-
-
 def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
     lf = context.largest_frame
     c = tenant.contract
@@ -305,35 +292,38 @@ def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
                 burst=cc.burst_bytes if cc.burst_bytes is not None else (default_burst(crate, lf) if crate else 0),
                 burst_given=cc.burst_bytes is not None,
                 ceil=cc.ceil_bps // 8 if cc.ceil_bps is not None else ceil,
-                meter=_shared(_meter_row(cc.meter, context)),
-                shaper=_shared(ShaperRow(*_shaper_row(cc, lf))),
+                meter=shared(_meter_row(cc.meter, context)),
+                shaper=shared(ShaperRow(*_shaper_row(cc, lf))),
                 microburst=_burst_row(cc.microburst),
                 on_burst=_profile_row(tc.on_burst, cc, context),
             )
         )
     return TenantQos(
         name=tenant.name,
-        rate=_shared(rate),
-        burst=_shared(c.burst_bytes if c.burst_bytes is not None else (default_burst(rate, lf) if rate else 0)),
+        rate=shared(rate),
+        burst=shared(c.burst_bytes if c.burst_bytes is not None else (default_burst(rate, lf) if rate else 0)),
         burst_given=c.burst_bytes is not None,
-        ceil=_shared(ceil),
-        meter=_shared(_meter_row(c.meter, context)),
-        shaper=_shared(ShaperRow(*_shaper_row(c, lf))),
+        ceil=shared(ceil),
+        meter=shared(_meter_row(c.meter, context)),
+        shaper=shared(ShaperRow(*_shaper_row(c, lf))),
         microburst=_burst_row(c.microburst),
-        classes=_shared(tuple(_shared(cls) for cls in classes)),
+        classes=shared(tuple(shared(cls) for cls in classes)),
         on_burst=_profile_row(tenant.on_burst, c, context),
         on_overload=_profile_row(tenant.on_overload, c, context),
     )
 
 
-def tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
+def tenant_qos(tenant: Tenant, context: QosContext, keep: bool = True) -> TenantQos:
     """``tenant``'s compiled QoS under ``context``, computed once and kept on the tenant (which
-    is immutable), so that policies sharing a tenant share its compiled form."""
+    is immutable), so that policies sharing a tenant share its compiled form. ``keep=False``:
+    for one use (an engine copies it into its core), not kept unless it was already."""
     kept: tuple[QosContext, TenantQos] | None = tenant._compiled_qos
-    if kept is None or kept[0] != context:
-        kept = (context, _compile_tenant_qos(tenant, context))
-        object.__setattr__(tenant, "_compiled_qos", kept)
-    return kept[1]
+    if kept is not None and kept[0] == context:
+        return kept[1]
+    compiled = _compile_tenant_qos(tenant, context)
+    if keep:
+        object.__setattr__(tenant, "_compiled_qos", (context, compiled))
+    return compiled
 
 
 def qos_context(policy: Policy) -> QosContext:

@@ -31,6 +31,7 @@ from isolane.policy.constants import (
 from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text
 from isolane.policy.model import Contract, Rule, Tenant, TrafficClass
 from isolane.policy.profiles import read_class_profile, read_profiles
+from isolane.policy.sharing import shared
 from isolane.policy.units import (
     format_rate,
     read_number,
@@ -342,7 +343,7 @@ class _Checker(_QosChecks):
             vnis=tuple(v for v, _ in vnis),
             vlans=tuple(v for v, _ in vlans),
             sources=tuple(sources),
-            classes=tuple(classes),
+            classes=shared(tuple(classes)),  # most tenants have the default class alone, or a common set
             default_class=default_class,
             default=default,  # type: ignore[arg-type]
             rules=tuple(rules),

@@ -31,6 +31,7 @@ from isolane.policy.constants import (
 from isolane.policy.errors import _at, _describe, _did_you_mean, _or_list, _shown
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Shaper
 from isolane.policy.profiles import read_overload
+from isolane.policy.sharing import shared
 from isolane.policy.units import (
     _span,
     bytes_in,
@@ -64,7 +65,7 @@ class _QosChecks(_Shapes):
         meter = self.meter(data["meter"], _at(path, "meter")) if "meter" in data else None
         shaper = self.shaper(data["shaper"], _at(path, "shaper"), ceil if ceil is not None else rate) if "shaper" in data else None
         microburst = read_microburst(self, data["microburst"], _at(path, "microburst"), rate, _at(path, "rate")) if "microburst" in data else None
-        return Contract(rate, burst, ceil, shaper, microburst, meter)
+        return shared(Contract(rate, burst, ceil, shaper, microburst, meter))
 
     def shaper(self, value: Any, path: str, owner_bps: int | None) -> Shaper | None:
         """A shaper; without a rate of its own it shapes to ``owner_bps``, its owner's ceil or rate."""
@@ -155,7 +156,7 @@ class _QosChecks(_Shapes):
             return None
         assert not isinstance(count, _Bad)
         self.meter_warnings(kind, values, data, path)
-        return Meter(
+        return shared(Meter(
             kind,  # type: ignore[arg-type]
             cir_bps=values["cir"],
             cbs_bytes=values.get("cbs"),
@@ -168,7 +169,7 @@ class _QosChecks(_Shapes):
             green=actions["green"],
             yellow=actions["yellow"],
             red=actions["red"],
-        )
+        ))
 
     def meter_semantics(self, kind: str, values: Mapping[str, int], data: Mapping[str, Any], path: str) -> None:
         """What RFCs 2697, 2698 and 4115 forbid, and buckets that could never work. ``values``
