@@ -23,7 +23,6 @@ from isolane.policy.constants import (
 )
 from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text, _or_list
 from isolane.policy.model import Port
-from isolane.policy.sharing import shared
 from isolane.policy.units import (
     format_duration,
     format_size,
@@ -183,7 +182,7 @@ class _Shapes:
         if amount < 0 or (amount == 0 and not zero_ok):
             self.error(path, f"{value!r} must be more than zero")
             return None
-        return shared(amount)
+        return amount
 
     def byte_rate(self, value: Any, path: str, zero_ok: bool = False) -> int | None:
         """A rate that meters, shapers or the port use: whole bytes per second (so that the
