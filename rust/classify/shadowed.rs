@@ -69,10 +69,7 @@ fn contains_ipv4(address: u128, len: u8) -> bool {
 }
 
 fn ports_cover(earlier: &Rule, later: &Rule) -> bool {
-    earlier.src_ports.0 <= later.src_ports.0
-        && earlier.src_ports.1 >= later.src_ports.1
-        && earlier.dst_ports.0 <= later.dst_ports.0
-        && earlier.dst_ports.1 >= later.dst_ports.1
+    PortBounds::of(earlier).contain(later)
 }
 
 /// One side's distinct prefixes, each with the existing prefixes containing it (itself included).
@@ -120,11 +117,26 @@ struct Group {
 }
 
 /// Distinct port ranges in order of their earliest row: those with one destination port by that
-/// port (they can cover only rows of that one port), the others in one list.
-#[derive(Default)]
+/// port (they can cover only rows of that one port), the others in a tree of their bounds.
 struct PortIndex {
     by_dst_port: FxHashMap<u16, Vec<u32>>,
-    dst_ranges: Vec<u32>,
+    dst_ranges: RangeTree,
+}
+
+/// Rows in ascending order as the leaves of a complete binary tree whose every node holds the
+/// widest port bounds below it, so that the search for the first row covering another skips each
+/// subtree whose bounds cannot cover it (one with a destination range ending too early, say).
+struct RangeTree {
+    rows: Vec<u32>,
+    bounds: Vec<PortBounds>,
+    leaves: usize,
+}
+
+/// The lowest low and highest high ends of some rows' source and destination port ranges.
+#[derive(Clone, Copy)]
+struct PortBounds {
+    src: (u16, u16),
+    dst: (u16, u16),
 }
 
 struct CoverIndex {
@@ -184,7 +196,7 @@ impl Group {
         let Some(ports) = &self.ports else {
             return earliest_covering(rows, &self.members, row, before);
         };
-        let in_ranges = earliest_covering(rows, &ports.dst_ranges, row, before);
+        let in_ranges = ports.dst_ranges.first_cover(row, before);
         match ports.by_dst_port.get(&row.dst_ports.0).filter(|_| row.dst_ports.0 == row.dst_ports.1) {
             Some(one_port) => earliest_covering(rows, one_port, row, in_ranges),
             None => in_ranges,
@@ -200,18 +212,69 @@ fn earliest_covering(rows: &[Rule], candidates: &[u32], row: &Rule, before: usiz
 impl PortIndex {
     fn new(rows: &[Rule], members: &[u32]) -> PortIndex {
         let mut seen = FxHashSet::default();
-        let mut index = PortIndex::default();
+        let mut by_dst_port: FxHashMap<u16, Vec<u32>> = FxHashMap::default();
+        let mut dst_ranges = Vec::new();
         for &e in members {
             let row = &rows[e as usize];
             if !seen.insert((row.src_ports, row.dst_ports)) {
                 continue;
             }
             match row.dst_ports {
-                (lo, hi) if lo == hi => index.by_dst_port.entry(lo).or_default().push(e),
-                _ => index.dst_ranges.push(e),
+                (lo, hi) if lo == hi => by_dst_port.entry(lo).or_default().push(e),
+                _ => dst_ranges.push(e),
             }
         }
-        index
+        PortIndex { by_dst_port, dst_ranges: RangeTree::new(rows, dst_ranges) }
+    }
+}
+
+impl PortBounds {
+    /// Bounds that cover no range (the padding leaves').
+    const NONE: PortBounds = PortBounds { src: (u16::MAX, 0), dst: (u16::MAX, 0) };
+
+    fn of(row: &Rule) -> PortBounds {
+        PortBounds { src: row.src_ports, dst: row.dst_ports }
+    }
+
+    fn union(self, other: PortBounds) -> PortBounds {
+        let widest = |a: (u16, u16), b: (u16, u16)| (a.0.min(b.0), a.1.max(b.1));
+        PortBounds { src: widest(self.src, other.src), dst: widest(self.dst, other.dst) }
+    }
+
+    /// Whether `row`'s port ranges lie within these bounds.
+    fn contain(&self, row: &Rule) -> bool {
+        self.src.0 <= row.src_ports.0 && self.src.1 >= row.src_ports.1 && self.dst.0 <= row.dst_ports.0 && self.dst.1 >= row.dst_ports.1
+    }
+}
+
+impl RangeTree {
+    fn new(rows: &[Rule], members: Vec<u32>) -> RangeTree {
+        let leaves = members.len().next_power_of_two();
+        let mut bounds = vec![PortBounds::NONE; 2 * leaves];
+        for (leaf, &e) in members.iter().enumerate() {
+            bounds[leaves + leaf] = PortBounds::of(&rows[e as usize]);
+        }
+        for node in (1..leaves).rev() {
+            bounds[node] = bounds[2 * node].union(bounds[2 * node + 1]);
+        }
+        RangeTree { rows: members, bounds, leaves }
+    }
+
+    /// The first row before `before` whose ports cover `row`'s, or `before`.
+    fn first_cover(&self, row: &Rule, before: usize) -> usize {
+        self.search(1, 0, self.leaves, row, before).unwrap_or(before)
+    }
+
+    /// The search in node `node`, whose leaves start at `first` and number `width`.
+    fn search(&self, node: usize, first: usize, width: usize, row: &Rule, before: usize) -> Option<usize> {
+        if first >= self.rows.len() || self.rows[first] as usize >= before || !self.bounds[node].contain(row) {
+            return None;
+        }
+        if width == 1 {
+            return Some(self.rows[first] as usize); // a leaf's bounds are its row's ports
+        }
+        let half = width / 2;
+        self.search(2 * node, first, half, row, before).or_else(|| self.search(2 * node + 1, first + half, half, row, before))
     }
 }
 
@@ -219,6 +282,7 @@ impl PortIndex {
 mod tests {
     use super::*;
     use crate::classify::ipv4_mapped;
+    use proptest::prelude::*;
 
     fn v4(address: [u8; 4], len: u8) -> (u128, u8) {
         (ipv4_mapped(u32::from_be_bytes(address)), 96 + len)
@@ -250,5 +314,21 @@ mod tests {
         let frame = Rule { src_ports: (0x88cc, 0x88cc), dscp: FRAME_RULE_DSCP, dscp_mask: FRAME_RULE_DSCP, ..Rule::ANY };
         assert_eq!(shadowed_rules(&[Rule::ANY, frame], &[0, 1], 48), vec![]);
         assert_eq!(shadowed_rules(&[frame, frame, Rule::ANY], &[0, 1, 2], 48), vec![(1, vec![0])]);
+    }
+
+    proptest! {
+        #[test]
+        fn the_range_tree_finds_the_first_covering_row_as_a_scan_does(
+            ranges in prop::collection::vec(((0u16..8, 0u16..8), (0u16..40, 0u16..40)), 1..70),
+            before in 0usize..80,
+        ) {
+            let ordered = |(a, b): (u16, u16)| (a.min(b), a.max(b));
+            let rows: Vec<Rule> = ranges.iter().map(|&(src, dst)| Rule { src_ports: ordered(src), dst_ports: ordered(dst), ..Rule::ANY }).collect();
+            let members: Vec<u32> = (0..rows.len() as u32).collect();
+            let tree = RangeTree::new(&rows, members.clone());
+            for row in &rows {
+                prop_assert_eq!(tree.first_cover(row, before), earliest_covering(&rows, &members, row, before));
+            }
+        }
     }
 }
