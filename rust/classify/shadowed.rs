@@ -116,10 +116,10 @@ struct Group {
     ports: Option<PortIndex>,
 }
 
-/// Distinct port ranges in order of their earliest row: those with one destination port by that
-/// port (they can cover only rows of that one port), the others in a tree of their bounds.
+/// Distinct port ranges in trees of their bounds: those with one destination port by that port
+/// (they can cover only rows of that one port), the others in one tree.
 struct PortIndex {
-    by_dst_port: FxHashMap<u16, Vec<u32>>,
+    by_dst_port: FxHashMap<u16, RangeTree>,
     dst_ranges: RangeTree,
 }
 
@@ -198,7 +198,7 @@ impl Group {
         };
         let in_ranges = ports.dst_ranges.first_cover(row, before);
         match ports.by_dst_port.get(&row.dst_ports.0).filter(|_| row.dst_ports.0 == row.dst_ports.1) {
-            Some(one_port) => earliest_covering(rows, one_port, row, in_ranges),
+            Some(one_port) => one_port.first_cover(row, in_ranges),
             None => in_ranges,
         }
     }
@@ -224,6 +224,7 @@ impl PortIndex {
                 _ => dst_ranges.push(e),
             }
         }
+        let by_dst_port = by_dst_port.into_iter().map(|(port, members)| (port, RangeTree::new(rows, members))).collect();
         PortIndex { by_dst_port, dst_ranges: RangeTree::new(rows, dst_ranges) }
     }
 }
