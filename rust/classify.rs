@@ -4,6 +4,7 @@
 //! microseconds ([`tuples`]); [`RuleTable`] puts the two together.
 
 mod chunked;
+pub mod shadowed;
 mod tree;
 mod tuples;
 

@@ -14,6 +14,7 @@ mod error;
 mod live;
 mod rule_rows;
 mod rule_table;
+mod shadowed;
 mod timeline;
 mod yaml;
 
@@ -28,6 +29,7 @@ use engine::{processed_layout, profile_event_layout, stats_layout, verdict_layou
 use error::{DuplicateKeyError, IsolaneError, PcapError, YamlError};
 use rule_rows::rule_row_layout;
 use rule_table::RuleTable;
+use shadowed::shadowed_rules;
 use yaml::{load_yaml, YamlItems};
 
 /// Runs core work without the GIL, turning a panic into an exception instead of letting it
@@ -47,7 +49,8 @@ mod _core {
     #[pymodule_export]
     use super::{
         burst_flow_layout, burst_layout, codes::codes, load_yaml, parse_records, processed_layout, profile_event_layout, read_pcap, record_layout,
-        rule_row_layout, stats_layout, timeline::TimelineView, verdict_layout, CaptureReader, Engine, PacketBatch, PcapIterator, RuleTable, YamlItems,
+        rule_row_layout, shadowed_rules, stats_layout, timeline::TimelineView, verdict_layout, CaptureReader, Engine, PacketBatch, PcapIterator, RuleTable,
+        YamlItems,
     };
 
     #[pymodule_init]

@@ -42,6 +42,7 @@ __all__ = [
     "read_pcap",
     "record_layout",
     "rule_row_layout",
+    "shadowed_rules",
     "stats_layout",
     "verdict_layout",
 ]
@@ -270,6 +271,11 @@ def processed_layout() -> tuple[list[tuple[str, str, int]], int]:
 
 def rule_row_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The table row record's fields as (name, numpy type, byte offset), and its size."""
+
+def shadowed_rules(packed_rows: bytes, tenant: str, big_group: int) -> list[tuple[int, list[int]]]:
+    """The policy rules of tenant `tenant`'s packed table rows that can never match, each with the
+    earliest policy rules covering its rows: `[(rule, [covering rules, ascending])]`. Groups of rows
+    alike but for their ports larger than `big_group` are indexed by port instead of scanned."""
 
 def verdict_layout() -> tuple[list[tuple[str, str, int]], int]:
     """The verdict record's fields as (name, numpy type, byte offset), and its size."""

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from isolane._core import IsolaneError as IsolaneError
 from isolane.policy.across import (
+    _MASKS as _MASKS,
+)
+from isolane.policy.across import (
     _guarantee as _guarantee,
 )
 from isolane.policy.across import (
@@ -383,15 +386,6 @@ from isolane.policy.read import (
 )
 from isolane.policy.shadowed import (
     _BIG_GROUP as _BIG_GROUP,
-)
-from isolane.policy.shadowed import (
-    _MAPPED_VALUE as _MAPPED_VALUE,
-)
-from isolane.policy.shadowed import (
-    _MASKS as _MASKS,
-)
-from isolane.policy.shadowed import (
-    _addr_ints as _addr_ints,
 )
 from isolane.policy.shadowed import (
     _shadowed_rules as _shadowed_rules,

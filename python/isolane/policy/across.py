@@ -15,7 +15,7 @@ from isolane.policy.constants import (
     MAX_WEIGHT,
 )
 from isolane.policy.model import Rule, Tenant
-from isolane.policy.shadowed import _MASKS, _shadowed_rules
+from isolane.policy.shadowed import _shadowed_rules
 from isolane.policy.units import (
     format_rate,
 )
@@ -23,6 +23,8 @@ from isolane.policy.units import (
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
 from isolane.policy.validate_shapes import _Shapes
+
+_MASKS = [((1 << n) - 1) << (128 - n) for n in range(129)]
 
 
 def _rule_label(path: str, rule: Rule) -> str:
