@@ -68,6 +68,10 @@ impl Rule {
     }
 }
 
+/// The DSCP value and mask bit that mark a row as a frame (EtherType) rule, which no IP packet
+/// matches (`FRAME_RULE_DSCP` in `python/isolane/policy/constants.py`).
+pub const FRAME_RULE_DSCP: u8 = 0x40;
+
 #[inline]
 pub fn prefix_mask(len: u8) -> u128 {
     match len {

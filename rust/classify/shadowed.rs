@@ -8,11 +8,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{prefix_mask, Rule};
-
-/// The DSCP bit that marks a frame (EtherType) row, as `FRAME_RULE_DSCP` in rust/engine/frames.rs
-/// and isolane.policy.constants: frame rows cover frame rows only.
-const FRAME_RULE_DSCP: u8 = 0x40;
+use super::{prefix_mask, Rule, FRAME_RULE_DSCP};
 /// `::ffff:0:0/96`, every IPv4 address.
 const MAPPED_ANY: u128 = 0xFFFF << 32;
 

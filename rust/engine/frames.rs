@@ -9,12 +9,9 @@
 
 use super::{EngineTables, TenantTables};
 use crate::classify::Rule;
+pub use crate::classify::FRAME_RULE_DSCP;
 use crate::parse::PacketInfo;
 use crate::verdict::{class_id, Reason, Verdict};
-
-/// The DSCP value and mask bit that mark a row as a frame rule (`FRAME_RULE_DSCP` in
-/// `python/isolane/policy/constants.py`).
-pub const FRAME_RULE_DSCP: u8 = 0x40;
 
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
