@@ -75,13 +75,17 @@ def _parse_prefix(text: str) -> Network | None | str:
     return bad
 
 
-@functools.lru_cache(maxsize=1024)
+_ANY = (bytes(16), 0)
+_MAPPED_HEAD = bytes(10) + b"\xff\xff"
+
+
 def _mapped(network: Network | None) -> tuple[bytes, int]:
-    """A prefix over the 128-bit IPv4-mapped address space: (16 address bytes, length)."""
+    """A prefix over the 128-bit IPv4-mapped address space: (16 address bytes, length). Not
+    cached: hashing a network costs more than this."""
     if network is None:
-        return bytes(16), 0
+        return _ANY
     if network.version == 4:
-        return bytes(10) + b"\xff\xff" + network.network_address.packed, 96 + network.prefixlen
+        return _MAPPED_HEAD + network.network_address.packed, 96 + network.prefixlen
     return network.network_address.packed, network.prefixlen
 
 
