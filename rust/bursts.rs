@@ -290,6 +290,20 @@ impl Detector {
         self.queues.extend(std::iter::repeat_n(QueueSlots { monitors: [NONE; 2], depth: 0 }, queues));
     }
 
+    /// Whether tenant `index` may go by [`Detector::remove_tenant`]: it has no scope of its own
+    /// and its port queues (`queues`) hold no bytes.
+    pub fn removable(&self, index: usize, queues: std::ops::Range<usize>) -> bool {
+        let no_scope = self.tenants.get(index).is_some_and(|slots| slots.tenant == NONE && slots.classes == 0);
+        no_scope && self.queues.get(queues).is_some_and(|queues| queues.iter().all(|q| q.depth == 0))
+    }
+
+    /// Follows tenant `index` gone, with its port queues `queues` (the later tenants and queues
+    /// number down): no scope changes.
+    pub fn remove_tenant(&mut self, index: usize, queues: std::ops::Range<usize>) {
+        self.tenants.remove(index);
+        self.queues.drain(queues);
+    }
+
     fn name_id(&mut self, name: &str) -> i32 {
         if let Some(&id) = self.name_ids.get(name) {
             return id;

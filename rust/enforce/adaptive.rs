@@ -197,6 +197,24 @@ impl Adaptive {
         }
     }
 
+    /// Follows tenant `index` gone, whose classes had the class rows `rows` (it had no profile,
+    /// see [`Adaptive::involves`]): the later tenants and rows number down.
+    pub(super) fn remove_tenant(&mut self, index: usize, rows: std::ops::Range<usize>) {
+        self.watch.remove(index);
+        if !self.class_watch.is_empty() {
+            self.class_watch.drain(rows.clone());
+        }
+        let (tenant, end, count) = (index as u32, rows.end as u32, rows.len() as u32);
+        for sw in &mut self.switchable {
+            if sw.tenant > tenant {
+                sw.tenant -= 1;
+            }
+            if let Some((_, row)) = sw.class.as_mut().filter(|(_, row)| *row >= end) {
+                *row -= count;
+            }
+        }
+    }
+
     /// Whether any tenant has a profile: without one the enforcer calls nothing here.
     #[inline]
     pub(super) fn active(&self) -> bool {

@@ -4,6 +4,7 @@
 //! ([`Enforcer::replace_contracts`]), and so does a tenant added after the others
 //! ([`Enforcer::append`]).
 
+use std::cmp::Reverse;
 use std::hash::BuildHasher;
 
 use bytemuck::Zeroable;
@@ -76,8 +77,10 @@ impl Enforcer {
         self.tenant_rows_at = tenant_rows_at;
         self.rows = crate::memory::zeroed_vec(self.row_keys.len() + room_for(names.len()));
         self.rows.truncate(self.row_keys.len()); // the room stays allocated, its pages untouched
-        self.name_hashes = FxHashSet::with_capacity_and_hasher(names.len() + room_for(names.len()), FxBuildHasher);
-        self.name_hashes.extend(contracts.iter().flatten().map(|qos| name_hash(&qos.name)));
+        self.name_hashes = FxHashMap::with_capacity_and_hasher(names.len() + room_for(names.len()), FxBuildHasher);
+        for qos in contracts.iter().flatten() {
+            *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
+        }
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
         (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles);
         // Each contract is kept once, in `contracts`: the spec keeps only those of no tenant of the tables.
@@ -150,7 +153,7 @@ impl Enforcer {
         let mut hashes = FxHashSet::default();
         let fresh = |qos: &TenantQos| {
             let hash = name_hash(&qos.name);
-            hashes.insert(hash) && !self.name_hashes.contains(&hash) && !self.adaptive.involves(self.tenants.len(), qos)
+            hashes.insert(hash) && !self.name_hashes.contains_key(&hash) && !self.adaptive.involves(self.tenants.len(), qos)
         };
         let room = self.class_rows + classes <= self.tenant_rows_at
             && self.tenants.len() + added.len() <= self.tenants.capacity().min(self.rows.capacity().saturating_sub(self.tenant_rows_at + 1));
@@ -168,9 +171,7 @@ impl Enforcer {
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
             (state.guaranteed, state.reserved) = sums;
         }
-        if let Some(timeline) = &mut self.timeline {
-            timeline.bind(&self.row_keys); // the row of packets of no tenant moved
-        }
+        self.rebind_timeline(); // the row of packets of no tenant moved
         true
     }
 
@@ -196,8 +197,103 @@ impl Enforcer {
         };
         self.bursts.append_tenant(port_queues);
         self.adaptive.append_tenant(qos.classes.len());
-        self.name_hashes.insert(name_hash(&qos.name));
+        *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
         self.contracts.push(Some(qos));
+    }
+
+    /// Takes tenant `index` out, touching no other tenant's state: its class stages, statistics
+    /// rows and port queues go and the later ones move down (the later tenants' ids fall by one,
+    /// as the engine's do), its counters and queueing delays go to the archive as a full
+    /// retarget keeps them, and the room after the class rows grows by its classes. Changes
+    /// nothing and returns false when it takes a full retarget: a spec waits, the tenant has a
+    /// profile or a microburst scope, or packets of it are on their way to the port or queued there.
+    pub fn remove(&mut self, index: usize) -> bool {
+        if !self.removable(index) {
+            return false;
+        }
+        let rows = self.class_rows_of(index);
+        for row in rows.clone().chain([self.tenant_rows_at + index]) {
+            self.archive_row(row);
+        }
+        self.remove_rows(index, rows.clone());
+        let qos = self.contracts.remove(index);
+        if let (Some(state), Some(qos)) = (&mut self.port, &qos) {
+            let queues = state.port.remove_queues(rows.start as u32..rows.end as u32);
+            for (c, (queue, class)) in queues.iter().zip(&qos.classes).enumerate() {
+                if queue.delay_ns.count() > 0 {
+                    self.archive.entry((Some(qos.name.clone()), Some(c as u16))).or_default().delay_ns.merge(&queue.delay_ns);
+                }
+                state.guaranteed -= u128::from(class.queue.guarantee);
+                state.reserved -= u128::from(class.queue.reserved_bytes);
+            }
+        }
+        let port_queues = if self.port.is_some() { rows.clone() } else { 0..0 };
+        self.bursts.remove_tenant(index, port_queues);
+        self.adaptive.remove_tenant(index, rows);
+        if let Some(qos) = qos {
+            let hash = name_hash(&qos.name);
+            if let Some(tenants) = self.name_hashes.get_mut(&hash) {
+                *tenants -= 1;
+                if *tenants == 0 {
+                    self.name_hashes.remove(&hash);
+                }
+            }
+        }
+        self.rebind_timeline();
+        true
+    }
+
+    /// Whether tenant `index` may go by [`Enforcer::remove`].
+    fn removable(&self, index: usize) -> bool {
+        if self.staged.is_some() || !self.spec.tenants.is_empty() || index >= self.tenants.len() {
+            return false;
+        }
+        let rows = self.class_rows_of(index);
+        let profiles = self.contracts[index].as_ref().is_some_and(|qos| self.adaptive.involves(index, qos));
+        let in_flight = self.in_flight.iter().any(|packet| rows.contains(&(packet.0.row as usize)));
+        let queues = match &self.port {
+            Some(state) if state.port.holds_packets(rows.start as u32..rows.end as u32) => return false,
+            Some(_) => rows,
+            None => 0..0,
+        };
+        !profiles && !in_flight && self.bursts.removable(index, queues)
+    }
+
+    /// Tenant `index`'s class rows (its class stages, statistics rows and port queues).
+    fn class_rows_of(&self, index: usize) -> std::ops::Range<usize> {
+        let state = &self.tenants[index];
+        let first = state.first_row as usize;
+        first..first + state.classes as usize
+    }
+
+    /// Takes out tenant `index`'s line, class stages `rows` and statistics rows: the later
+    /// classes' rows move down (a memmove), and so do the later tenants' own rows and the row
+    /// of packets of no tenant; packets in flight follow their rows.
+    fn remove_rows(&mut self, index: usize, rows: std::ops::Range<usize>) {
+        let count = rows.len();
+        self.tenants.remove(index);
+        self.rows.remove(self.tenant_rows_at + index);
+        self.row_keys.remove(self.tenant_rows_at + index);
+        if count == 0 {
+            return;
+        }
+        for tenant in self.tenants[index..].iter_mut().filter(|t| t.classes > 0) {
+            tenant.first_row -= count as u32;
+        }
+        self.class_stages.drain(rows.clone());
+        self.rows[rows.start..self.class_rows].rotate_left(count);
+        self.row_keys[rows.start..self.class_rows].rotate_left(count);
+        let freed = self.class_rows - count..self.class_rows;
+        self.rows[freed.clone()].fill(RowCounters::zeroed());
+        self.row_keys[freed].fill((None, None));
+        self.class_rows -= count;
+        if !self.in_flight.is_empty() {
+            let mut packets = std::mem::take(&mut self.in_flight).into_vec();
+            for Reverse(packet) in packets.iter_mut().filter(|p| p.0.row as usize >= rows.end) {
+                packet.row -= count as u32;
+            }
+            self.in_flight = packets.into(); // the order is by release and sequence, which stay
+        }
     }
 
     /// A new stage for `qos`'s tenant, with its profile and lane.
@@ -293,11 +389,23 @@ impl Enforcer {
     }
 
     fn archive_rows(&mut self) {
-        for (key, row) in self.row_keys.iter().zip(&self.rows) {
-            let counters = row.counters();
-            if counters.packets > 0 {
-                self.archive.entry(key.clone()).or_default().counters.add(&counters);
-            }
+        for row in 0..self.rows.len().min(self.row_keys.len()) {
+            self.archive_row(row);
+        }
+    }
+
+    /// Statistics row `row`'s counters, into the archive under its key.
+    fn archive_row(&mut self, row: usize) {
+        let counters = self.rows[row].counters();
+        if counters.packets > 0 {
+            self.archive.entry(self.row_keys[row].clone()).or_default().counters.add(&counters);
+        }
+    }
+
+    /// The timeline's series, bound again to the statistics rows after they moved.
+    fn rebind_timeline(&mut self) {
+        if let Some(timeline) = &mut self.timeline {
+            timeline.bind(&self.row_keys);
         }
     }
 }

@@ -319,6 +319,7 @@ impl Engine {
         let change = match shape {
             QosShape::Replaced => QosChange::Replaced(replaced.iter().map(|&at| Ok((at, resolve(at)?))).collect::<Result<_, CoreError>>()?),
             QosShape::Appended => QosChange::Appended((count..inputs.tenants.len()).map(|at| checked_alone(resolve(at)?)).collect::<Result<_, CoreError>>()?),
+            QosShape::Removed(positions) => QosChange::Removed(positions),
             QosShape::Full => QosChange::Full(Box::new(inputs.spec()?)),
         };
         let (tables, report) = edit.finish(delta.unknown_action)?;
@@ -340,6 +341,8 @@ impl Engine {
         let taken = match change {
             QosChange::Replaced(changed) => qos.enforcer_mut().replace_contracts(changed),
             QosChange::Appended(added) => qos.enforcer_mut().append(added),
+            // One by one, in order: a refusal after some went leaves a state the retarget below aligns by name.
+            QosChange::Removed(positions) => positions.into_iter().all(|at| qos.enforcer_mut().remove(at)),
             QosChange::Full(spec) => {
                 full_spec = Some(*spec);
                 false
@@ -362,7 +365,7 @@ impl Engine {
 }
 
 /// What an update changes of the QoS inputs, as far as the enforcer is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum QosShape {
     /// Only the contracts of tenants put in place of tenants of the same name, with the same
     /// microburst settings, and no other tenant's weight: the enforcer may take the new
@@ -372,6 +375,9 @@ enum QosShape {
     /// and no other tenant's weight: the enforcer may take them alone
     /// ([`crate::enforce::Enforcer::append`]).
     Appended,
+    /// Only tenants removed, and no weight set: the enforcer may take them out alone
+    /// ([`crate::enforce::Enforcer::remove`]), at these positions in turn.
+    Removed(Vec<usize>),
     /// Anything else: every tenant is resolved again.
     Full,
 }
@@ -388,6 +394,8 @@ impl QosShape {
             }
         } else if appended_alone(delta, current.tenants.len()) {
             QosShape::Appended
+        } else if let Some(positions) = removed_alone(delta) {
+            QosShape::Removed(positions)
         } else {
             QosShape::Full
         }
@@ -398,6 +406,7 @@ impl QosShape {
 enum QosChange {
     Replaced(Vec<(usize, TenantQos)>),
     Appended(Vec<TenantQos>),
+    Removed(Vec<usize>),
     /// Boxed: far larger than the others.
     Full(Box<QosSpec>),
 }
@@ -429,6 +438,12 @@ fn appended_alone(delta: &Delta, count: usize) -> bool {
     };
     let appends = delta.ops.iter().enumerate().all(|(i, op)| matches!(op, TenantOp::Insert { at, tenant } if *at == count + i && plain(&tenant.qos)));
     !delta.ops.is_empty() && appends && delta.weights.iter().all(|(at, _)| *at >= count)
+}
+
+/// The positions `delta` removes tenants at, in turn, if that is all it does (no weight set).
+fn removed_alone(delta: &Delta) -> Option<Vec<usize>> {
+    let at = |op: &TenantOp| if let TenantOp::Remove { at } = op { Some(*at) } else { None };
+    (!delta.ops.is_empty() && delta.weights.is_empty()).then(|| delta.ops.iter().map(at).collect()).flatten()
 }
 
 /// `qos` checked as [`QosSpec::check`] checks a tenant's contracts (its port queues are the

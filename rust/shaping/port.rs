@@ -282,6 +282,35 @@ impl Port {
         self.scheduler.add(config.priority, u64::from(config.weight) * QUANTUM_BYTES);
     }
 
+    /// Whether any of `queues` holds a packet.
+    pub fn holds_packets(&self, queues: std::ops::Range<u32>) -> bool {
+        let holds = |queue: u32| !self.queues[queue as usize].packets.is_empty();
+        queues.clone().any(holds) || self.fifo.iter().any(|waiting| queues.contains(&waiting.queue))
+    }
+
+    /// Takes out the queues `gone`, which hold no packet ([`Port::holds_packets`]), numbering
+    /// the later ones down: their packets, buckets, timers, statistics and places in the
+    /// scheduler's rings stay theirs. The queues' statistics, in order. The caller keeps the
+    /// port's queues valid as a whole (less reserve and guarantee only makes room).
+    pub fn remove_queues(&mut self, gone: std::ops::Range<u32>) -> Vec<QueueStats> {
+        debug_assert!(!self.holds_packets(gone.clone()));
+        let (first, count) = (gone.start as usize, gone.len() as u32);
+        let renumber = |queue: u32| if queue >= gone.end { queue - count } else { queue };
+        for state in self.queues.drain(first..gone.end as usize) {
+            self.shared_capacity += state.reserved_bytes;
+        }
+        for state in &mut self.queues[first..] {
+            state.packets.iter_mut().for_each(|waiting| waiting.queue = renumber(waiting.queue));
+        }
+        self.fifo.iter_mut().for_each(|waiting| waiting.queue = renumber(waiting.queue));
+        self.departures.iter_mut().for_each(|departure| departure.queue = renumber(departure.queue));
+        let timers = std::mem::take(&mut self.timers).into_vec().into_iter();
+        self.timers =
+            timers.filter(|Reverse((_, queue, _))| !gone.contains(queue)).map(|Reverse((tick, queue, id))| Reverse((tick, renumber(queue), id))).collect();
+        self.scheduler.remove(gone);
+        self.stats.drain(first..first + count as usize).collect()
+    }
+
     /// Gives `queue` a new configuration from the port's clock on, keeping its packets and what
     /// its buckets hold (at most their new depth): a queue whose priority did not change keeps
     /// its place in the scheduler's rings. The caller checks the port's queues as a whole

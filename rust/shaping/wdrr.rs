@@ -142,6 +142,32 @@ impl Scheduler {
         }
     }
 
+    /// Takes out the queues `gone`, in no ring, numbering the later ones down.
+    pub(super) fn remove(&mut self, gone: std::ops::Range<u32>) {
+        debug_assert!(gone.clone().all(|queue| PHASES.iter().all(|&phase| !self.is_linked(phase, queue))));
+        let count = gone.len() as u32;
+        let renumber = |queue: &mut u32| {
+            if *queue != NONE && *queue >= gone.end {
+                *queue -= count;
+            }
+        };
+        // Only the queues in a ring hold numbers: walked ring by ring, not every queue.
+        for (p, rings) in self.rings.iter_mut().enumerate() {
+            for ring in rings.iter_mut().filter(|ring| ring.head != NONE) {
+                let mut queue = ring.head;
+                while queue != NONE {
+                    let slot = &mut self.entries[queue as usize].slots[p];
+                    queue = slot.next;
+                    renumber(&mut slot.prev);
+                    renumber(&mut slot.next);
+                }
+                renumber(&mut ring.head);
+                renumber(&mut ring.tail);
+            }
+        }
+        self.entries.drain(gone.start as usize..gone.end as usize);
+    }
+
     /// Out of every ring with no credit left: for a queue that has emptied.
     pub(super) fn retire(&mut self, queue: u32) {
         for phase in PHASES {
