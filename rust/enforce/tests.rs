@@ -639,3 +639,22 @@ fn a_removal_the_enforcer_cannot_take_alone_changes_nothing() {
     e.stage(Some(QosSpec { port: Some(port), ..spec(tenants) }));
     assert!(!e.remove(1), "a spec waits for the tables");
 }
+
+#[test]
+fn a_tenant_inserted_in_the_middle_leaves_the_others_state_in_place_and_starts_as_in_a_fresh_enforcer() {
+    let (mut all, mut e) = with_and_without_b();
+    let first: Vec<_> = traffic_around_b(MS).into_iter().filter(|(_, v)| v.tenant != 1).collect();
+    run(&mut all, &first);
+    run(&mut e, &without_b(&first));
+    assert!(!e.in_flight.is_empty() && e.port.as_ref().unwrap().port.queued_bytes() > 0, "packets on their way and queued at the port");
+    let (tenants, _) = tenants_a_b_c();
+    assert!(e.insert(1, vec![tenants[1].clone()]));
+    // By value: b as in a fresh enforcer, a and c, their counters, queues, rings and packets in flight as they were.
+    assert_eq!(state_of(&e), state_of(&all));
+    let later = traffic_around_b(2 * MS);
+    assert_eq!(run(&mut e, &later), run(&mut all, &later));
+    e.drain();
+    all.drain();
+    assert_eq!((state_of(&e), e.stats()), (state_of(&all), all.stats()));
+    assert!(!e.insert(1, vec![tenants[2].clone()]), "c's name is taken");
+}

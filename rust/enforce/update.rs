@@ -1,8 +1,8 @@
 //! How the enforcer follows policy updates: by tenant name, a tenant whose contract did not
 //! change keeps its meters and shapers ([`Enforcer::retarget`]), and a one-tenant change of
 //! contract with the same classes touches that tenant and its port queues alone
-//! ([`Enforcer::replace_contracts`]), and so does a tenant added after the others
-//! ([`Enforcer::append`]).
+//! ([`Enforcer::replace_contracts`]), and so does a tenant added ([`Enforcer::insert`]) or
+//! removed ([`Enforcer::remove`]), the later tenants' rows and queues moving along.
 
 use std::cmp::Reverse;
 use std::hash::BuildHasher;
@@ -141,14 +141,20 @@ impl Enforcer {
         true
     }
 
-    /// Takes tenants added after the others, touching no other tenant's state: their class rows
-    /// go in the room after the others', their port queues after the others', their own rows
-    /// after the other tenants'. Each starts as in a fresh engine, with full buckets and zero
-    /// counters. They must have no microburst setting (the detector gets no scope for them).
-    /// Changes nothing and returns false when it takes a full retarget: a spec waits, a tenant
-    /// has an adaptive profile or a name already given (or a hash collision), the room is too
-    /// small, or the port refuses their queues.
+    /// Takes tenants added after the others ([`Enforcer::insert`] at the end).
     pub fn append(&mut self, added: Vec<TenantQos>) -> bool {
+        self.insert(self.tenants.len(), added)
+    }
+
+    /// Takes tenants put in at `index` on (before the tenant there, if any), touching no other
+    /// tenant's state: their class rows take the room's first rows, moved before the later
+    /// tenants' (a memmove; at the end nothing moves), their port queues go in before the later
+    /// ones, their own rows before the later tenants'. Each starts as in a fresh engine, with
+    /// full buckets and zero counters. They must have no microburst setting (the detector gets
+    /// no scope for them). Changes nothing and returns false when it takes a full retarget: a
+    /// spec waits, a tenant has an adaptive profile or a name already given (or a hash
+    /// collision), the room is too small, or the port refuses their queues.
+    pub fn insert(&mut self, index: usize, added: Vec<TenantQos>) -> bool {
         let classes: usize = added.iter().map(|qos| qos.classes.len()).sum();
         let mut hashes = FxHashSet::default();
         let fresh = |qos: &TenantQos| {
@@ -157,7 +163,7 @@ impl Enforcer {
         };
         let room = self.class_rows + classes <= self.tenant_rows_at
             && self.tenants.len() + added.len() <= self.tenants.capacity().min(self.rows.capacity().saturating_sub(self.tenant_rows_at + 1));
-        if self.staged.is_some() || !self.spec.tenants.is_empty() || !room || !added.iter().all(fresh) {
+        if self.staged.is_some() || !self.spec.tenants.is_empty() || index > self.tenants.len() || !room || !added.iter().all(fresh) {
             return false;
         }
         let queues: Vec<QueueConfig> = added.iter().flat_map(|qos| qos.classes.iter().map(|class| class.queue)).collect();
@@ -165,8 +171,8 @@ impl Enforcer {
         if self.port.is_some() && sums.is_none() {
             return false;
         }
-        for qos in added {
-            self.append_one(qos);
+        for (at, qos) in (index..).zip(added) {
+            self.insert_one(at, qos);
         }
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
             (state.guaranteed, state.reserved) = sums;
@@ -175,30 +181,37 @@ impl Enforcer {
         true
     }
 
-    fn append_one(&mut self, qos: TenantQos) {
-        let (index, first_row) = (self.tenants.len(), self.class_rows);
+    fn insert_one(&mut self, index: usize, qos: TenantQos) {
+        let count = qos.classes.len();
+        // Its class rows go before the next tenant's that has classes.
+        let first = self.tenants[index..].iter().find(|t| t.classes > 0).map_or(self.class_rows, |t| t.first_row as usize);
+        let rows = first..first + count;
         let stage = self.fresh_stage(&qos);
-        for (c, class) in qos.classes.iter().enumerate() {
-            let class_stage = self.fresh_class_stage(class);
-            self.class_stages.push(class_stage);
-            self.row_keys[first_row + c] = (Some(qos.name.clone()), Some(c as u16));
+        let class_stages: Vec<Stage> = qos.classes.iter().map(|class| self.fresh_class_stage(class)).collect();
+        self.class_stages.splice(first..first, class_stages);
+        // The room's first rows (zero, unnamed) move before the later tenants' class rows.
+        self.rows[first..self.class_rows + count].rotate_right(count);
+        self.row_keys[first..self.class_rows + count].rotate_right(count);
+        for (c, key) in self.row_keys[rows.clone()].iter_mut().enumerate() {
+            *key = (Some(qos.name.clone()), Some(c as u16));
         }
-        self.tenants.push(TenantState { stage, first_row: first_row as u32, classes: qos.classes.len() as u32 });
-        self.class_rows += qos.classes.len();
-        // Its own row takes the place of the row of packets of no tenant, which moves one on.
-        let own = self.tenant_rows_at + index;
-        let no_tenant = std::mem::replace(&mut self.rows[own], RowCounters::zeroed());
-        self.rows.push(no_tenant);
-        self.row_keys.push((None, None));
-        self.row_keys[own] = (Some(qos.name.clone()), None);
+        self.class_rows += count;
+        self.renumber_rows(index, |row| if row >= first as u32 { row + count as u32 } else { row });
+        self.tenants.insert(index, TenantState { stage, first_row: first as u32, classes: count as u32 });
+        // Its own row goes before the later tenants' and the row of packets of no tenant.
+        self.rows.insert(self.tenant_rows_at + index, RowCounters::zeroed());
+        self.row_keys.insert(self.tenant_rows_at + index, (Some(qos.name.clone()), None));
         let port_queues = match &mut self.port {
-            Some(state) => qos.classes.iter().map(|class| state.port.add_queue(&class.queue)).count(),
-            None => 0,
+            Some(state) => {
+                state.port.insert_queues(first as u32, &qos.classes.iter().map(|class| class.queue).collect::<Vec<_>>());
+                rows.clone()
+            }
+            None => 0..0,
         };
-        self.bursts.append_tenant(port_queues);
-        self.adaptive.append_tenant(qos.classes.len());
+        self.bursts.insert_tenant(index, port_queues);
+        self.adaptive.insert_tenant(index, rows);
         *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
-        self.contracts.push(Some(qos));
+        self.contracts.insert(index, Some(qos));
     }
 
     /// Takes tenant `index` out, touching no other tenant's state: its class stages, statistics
@@ -277,9 +290,7 @@ impl Enforcer {
         if count == 0 {
             return;
         }
-        for tenant in self.tenants[index..].iter_mut().filter(|t| t.classes > 0) {
-            tenant.first_row -= count as u32;
-        }
+        self.renumber_rows(index, |row| if row >= rows.end as u32 { row - count as u32 } else { row });
         self.class_stages.drain(rows.clone());
         self.rows[rows.start..self.class_rows].rotate_left(count);
         self.row_keys[rows.start..self.class_rows].rotate_left(count);
@@ -287,10 +298,17 @@ impl Enforcer {
         self.rows[freed.clone()].fill(RowCounters::zeroed());
         self.row_keys[freed].fill((None, None));
         self.class_rows -= count;
+    }
+
+    /// The class rows of tenants `from..` and of packets in flight, through `renumber`.
+    fn renumber_rows(&mut self, from: usize, renumber: impl Fn(u32) -> u32) {
+        for tenant in self.tenants[from..].iter_mut().filter(|t| t.classes > 0) {
+            tenant.first_row = renumber(tenant.first_row);
+        }
         if !self.in_flight.is_empty() {
             let mut packets = std::mem::take(&mut self.in_flight).into_vec();
-            for Reverse(packet) in packets.iter_mut().filter(|p| p.0.row as usize >= rows.end) {
-                packet.row -= count as u32;
+            for Reverse(packet) in &mut packets {
+                packet.row = renumber(packet.row);
             }
             self.in_flight = packets.into(); // the order is by release and sequence, which stay
         }
