@@ -2,7 +2,7 @@
 //! `cargo run --release --example apply_cost [TENANTS...]`. Installs TENANTS simple tenants (one
 //! VNI, one rule, an srTCM meter, a guarantee and a ceiling, one class, a port), prints the heap
 //! the engine holds per tenant (counted by the allocator), then the median and p90 of one-tenant
-//! replacements, inserts at the end and removals of the last tenant. `--heap`: only the heap,
+//! replacements, inserts at the end, removals of the last tenant, then inserts and removals in the middle. `--heap`: only the heap,
 //! then exit with the engine held (for `heaptrack`, whose leaks are then the engine's heap).
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,8 +32,7 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// Replacements timed; and inserts and removals (each undoing an insert), which cost a full
-/// retarget of the enforcer.
+/// Replacements timed; and inserts and removals, each undoing an insert, at the end and in the middle.
 const RUNS: usize = 200;
 const INSERTS: usize = 20;
 
@@ -99,8 +98,22 @@ fn run(count: usize, heap_only: bool) {
         ..Delta::default()
     });
     let remove = time(&engine, INSERTS, |k| Delta { ops: vec![TenantOp::Remove { at: count + INSERTS - 1 - k }], ..Delta::default() });
-    for (what, (median, p90)) in [("replace", replace), ("insert at the end", insert), ("remove the last", remove)] {
-        println!("  {what:<18} median {median:8.1} us  p90 {p90:8.1} us");
+    let middle = count / 2;
+    let insert_middle = time(&engine, INSERTS, |k| Delta {
+        ops: vec![TenantOp::Insert { at: middle, tenant: tenant(count + INSERTS + k, 10) }],
+        weights: vec![(middle, 1)],
+        ..Delta::default()
+    });
+    let remove_middle = time(&engine, INSERTS, |k| Delta { ops: vec![TenantOp::Remove { at: middle + INSERTS - 1 - k }], ..Delta::default() });
+    let timed = [
+        ("replace", replace),
+        ("insert at the end", insert),
+        ("remove the last", remove),
+        ("insert in the middle", insert_middle),
+        ("remove from the middle", remove_middle),
+    ];
+    for (what, (median, p90)) in timed {
+        println!("  {what:<22} median {median:8.1} us  p90 {p90:8.1} us");
     }
 }
 

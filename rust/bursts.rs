@@ -283,11 +283,26 @@ impl Detector {
         (self.hot, self.monitors, self.port, self.tenants, self.class_slots) = (hots, monitors, port, tenants, class_slots);
     }
 
-    /// Follows a tenant added after the others with no microburst setting (so no scope of its
-    /// own), whose classes have `queues` port queues after the others.
-    pub fn append_tenant(&mut self, queues: usize) {
-        self.tenants.push(TenantSlots { tenant: NONE, first_class: 0, classes: 0 });
-        self.queues.extend(std::iter::repeat_n(QueueSlots { monitors: [NONE; 2], depth: 0 }, queues));
+    /// Follows a tenant put in at `index` with no microburst setting (so no scope of its own),
+    /// whose classes have the port queues `queues`: the later tenants and queues number up.
+    pub fn insert_tenant(&mut self, index: usize, queues: std::ops::Range<usize>) {
+        self.tenants.insert(index, TenantSlots { tenant: NONE, first_class: 0, classes: 0 });
+        let none = QueueSlots { monitors: [NONE; 2], depth: 0 };
+        self.queues.splice(queues.start..queues.start, std::iter::repeat_n(none, queues.len()));
+    }
+
+    /// Whether tenant `index` may go by [`Detector::remove_tenant`]: it has no scope of its own
+    /// and its port queues (`queues`) hold no bytes.
+    pub fn removable(&self, index: usize, queues: std::ops::Range<usize>) -> bool {
+        let no_scope = self.tenants.get(index).is_some_and(|slots| slots.tenant == NONE && slots.classes == 0);
+        no_scope && self.queues.get(queues).is_some_and(|queues| queues.iter().all(|q| q.depth == 0))
+    }
+
+    /// Follows tenant `index` gone, with its port queues `queues` (the later tenants and queues
+    /// number down): no scope changes.
+    pub fn remove_tenant(&mut self, index: usize, queues: std::ops::Range<usize>) {
+        self.tenants.remove(index);
+        self.queues.drain(queues);
     }
 
     fn name_id(&mut self, name: &str) -> i32 {

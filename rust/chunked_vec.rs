@@ -150,27 +150,35 @@ impl<T: Clone> GroupedVec<T> {
         self.len += 1;
     }
 
-    /// `value` goes in at `index`; later elements move up by one (the vector is remade).
+    /// `value` goes in at `index`; later elements move up by one (their chunks are remade).
     pub fn insert(&mut self, index: usize, value: T) {
         assert!(index <= self.len, "insert at {index} of {}", self.len);
         if index == self.len {
             return self.push(value);
         }
-        self.remake(|all| all.insert(index, value));
+        self.remake_from(index, |tail, at| tail.insert(at, value));
     }
 
-    /// Removes element `index`; later elements move down by one (the vector is remade).
+    /// Removes element `index`; later elements move down by one (their chunks are remade).
     pub fn remove(&mut self, index: usize) {
         assert!(index < self.len, "remove {index} of {}", self.len);
-        self.remake(|all| {
-            all.remove(index);
+        self.remake_from(index, |tail, at| {
+            tail.remove(at);
         });
     }
 
-    fn remake(&mut self, edit: impl FnOnce(&mut Vec<T>)) {
-        let mut all: Vec<T> = self.iter().cloned().collect();
-        edit(&mut all);
-        *self = all.into_iter().collect();
+    /// Remakes the chunks from the one holding `index` on, as [`ChunkedVec`] does, and their
+    /// pointers from the group holding that chunk on: the chunks before are shared as they are.
+    fn remake_from(&mut self, index: usize, edit: impl FnOnce(&mut Vec<T>, usize)) {
+        let first = index >> CHUNK_BITS;
+        let mut tail: Vec<T> = self.chunks.iter().skip(first).flat_map(|chunk| chunk.iter().cloned()).collect();
+        edit(&mut tail, index - (first << CHUNK_BITS));
+        self.len = (first << CHUNK_BITS) + tail.len();
+        let chunks: Vec<Arc<[T]>> = tail.chunks(CHUNK).map(Arc::from).collect();
+        self.chunks.remake_from(first, |pointers, at| {
+            pointers.truncate(at);
+            pointers.extend(chunks);
+        });
     }
 }
 

@@ -24,7 +24,7 @@ use std::collections::BinaryHeap;
 use std::hint::select_unpredictable;
 
 use bytemuck::Zeroable;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use crate::bursts::{BurstEvent, Detector, FlowRow, ScopeStats};
 use crate::memory::prefetch;
@@ -258,9 +258,10 @@ pub struct Enforcer {
     class_rows: usize,
     /// The row of tenant 0; `class_rows..tenant_rows_at` are the room.
     tenant_rows_at: usize,
-    /// The names of the tenants with a contract, hashed: a tenant added under one of them is
-    /// left to a full retarget (which refuses a name given twice).
-    name_hashes: FxHashSet<u64>,
+    /// The names of the tenants with a contract, hashed, each with the tenants of that hash (two
+    /// names may share one): a tenant added under one of them is left to a full retarget (which
+    /// refuses a name given twice).
+    name_hashes: FxHashMap<u64, u32>,
     /// Statistics of rows and ports replaced by updates.
     archive: FxHashMap<StatsKey, QosStats>,
     /// Tenant names by the `tenant` of the [`StatsRow`]s handed out so far.

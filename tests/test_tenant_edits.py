@@ -81,6 +81,11 @@ def tables_of(policy: Policy) -> list[tuple[str, str, tuple[int, ...]]]:
     return [(t.name, t.fingerprint, t.vnis) for t in policy.compile().tenants]
 
 
+def counts_by_key(engine: Engine) -> dict[tuple[str | None, int | None], tuple[int, ...]]:
+    """Packets and bytes in, and packets by colour, by (tenant, class) of the engine's statistics."""
+    return {(e["tenant"], e["cls"]): (e["packets"], e["bytes"], *(c["packets"] for c in e["colors"].values())) for e in engine.stats()}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edit_runs())
 def test_an_engine_that_went_through_edits_equals_one_built_from_the_final_policy(run: tuple[dict[str, Any], list[tuple[str, Any]]]) -> None:
@@ -102,9 +107,14 @@ def test_an_engine_that_went_through_edits_equals_one_built_from_the_final_polic
     edited.drain()
     later = np.repeat(packets, 20)  # 20 KB at once per VNI and port: meters and shapers tell their rates
     later["timestamp_ns"] = 10**12
+    counted_before = counts_by_key(edited)
     edited_rows, fresh_rows = edited.process(later), fresh.process(later)
     for field in ("color", "outcome", "dscp", "release_ns"):
         np.testing.assert_array_equal(edited_rows[field], fresh_rows[field], err_msg=field)
+    # The statistics rows take the same packets under the same (tenant, class) as the fresh engine's.
+    counted_after = counts_by_key(edited)
+    counted_later = {key: tuple(a - b for a, b in zip(value, counted_before.get(key, (0,) * len(value)))) for key, value in counted_after.items()}
+    assert {key: value for key, value in counted_later.items() if value[0]} == counts_by_key(fresh)
     processed += len(later)
     # The same policy read from its own document compiles to the same tables and QoS arrays.
     reread = quietly(lambda: Policy.from_dict(policy.to_dict()))
@@ -131,6 +141,25 @@ def test_an_unchanged_tenant_keeps_its_meter_state_and_counters_across_an_edit()
     assert isolane.engine.UpdateReport(kept=1, incremental=1, rebuilt=0) == engine.update(engine.policy.with_tenant({"name": "b", "vnis": [2]}))
     totals = {e["tenant"]: e["packets"] for e in engine.stats() if e["cls"] is not None or e["tenant"] is None}
     assert sum(totals.values()) == 4
+
+
+def test_a_tenant_removed_from_the_middle_leaves_the_others_meters_queues_and_counters_in_place() -> None:
+    tenants = [{"name": f"t{i}", "vnis": [i], "meter": {"kind": "srtcm", "cir": "8Mbps", "cbs": "3000B", "ebs": "0B"}, "rate": "1Gbps"} for i in range(4)]
+    policy = Policy.from_dict({"tenants": tenants, "port": {"rate": "10Gbps", "buffer": "1MB"}})
+    engine = Engine(policy)
+    burst = traffic([0, 2, 3])[:-1:6].repeat(3)  # three 1000 B packets at once per tenant but t1: each bucket empties
+    burst["timestamp_ns"] = 0
+    engine.process(burst)
+    engine.drain()
+    before = counts_by_key(engine)
+    engine.update(policy.without_tenant("t1"))
+    assert counts_by_key(engine) == before
+    again = burst[::3].copy()
+    again["timestamp_ns"] = 1000  # 1 us later: 1 byte of tokens, not 1000
+    processed = engine.process(again)
+    assert processed["outcome"].tolist() == [isolane.Outcome.DROP_METER] * 3  # t2 and t3 kept their (empty) buckets
+    assert engine.classify(again)["tenant"].tolist() == [0, 1, 2]
+    assert sum(entry["packets"] for entry in engine.stats()) == len(burst) + len(again)
 
 
 def test_edits_are_checked_against_the_other_tenants_with_their_place() -> None:

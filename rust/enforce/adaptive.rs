@@ -189,11 +189,35 @@ impl Adaptive {
         profiles || self.switchable.iter().any(|sw| sw.tenant as usize == index)
     }
 
-    /// Follows a tenant added after the others, with no profile and `classes` classes.
-    pub(super) fn append_tenant(&mut self, classes: usize) {
-        self.watch.push(NONE);
+    /// Follows a tenant put in at `index`, with no profile, whose classes take the class rows
+    /// `rows`: the later tenants and rows number up.
+    pub(super) fn insert_tenant(&mut self, index: usize, rows: std::ops::Range<usize>) {
+        self.watch.insert(index, NONE);
         if !self.class_watch.is_empty() {
-            self.class_watch.extend(std::iter::repeat_n(NONE, classes));
+            self.class_watch.splice(rows.start..rows.start, std::iter::repeat_n(NONE, rows.len()));
+        }
+        let (count, first) = (rows.len() as u32, rows.start as u32);
+        self.renumber(|tenant| if tenant >= index as u32 { tenant + 1 } else { tenant }, |row| if row >= first { row + count } else { row });
+    }
+
+    /// Follows tenant `index` gone, whose classes had the class rows `rows` (it had no profile,
+    /// see [`Adaptive::involves`]): the later tenants and rows number down.
+    pub(super) fn remove_tenant(&mut self, index: usize, rows: std::ops::Range<usize>) {
+        self.watch.remove(index);
+        if !self.class_watch.is_empty() {
+            self.class_watch.drain(rows.clone());
+        }
+        let (count, end) = (rows.len() as u32, rows.end as u32);
+        self.renumber(|tenant| if tenant > index as u32 { tenant - 1 } else { tenant }, |row| if row >= end { row - count } else { row });
+    }
+
+    /// Every profile slot's tenant index and class row, through `tenant` and `row`.
+    fn renumber(&mut self, tenant: impl Fn(u32) -> u32, row: impl Fn(u32) -> u32) {
+        for sw in &mut self.switchable {
+            sw.tenant = tenant(sw.tenant);
+            if let Some((_, class_row)) = &mut sw.class {
+                *class_row = row(*class_row);
+            }
         }
     }
 

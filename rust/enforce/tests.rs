@@ -553,3 +553,108 @@ fn an_append_the_enforcer_cannot_take_alone_changes_nothing() {
         assert_eq!((format!("{:?} {:?} {:?}", e.tenants, e.class_stages, e.rows), e.stats()), before);
     }
 }
+
+/// Tenants `a`, `b`, `c` with a port (`b` in the middle, of two classes), and `a` and `c` alone.
+fn with_and_without_b() -> (Enforcer, Enforcer) {
+    let (tenants, port) = tenants_a_b_c();
+    let all = enforcer(QosSpec { port: Some(port), ..spec(tenants.clone()) });
+    let without = enforcer(QosSpec { port: Some(port), ..spec(vec![tenants[0].clone(), tenants[2].clone()]) });
+    (all, without)
+}
+
+/// `packets` of tenants `a`, `b`, `c` as an enforcer without `b` sees them: `b`'s left out, `c` is tenant 1.
+fn without_b(packets: &[(PacketInfo, Verdict)]) -> Vec<(PacketInfo, Verdict)> {
+    let moved = |(info, v): &(PacketInfo, Verdict)| (*info, Verdict { tenant: if v.tenant == 2 { 1 } else { v.tenant }, ..*v });
+    packets.iter().filter(|(_, v)| v.tenant != 1).map(moved).collect()
+}
+
+/// Packets of `a` and `c` at `at_ns` (two each, so that the second waits at the port), of `b`
+/// dropped by the classifier (counted, but no meter, shaper or queue sees them), and of no tenant.
+fn traffic_around_b(at_ns: u64) -> Vec<(PacketInfo, Verdict)> {
+    let of = [(0, 0, ALLOW), (2, 0, ALLOW), (1, 0, DROP), (1, 1, DROP), (0, 0, ALLOW), (2, 0, ALLOW), (-1, -1, ALLOW)];
+    of.into_iter().enumerate().map(|(i, (t, c, action))| (packet((at_ns + i as u64) as i64, 100), verdict(t, c, action))).collect()
+}
+
+/// The state of every tenant of `e` and its port, by value (packets in flight in order).
+fn state_of(e: &Enforcer) -> String {
+    let port = e.port.as_ref().map(|state| format!("{:?} {} {}", state.port, state.guaranteed, state.reserved));
+    // Their index in the batch they came in differs: b's packets were in it.
+    let in_flight: Vec<_> = e.in_flight.clone().into_sorted_vec().into_iter().map(|Reverse(p)| InFlight { index: 0, ..p }).collect();
+    let tenant_rows = &e.rows[e.tenant_rows_at..];
+    format!("{:?} {:?} {:?} {tenant_rows:?} {port:?} {in_flight:?} {:?}", e.tenants, e.class_stages, &e.rows[..e.class_rows], e.burst_stats())
+}
+
+#[test]
+fn a_tenant_removed_from_the_middle_leaves_the_others_state_as_if_it_had_never_been_there() {
+    let (mut e, mut never) = with_and_without_b();
+    let first = traffic_around_b(MS);
+    run(&mut e, &first);
+    run(&mut never, &without_b(&first));
+    assert!(!e.in_flight.is_empty() && e.port.as_ref().unwrap().port.queued_bytes() > 0, "packets on their way and queued at the port");
+    let rows_before = e.tenant_rows_at;
+    assert!(e.remove(1));
+    assert_eq!((e.tenant_rows_at, e.class_rows, e.tenants.len()), (rows_before, 2, 2));
+    // In place, by value: stages, counters, the port's queues, rings, timers and packets in flight.
+    assert_eq!(state_of(&e), state_of(&never));
+    // b's counters are in the archive, and packets after the removal go to the right rows and queues.
+    let b_counted: u64 = e.stats().iter().filter(|((name, _), _)| name.as_deref() == Some("b")).map(|(_, s)| s.counters.packets).sum();
+    assert_eq!(b_counted, 2);
+    let later: Vec<_> =
+        traffic_around_b(2 * MS).into_iter().filter(|(_, v)| v.tenant != 1).map(|(info, v)| (info, Verdict { tenant: v.tenant.min(1), ..v })).collect();
+    assert_eq!(run(&mut e, &later), run(&mut never, &later));
+    e.drain();
+    never.drain();
+    assert_eq!(state_of(&e), state_of(&never));
+    let others = |e: &Enforcer| e.stats().into_iter().filter(|((name, _), _)| name.as_deref() != Some("b")).collect::<Vec<_>>();
+    assert_eq!(others(&e), others(&never));
+    assert_stats_add_up(&e, 12);
+}
+
+#[test]
+fn a_removal_keeps_every_counter_and_delay_of_the_tenant_and_a_later_append_takes_its_name_again() {
+    let (mut e, _) = with_and_without_b();
+    let through_b: Vec<_> = [(1, 0), (1, 1), (0, 0), (1, 1)].into_iter().map(|(t, c)| (packet(MS as i64, 100), verdict(t, c, ALLOW))).collect();
+    run(&mut e, &through_b);
+    e.drain();
+    let before = e.stats();
+    assert!(before.iter().any(|((name, _), s)| name.as_deref() == Some("b") && s.delay_ns.count() > 0), "b's packets waited at the port");
+    assert!(e.remove(1));
+    assert_eq!(e.stats(), before, "the archive keeps what b's rows and queues counted");
+    let (tenants, _) = tenants_a_b_c();
+    assert!(e.append(vec![tenants[1].clone()]), "b's name is free again");
+    assert!(!e.append(vec![tenants[2].clone()]), "c's is not");
+    assert_eq!(e.contract_of(2), Some(tenants[1].clone()));
+}
+
+#[test]
+fn a_removal_the_enforcer_cannot_take_alone_changes_nothing() {
+    let (mut e, _) = with_and_without_b();
+    run(&mut e, &[(packet(MS as i64, 100), verdict(1, 0, ALLOW)), (packet(MS as i64, 100), verdict(1, 0, ALLOW))]);
+    let before = (state_of(&e), e.stats());
+    assert!(!e.remove(1), "b's packets are on their way to the port");
+    assert!(!e.remove(3), "no tenant 3");
+    assert_eq!((state_of(&e), e.stats()), before);
+    e.drain();
+    let (tenants, port) = tenants_a_b_c();
+    e.stage(Some(QosSpec { port: Some(port), ..spec(tenants) }));
+    assert!(!e.remove(1), "a spec waits for the tables");
+}
+
+#[test]
+fn a_tenant_inserted_in_the_middle_leaves_the_others_state_in_place_and_starts_as_in_a_fresh_enforcer() {
+    let (mut all, mut e) = with_and_without_b();
+    let first: Vec<_> = traffic_around_b(MS).into_iter().filter(|(_, v)| v.tenant != 1).collect();
+    run(&mut all, &first);
+    run(&mut e, &without_b(&first));
+    assert!(!e.in_flight.is_empty() && e.port.as_ref().unwrap().port.queued_bytes() > 0, "packets on their way and queued at the port");
+    let (tenants, _) = tenants_a_b_c();
+    assert!(e.insert(1, vec![tenants[1].clone()]));
+    // By value: b as in a fresh enforcer, a and c, their counters, queues, rings and packets in flight as they were.
+    assert_eq!(state_of(&e), state_of(&all));
+    let later = traffic_around_b(2 * MS);
+    assert_eq!(run(&mut e, &later), run(&mut all, &later));
+    e.drain();
+    all.drain();
+    assert_eq!((state_of(&e), e.stats()), (state_of(&all), all.stats()));
+    assert!(!e.insert(1, vec![tenants[2].clone()]), "c's name is taken");
+}

@@ -1,9 +1,10 @@
 //! How the enforcer follows policy updates: by tenant name, a tenant whose contract did not
 //! change keeps its meters and shapers ([`Enforcer::retarget`]), and a one-tenant change of
 //! contract with the same classes touches that tenant and its port queues alone
-//! ([`Enforcer::replace_contracts`]), and so does a tenant added after the others
-//! ([`Enforcer::append`]).
+//! ([`Enforcer::replace_contracts`]), and so does a tenant added ([`Enforcer::insert`]) or
+//! removed ([`Enforcer::remove`]), the later tenants' rows and queues moving along.
 
+use std::cmp::Reverse;
 use std::hash::BuildHasher;
 
 use bytemuck::Zeroable;
@@ -76,8 +77,10 @@ impl Enforcer {
         self.tenant_rows_at = tenant_rows_at;
         self.rows = crate::memory::zeroed_vec(self.row_keys.len() + room_for(names.len()));
         self.rows.truncate(self.row_keys.len()); // the room stays allocated, its pages untouched
-        self.name_hashes = FxHashSet::with_capacity_and_hasher(names.len() + room_for(names.len()), FxBuildHasher);
-        self.name_hashes.extend(contracts.iter().flatten().map(|qos| name_hash(&qos.name)));
+        self.name_hashes = FxHashMap::with_capacity_and_hasher(names.len() + room_for(names.len()), FxBuildHasher);
+        for qos in contracts.iter().flatten() {
+            *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
+        }
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
         (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles);
         // Each contract is kept once, in `contracts`: the spec keeps only those of no tenant of the tables.
@@ -138,23 +141,29 @@ impl Enforcer {
         true
     }
 
-    /// Takes tenants added after the others, touching no other tenant's state: their class rows
-    /// go in the room after the others', their port queues after the others', their own rows
-    /// after the other tenants'. Each starts as in a fresh engine, with full buckets and zero
-    /// counters. They must have no microburst setting (the detector gets no scope for them).
-    /// Changes nothing and returns false when it takes a full retarget: a spec waits, a tenant
-    /// has an adaptive profile or a name already given (or a hash collision), the room is too
-    /// small, or the port refuses their queues.
+    /// Takes tenants added after the others ([`Enforcer::insert`] at the end).
     pub fn append(&mut self, added: Vec<TenantQos>) -> bool {
+        self.insert(self.tenants.len(), added)
+    }
+
+    /// Takes tenants put in at `index` on (before the tenant there, if any), touching no other
+    /// tenant's state: their class rows take the room's first rows, moved before the later
+    /// tenants' (a memmove; at the end nothing moves), their port queues go in before the later
+    /// ones, their own rows before the later tenants'. Each starts as in a fresh engine, with
+    /// full buckets and zero counters. They must have no microburst setting (the detector gets
+    /// no scope for them). Changes nothing and returns false when it takes a full retarget: a
+    /// spec waits, a tenant has an adaptive profile or a name already given (or a hash
+    /// collision), the room is too small, or the port refuses their queues.
+    pub fn insert(&mut self, index: usize, added: Vec<TenantQos>) -> bool {
         let classes: usize = added.iter().map(|qos| qos.classes.len()).sum();
         let mut hashes = FxHashSet::default();
         let fresh = |qos: &TenantQos| {
             let hash = name_hash(&qos.name);
-            hashes.insert(hash) && !self.name_hashes.contains(&hash) && !self.adaptive.involves(self.tenants.len(), qos)
+            hashes.insert(hash) && !self.name_hashes.contains_key(&hash) && !self.adaptive.involves(self.tenants.len(), qos)
         };
         let room = self.class_rows + classes <= self.tenant_rows_at
             && self.tenants.len() + added.len() <= self.tenants.capacity().min(self.rows.capacity().saturating_sub(self.tenant_rows_at + 1));
-        if self.staged.is_some() || !self.spec.tenants.is_empty() || !room || !added.iter().all(fresh) {
+        if self.staged.is_some() || !self.spec.tenants.is_empty() || index > self.tenants.len() || !room || !added.iter().all(fresh) {
             return false;
         }
         let queues: Vec<QueueConfig> = added.iter().flat_map(|qos| qos.classes.iter().map(|class| class.queue)).collect();
@@ -162,42 +171,147 @@ impl Enforcer {
         if self.port.is_some() && sums.is_none() {
             return false;
         }
-        for qos in added {
-            self.append_one(qos);
+        for (at, qos) in (index..).zip(added) {
+            self.insert_one(at, qos);
         }
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
             (state.guaranteed, state.reserved) = sums;
         }
-        if let Some(timeline) = &mut self.timeline {
-            timeline.bind(&self.row_keys); // the row of packets of no tenant moved
-        }
+        self.rebind_timeline(); // the row of packets of no tenant moved
         true
     }
 
-    fn append_one(&mut self, qos: TenantQos) {
-        let (index, first_row) = (self.tenants.len(), self.class_rows);
+    fn insert_one(&mut self, index: usize, qos: TenantQos) {
+        let count = qos.classes.len();
+        // Its class rows go before the next tenant's that has classes.
+        let first = self.tenants[index..].iter().find(|t| t.classes > 0).map_or(self.class_rows, |t| t.first_row as usize);
+        let rows = first..first + count;
         let stage = self.fresh_stage(&qos);
-        for (c, class) in qos.classes.iter().enumerate() {
-            let class_stage = self.fresh_class_stage(class);
-            self.class_stages.push(class_stage);
-            self.row_keys[first_row + c] = (Some(qos.name.clone()), Some(c as u16));
+        let class_stages: Vec<Stage> = qos.classes.iter().map(|class| self.fresh_class_stage(class)).collect();
+        self.class_stages.splice(first..first, class_stages);
+        // The room's first rows (zero, unnamed) move before the later tenants' class rows.
+        self.rows[first..self.class_rows + count].rotate_right(count);
+        self.row_keys[first..self.class_rows + count].rotate_right(count);
+        for (c, key) in self.row_keys[rows.clone()].iter_mut().enumerate() {
+            *key = (Some(qos.name.clone()), Some(c as u16));
         }
-        self.tenants.push(TenantState { stage, first_row: first_row as u32, classes: qos.classes.len() as u32 });
-        self.class_rows += qos.classes.len();
-        // Its own row takes the place of the row of packets of no tenant, which moves one on.
-        let own = self.tenant_rows_at + index;
-        let no_tenant = std::mem::replace(&mut self.rows[own], RowCounters::zeroed());
-        self.rows.push(no_tenant);
-        self.row_keys.push((None, None));
-        self.row_keys[own] = (Some(qos.name.clone()), None);
+        self.class_rows += count;
+        self.renumber_rows(index, |row| if row >= first as u32 { row + count as u32 } else { row });
+        self.tenants.insert(index, TenantState { stage, first_row: first as u32, classes: count as u32 });
+        // Its own row goes before the later tenants' and the row of packets of no tenant.
+        self.rows.insert(self.tenant_rows_at + index, RowCounters::zeroed());
+        self.row_keys.insert(self.tenant_rows_at + index, (Some(qos.name.clone()), None));
         let port_queues = match &mut self.port {
-            Some(state) => qos.classes.iter().map(|class| state.port.add_queue(&class.queue)).count(),
-            None => 0,
+            Some(state) => {
+                state.port.insert_queues(first as u32, &qos.classes.iter().map(|class| class.queue).collect::<Vec<_>>());
+                rows.clone()
+            }
+            None => 0..0,
         };
-        self.bursts.append_tenant(port_queues);
-        self.adaptive.append_tenant(qos.classes.len());
-        self.name_hashes.insert(name_hash(&qos.name));
-        self.contracts.push(Some(qos));
+        self.bursts.insert_tenant(index, port_queues);
+        self.adaptive.insert_tenant(index, rows);
+        *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
+        self.contracts.insert(index, Some(qos));
+    }
+
+    /// Takes tenant `index` out, touching no other tenant's state: its class stages, statistics
+    /// rows and port queues go and the later ones move down (the later tenants' ids fall by one,
+    /// as the engine's do), its counters and queueing delays go to the archive as a full
+    /// retarget keeps them, and the room after the class rows grows by its classes. Changes
+    /// nothing and returns false when it takes a full retarget: a spec waits, the tenant has a
+    /// profile or a microburst scope, or packets of it are on their way to the port or queued there.
+    pub fn remove(&mut self, index: usize) -> bool {
+        if !self.removable(index) {
+            return false;
+        }
+        let rows = self.class_rows_of(index);
+        for row in rows.clone().chain([self.tenant_rows_at + index]) {
+            self.archive_row(row);
+        }
+        self.remove_rows(index, rows.clone());
+        let qos = self.contracts.remove(index);
+        if let (Some(state), Some(qos)) = (&mut self.port, &qos) {
+            let queues = state.port.remove_queues(rows.start as u32..rows.end as u32);
+            for (c, (queue, class)) in queues.iter().zip(&qos.classes).enumerate() {
+                if queue.delay_ns.count() > 0 {
+                    self.archive.entry((Some(qos.name.clone()), Some(c as u16))).or_default().delay_ns.merge(&queue.delay_ns);
+                }
+                state.guaranteed -= u128::from(class.queue.guarantee);
+                state.reserved -= u128::from(class.queue.reserved_bytes);
+            }
+        }
+        let port_queues = if self.port.is_some() { rows.clone() } else { 0..0 };
+        self.bursts.remove_tenant(index, port_queues);
+        self.adaptive.remove_tenant(index, rows);
+        if let Some(qos) = qos {
+            let hash = name_hash(&qos.name);
+            if let Some(tenants) = self.name_hashes.get_mut(&hash) {
+                *tenants -= 1;
+                if *tenants == 0 {
+                    self.name_hashes.remove(&hash);
+                }
+            }
+        }
+        self.rebind_timeline();
+        true
+    }
+
+    /// Whether tenant `index` may go by [`Enforcer::remove`].
+    fn removable(&self, index: usize) -> bool {
+        if self.staged.is_some() || !self.spec.tenants.is_empty() || index >= self.tenants.len() {
+            return false;
+        }
+        let rows = self.class_rows_of(index);
+        let profiles = self.contracts[index].as_ref().is_some_and(|qos| self.adaptive.involves(index, qos));
+        let in_flight = self.in_flight.iter().any(|packet| rows.contains(&(packet.0.row as usize)));
+        let queues = match &self.port {
+            Some(state) if state.port.holds_packets(rows.start as u32..rows.end as u32) => return false,
+            Some(_) => rows,
+            None => 0..0,
+        };
+        !profiles && !in_flight && self.bursts.removable(index, queues)
+    }
+
+    /// Tenant `index`'s class rows (its class stages, statistics rows and port queues).
+    fn class_rows_of(&self, index: usize) -> std::ops::Range<usize> {
+        let state = &self.tenants[index];
+        let first = state.first_row as usize;
+        first..first + state.classes as usize
+    }
+
+    /// Takes out tenant `index`'s line, class stages `rows` and statistics rows: the later
+    /// classes' rows move down (a memmove), and so do the later tenants' own rows and the row
+    /// of packets of no tenant; packets in flight follow their rows.
+    fn remove_rows(&mut self, index: usize, rows: std::ops::Range<usize>) {
+        let count = rows.len();
+        self.tenants.remove(index);
+        self.rows.remove(self.tenant_rows_at + index);
+        self.row_keys.remove(self.tenant_rows_at + index);
+        if count == 0 {
+            return;
+        }
+        self.renumber_rows(index, |row| if row >= rows.end as u32 { row - count as u32 } else { row });
+        self.class_stages.drain(rows.clone());
+        self.rows[rows.start..self.class_rows].rotate_left(count);
+        self.row_keys[rows.start..self.class_rows].rotate_left(count);
+        let freed = self.class_rows - count..self.class_rows;
+        self.rows[freed.clone()].fill(RowCounters::zeroed());
+        self.row_keys[freed].fill((None, None));
+        self.class_rows -= count;
+    }
+
+    /// The class rows of tenants `from..` and of packets in flight, through `renumber`.
+    fn renumber_rows(&mut self, from: usize, renumber: impl Fn(u32) -> u32) {
+        for tenant in self.tenants[from..].iter_mut().filter(|t| t.classes > 0) {
+            tenant.first_row = renumber(tenant.first_row);
+        }
+        if !self.in_flight.is_empty() {
+            let mut packets = std::mem::take(&mut self.in_flight).into_vec();
+            for Reverse(packet) in &mut packets {
+                packet.row = renumber(packet.row);
+            }
+            self.in_flight = packets.into(); // the order is by release and sequence, which stay
+        }
     }
 
     /// A new stage for `qos`'s tenant, with its profile and lane.
@@ -293,11 +407,23 @@ impl Enforcer {
     }
 
     fn archive_rows(&mut self) {
-        for (key, row) in self.row_keys.iter().zip(&self.rows) {
-            let counters = row.counters();
-            if counters.packets > 0 {
-                self.archive.entry(key.clone()).or_default().counters.add(&counters);
-            }
+        for row in 0..self.rows.len().min(self.row_keys.len()) {
+            self.archive_row(row);
+        }
+    }
+
+    /// Statistics row `row`'s counters, into the archive under its key.
+    fn archive_row(&mut self, row: usize) {
+        let counters = self.rows[row].counters();
+        if counters.packets > 0 {
+            self.archive.entry(self.row_keys[row].clone()).or_default().counters.add(&counters);
+        }
+    }
+
+    /// The timeline's series, bound again to the statistics rows after they moved.
+    fn rebind_timeline(&mut self) {
+        if let Some(timeline) = &mut self.timeline {
+            timeline.bind(&self.row_keys);
         }
     }
 }

@@ -292,7 +292,6 @@ impl Engine {
             ));
         }
         let shape = QosShape::of(&delta, &current, &inputs);
-        let count = current.tenants.len();
         let mut edit = Edit {
             next: (*current).clone(),
             vnis: VniBlocks(current.vnis.blocks.to_vec()),
@@ -318,7 +317,10 @@ impl Engine {
         let resolve = |at: usize| inputs.tenants[at].resolve(inputs.weights[at], inputs.settings.port.as_ref());
         let change = match shape {
             QosShape::Replaced => QosChange::Replaced(replaced.iter().map(|&at| Ok((at, resolve(at)?))).collect::<Result<_, CoreError>>()?),
-            QosShape::Appended => QosChange::Appended((count..inputs.tenants.len()).map(|at| checked_alone(resolve(at)?)).collect::<Result<_, CoreError>>()?),
+            QosShape::Inserted(first, added) => {
+                QosChange::Inserted(first, (first..first + added).map(|at| checked_alone(resolve(at)?)).collect::<Result<_, CoreError>>()?)
+            }
+            QosShape::Removed(positions) => QosChange::Removed(positions),
             QosShape::Full => QosChange::Full(Box::new(inputs.spec()?)),
         };
         let (tables, report) = edit.finish(delta.unknown_action)?;
@@ -339,7 +341,9 @@ impl Engine {
         let mut full_spec = None;
         let taken = match change {
             QosChange::Replaced(changed) => qos.enforcer_mut().replace_contracts(changed),
-            QosChange::Appended(added) => qos.enforcer_mut().append(added),
+            QosChange::Inserted(at, added) => qos.enforcer_mut().insert(at, added),
+            // One by one, in order: a refusal after some went leaves a state the retarget below aligns by name.
+            QosChange::Removed(positions) => positions.into_iter().all(|at| qos.enforcer_mut().remove(at)),
             QosChange::Full(spec) => {
                 full_spec = Some(*spec);
                 false
@@ -362,16 +366,19 @@ impl Engine {
 }
 
 /// What an update changes of the QoS inputs, as far as the enforcer is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum QosShape {
     /// Only the contracts of tenants put in place of tenants of the same name, with the same
     /// microburst settings, and no other tenant's weight: the enforcer may take the new
     /// contracts alone ([`crate::enforce::Enforcer::replace_contracts`]).
     Replaced,
-    /// Only tenants added after the others, with no microburst setting and no adaptive profile,
-    /// and no other tenant's weight: the enforcer may take them alone
-    /// ([`crate::enforce::Enforcer::append`]).
-    Appended,
+    /// Only (first, count) tenants put in one after another, with no microburst setting and no
+    /// adaptive profile, and no other tenant's weight: the enforcer may take them alone
+    /// ([`crate::enforce::Enforcer::insert`]).
+    Inserted(usize, usize),
+    /// Only tenants removed, and no weight set: the enforcer may take them out alone
+    /// ([`crate::enforce::Enforcer::remove`]), at these positions in turn.
+    Removed(Vec<usize>),
     /// Anything else: every tenant is resolved again.
     Full,
 }
@@ -386,8 +393,10 @@ impl QosShape {
             } else {
                 QosShape::Full
             }
-        } else if appended_alone(delta, current.tenants.len()) {
-            QosShape::Appended
+        } else if let Some((first, count)) = inserted_alone(delta, current.tenants.len()) {
+            QosShape::Inserted(first, count)
+        } else if let Some(positions) = removed_alone(delta) {
+            QosShape::Removed(positions)
         } else {
             QosShape::Full
         }
@@ -397,7 +406,9 @@ impl QosShape {
 /// What the enforcer is given of an update (see [`QosShape`]).
 enum QosChange {
     Replaced(Vec<(usize, TenantQos)>),
-    Appended(Vec<TenantQos>),
+    /// At this position on.
+    Inserted(usize, Vec<TenantQos>),
+    Removed(Vec<usize>),
     /// Boxed: far larger than the others.
     Full(Box<QosSpec>),
 }
@@ -418,17 +429,26 @@ fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> 
     Some(replaced)
 }
 
-/// Whether `delta` only adds tenants after the `count` there are, with no microburst setting or
-/// adaptive profile, and sets no other tenant's weight.
-fn appended_alone(delta: &Delta, count: usize) -> bool {
+/// (first, count) of the tenants `delta` puts in one after another at a position of the `count`
+/// there are, if that is all it does: with no microburst setting or adaptive profile, and no
+/// weight set but theirs.
+fn inserted_alone(delta: &Delta, count: usize) -> Option<(usize, usize)> {
     let plain = |qos: &TenantInput| {
         qos.microburst.is_none()
             && qos.on_burst.is_none()
             && qos.on_overload.is_none()
             && qos.classes.iter().all(|c| c.microburst.is_none() && c.on_burst.is_none())
     };
-    let appends = delta.ops.iter().enumerate().all(|(i, op)| matches!(op, TenantOp::Insert { at, tenant } if *at == count + i && plain(&tenant.qos)));
-    !delta.ops.is_empty() && appends && delta.weights.iter().all(|(at, _)| *at >= count)
+    let Some(TenantOp::Insert { at: first, .. }) = delta.ops.first() else { return None };
+    let (first, added) = (*first, delta.ops.len());
+    let inserts = delta.ops.iter().enumerate().all(|(i, op)| matches!(op, TenantOp::Insert { at, tenant } if *at == first + i && plain(&tenant.qos)));
+    (first <= count && inserts && delta.weights.iter().all(|(at, _)| (first..first + added).contains(at))).then_some((first, added))
+}
+
+/// The positions `delta` removes tenants at, in turn, if that is all it does (no weight set).
+fn removed_alone(delta: &Delta) -> Option<Vec<usize>> {
+    let at = |op: &TenantOp| if let TenantOp::Remove { at } = op { Some(*at) } else { None };
+    (!delta.ops.is_empty() && delta.weights.is_empty()).then(|| delta.ops.iter().map(at).collect()).flatten()
 }
 
 /// `qos` checked as [`QosSpec::check`] checks a tenant's contracts (its port queues are the

@@ -266,20 +266,60 @@ impl Port {
         })
     }
 
-    /// Room for `additional` more queues ([`Port::add_queue`]) without moving the others.
+    /// Room for `additional` more queues ([`Port::insert_queues`]) without moving the others.
     pub fn reserve(&mut self, additional: usize) {
         self.queues.reserve_exact(additional);
         self.stats.reserve_exact(additional);
         self.scheduler.reserve(additional);
     }
 
-    /// Adds a queue, numbered after the others, empty and with full buckets. The caller checks
-    /// the port's queues as a whole ([`check_queues`]) first.
-    pub fn add_queue(&mut self, config: &QueueConfig) {
-        self.queues.push(Queue::new(config, self.unit, self.line_rate));
-        self.stats.push(QueueStats::default());
-        self.shared_capacity -= config.reserved_bytes;
-        self.scheduler.add(config.priority, u64::from(config.weight) * QUANTUM_BYTES);
+    /// Whether any of `queues` holds a packet.
+    pub fn holds_packets(&self, queues: std::ops::Range<u32>) -> bool {
+        let holds = |queue: u32| !self.queues[queue as usize].packets.is_empty();
+        queues.clone().any(holds) || self.fifo.iter().any(|waiting| queues.contains(&waiting.queue))
+    }
+
+    /// Takes out the queues `gone`, which hold no packet ([`Port::holds_packets`]), numbering
+    /// the later ones down: their packets, buckets, timers, statistics and places in the
+    /// scheduler's rings stay theirs. The queues' statistics, in order. The caller keeps the
+    /// port's queues valid as a whole (less reserve and guarantee only makes room).
+    pub fn remove_queues(&mut self, gone: std::ops::Range<u32>) -> Vec<QueueStats> {
+        debug_assert!(!self.holds_packets(gone.clone()));
+        let (first, count) = (gone.start as usize, gone.len() as u32);
+        for state in self.queues.drain(first..gone.end as usize) {
+            self.shared_capacity += state.reserved_bytes;
+        }
+        self.renumber(first, |queue| match queue {
+            queue if queue >= gone.end => Some(queue - count),
+            queue if queue >= gone.start => None,
+            queue => Some(queue),
+        });
+        self.scheduler.remove(gone);
+        self.stats.drain(first..first + count as usize).collect()
+    }
+
+    /// Puts in `configs` as queues `at..`, empty with full buckets, numbering the later ones
+    /// up: their packets, buckets, timers, statistics and places in the scheduler's rings stay
+    /// theirs. The caller checks the port's queues as a whole ([`check_queues`]) first.
+    pub fn insert_queues(&mut self, at: u32, configs: &[QueueConfig]) {
+        let count = configs.len() as u32;
+        self.renumber(at as usize, |queue| Some(if queue >= at { queue + count } else { queue }));
+        let (unit, line_rate, at) = (self.unit, self.line_rate, at as usize);
+        self.queues.splice(at..at, configs.iter().map(|config| Queue::new(config, unit, line_rate)));
+        self.stats.splice(at..at, configs.iter().map(|_| QueueStats::default()));
+        self.shared_capacity -= configs.iter().map(|config| config.reserved_bytes).sum::<u64>();
+        self.scheduler.insert(at as u32, configs.iter().map(|config| (config.priority, u64::from(config.weight) * QUANTUM_BYTES)));
+    }
+
+    /// Every queue number held by the packets of queues `from..`, the shared FIFO, the
+    /// departures and the timers, through `renumber` (`None`: a timer of a queue gone).
+    fn renumber(&mut self, from: usize, renumber: impl Fn(u32) -> Option<u32>) {
+        // Queues gone hold no packet: theirs would keep their number.
+        let waiting = self.queues[from..].iter_mut().flat_map(|state| &mut state.packets).chain(&mut self.fifo);
+        waiting.for_each(|waiting| waiting.queue = renumber(waiting.queue).unwrap_or(waiting.queue));
+        self.departures.retain_mut(|departure| renumber(departure.queue).map(|queue| departure.queue = queue).is_some());
+        let timers = std::mem::take(&mut self.timers).into_vec().into_iter();
+        self.timers = timers.filter_map(|Reverse((tick, queue, id))| Some(Reverse((tick, renumber(queue)?, id)))).collect();
     }
 
     /// Gives `queue` a new configuration from the port's clock on, keeping its packets and what

@@ -73,11 +73,6 @@ impl Scheduler {
         self.entries.reserve_exact(additional);
     }
 
-    /// One more queue, after the others, in no ring.
-    pub(super) fn add(&mut self, priority: u8, quantum: u64) {
-        self.entries.push(Entry { slots: [UNLINKED; 2], quantum, priority });
-    }
-
     pub(super) fn is_linked(&self, phase: Phase, queue: u32) -> bool {
         self.entries[queue as usize].slots[phase as usize].linked
     }
@@ -139,6 +134,46 @@ impl Scheduler {
         self.entries[queue as usize].priority = priority;
         for (phase, _) in PHASES.into_iter().zip(linked).filter(|(_, linked)| *linked) {
             self.join(phase, queue);
+        }
+    }
+
+    /// Takes out the queues `gone`, in no ring, numbering the later ones down.
+    pub(super) fn remove(&mut self, gone: std::ops::Range<u32>) {
+        debug_assert!(gone.clone().all(|queue| PHASES.iter().all(|&phase| !self.is_linked(phase, queue))));
+        let count = gone.len() as u32;
+        self.renumber(|queue| if queue >= gone.end { queue - count } else { queue });
+        self.entries.drain(gone.start as usize..gone.end as usize);
+    }
+
+    /// Puts in queues with `shares` (priority, quantum) as queues `at..`, in no ring, numbering
+    /// the later ones up.
+    pub(super) fn insert(&mut self, at: u32, shares: impl ExactSizeIterator<Item = (u8, u64)>) {
+        let count = shares.len() as u32;
+        self.renumber(|queue| if queue >= at { queue + count } else { queue });
+        let entries = shares.map(|(priority, quantum)| Entry { slots: [UNLINKED; 2], quantum, priority });
+        self.entries.splice(at as usize..at as usize, entries);
+    }
+
+    /// Every queue number the rings hold, through `renumber`: only the queues in a ring hold
+    /// numbers, so they are walked ring by ring, not every queue.
+    fn renumber(&mut self, renumber: impl Fn(u32) -> u32) {
+        let renumber = |queue: &mut u32| {
+            if *queue != NONE {
+                *queue = renumber(*queue);
+            }
+        };
+        for (p, rings) in self.rings.iter_mut().enumerate() {
+            for ring in rings.iter_mut().filter(|ring| ring.head != NONE) {
+                let mut queue = ring.head;
+                while queue != NONE {
+                    let slot = &mut self.entries[queue as usize].slots[p];
+                    queue = slot.next;
+                    renumber(&mut slot.prev);
+                    renumber(&mut slot.next);
+                }
+                renumber(&mut ring.head);
+                renumber(&mut ring.tail);
+            }
         }
     }
 

@@ -75,3 +75,18 @@ fn an_update_puts_a_tenant_back_in_its_normal_profile_and_its_counts_run_on() {
     let counts = e.profile_counts()[0].2;
     assert_eq!((counts.packets.iter().sum::<u64>(), counts.packets[ProfileId::Burst as usize]), (4, 1));
 }
+
+#[test]
+fn a_tenant_removed_before_one_with_a_profile_leaves_it_switching_as_before() {
+    let mut with_x = spec();
+    let plain = ClassQos { contract: Contract::default(), queue: QueueConfig::BEST_EFFORT, on_burst: None };
+    with_x.tenants.insert(0, TenantQos { name: "x".to_string(), contract: Contract::default(), classes: vec![plain], on_burst: None, on_overload: None });
+    let mut e = Enforcer::default();
+    e.stage(Some(with_x));
+    e.retarget(&["x".to_string(), "a".to_string()]);
+    assert!(e.remove(0));
+    // As in the first test, "a" now tenant 0: its profile slot, watch and burst scope followed it.
+    let out = run(&mut e, &[0, 100_000, 101_000, 102_000, 103_000, 150_000, 170_000]);
+    assert_eq!(dropped(&out), [false, false, false, true, true, true, false]);
+    assert!(!e.remove(0), "a has a profile: a full retarget takes it out");
+}
