@@ -177,6 +177,8 @@ impl<T: Item> Chunked<T> {
     /// Replaces chunks `first..last` with `items` (none empty) and recounts the ends from there.
     fn splice_chunks(&mut self, first: usize, last: usize, items: Vec<Arc<[T]>>) {
         let chunk = |items: Arc<[T]>| Chunk { groups: items.iter().filter(|item| item.opens_group()).count(), items, end: 0, groups_end: 0 };
+        // Exact: grown by doubling, a tenant's one chunk would take room for four (120 B of slack).
+        self.chunks.reserve_exact(items.len().saturating_sub(last - first));
         self.chunks.splice(first..last, items.into_iter().map(chunk));
         let (mut end, mut groups_end) = (self.start(first), self.groups_start(first));
         for chunk in &mut self.chunks[first..] {
