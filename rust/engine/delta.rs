@@ -99,7 +99,7 @@ impl Edit<'_> {
     /// Maps `route` to tenant `at`. A claim is checked once every op is applied (a tenant may
     /// take a VNI that a later op frees).
     fn route(&mut self, route: &Route, at: usize) {
-        let name = self.next.tenants[at].name.clone();
+        let name = self.next.tenants[at].name.to_string();
         for &vni in &route.vnis {
             self.displaced(Claim::Vni(vni), self.vnis.get(vni), at);
             self.vnis.set(vni, at as i32);
@@ -119,7 +119,7 @@ impl Edit<'_> {
         let taker = &self.next.tenants[at].name;
         // A tenant that moved to another position takes its own claims along.
         if let Some(tenant) = usize::try_from(holder).ok().filter(|&h| h != at).and_then(|h| self.next.tenants.get(h)).filter(|t| &t.name != taker) {
-            self.displaced.push((claim, tenant.name.clone()));
+            self.displaced.push((claim, tenant.name.to_string()));
         }
     }
 
@@ -146,7 +146,7 @@ impl Edit<'_> {
                 Claim::Vni(vni) => (self.vnis.get(vni), format!("VNI {vni}")),
                 Claim::Vlan(vlan) => (self.next.vlans.get(&vlan).copied().unwrap_or(-1), format!("VLAN {vlan}")),
             };
-            let held_by = usize::try_from(holder).ok().and_then(|t| self.next.tenants.get(t)).map(|t| t.name.as_str());
+            let held_by = usize::try_from(holder).ok().and_then(|t| self.next.tenants.get(t)).map(|t| &*t.name);
             if held_by != Some(name.as_str()) {
                 return Err(CoreError::spec(format!("{what} is claimed by both '{}' and '{name}'", held_by.unwrap_or("?"))));
             }
@@ -155,7 +155,7 @@ impl Edit<'_> {
             return Ok(());
         }
         // A tenant that held a claim taken from it must have let it go (in its new route).
-        let positions: rustc_hash::FxHashMap<&str, usize> = self.next.tenants.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        let positions: rustc_hash::FxHashMap<&str, usize> = self.next.tenants.iter().enumerate().map(|(i, t)| (&*t.name, i)).collect();
         for (claim, holder) in &self.displaced {
             let Some(&at) = positions.get(holder.as_str()) else { continue };
             let route = &self.next.routes[at];
@@ -185,7 +185,7 @@ impl Edit<'_> {
     /// same tenant.
     fn tables(&mut self, spec: TenantSpec, old: Option<&Arc<TenantTables>>, at: usize) -> Result<Arc<TenantTables>, CoreError> {
         check_tenant(&spec).map_err(|e| e.within(format!("tenant {at} ({})", spec.name)))?;
-        let Some(old) = old.filter(|old| old.name == spec.name) else {
+        let Some(old) = old.filter(|old| *old.name == spec.name) else {
             self.report.rebuilt += 1;
             return Ok(Arc::new(build(spec, at)?));
         };
@@ -322,7 +322,7 @@ impl Engine {
             QosShape::Full => QosChange::Full(Box::new(inputs.spec()?)),
         };
         let (tables, report) = edit.finish(delta.unknown_action)?;
-        let worn: Vec<String> = replaced.iter().filter_map(|&at| tables.tenants.get(at)).filter(|t| t.table.is_worn()).map(|t| t.name.clone()).collect();
+        let worn: Vec<String> = replaced.iter().filter_map(|&at| tables.tenants.get(at)).filter(|t| t.table.is_worn()).map(|t| t.name.to_string()).collect();
         self.install_contracts(tables, change, &inputs)?;
         *self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()) = inputs;
         for name in worn {
@@ -410,7 +410,7 @@ fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> 
         let TenantOp::Replace { at, tenant } = op else { return None };
         let (old_tables, old) = (current.tenants.get(*at)?, inputs.tenants.get(*at)?);
         let new = &tenant.qos;
-        if old_tables.name != tenant.tables.name || old.name != new.name || !same_bursts(old, new) {
+        if *old_tables.name != tenant.tables.name || old.name != new.name || !same_bursts(old, new) {
             return None;
         }
         replaced.push(*at);
