@@ -32,6 +32,7 @@ mod pipeline;
 use frames::FrameRules;
 pub use frames::{frame_ethertype, frame_rule, FRAME_RULE_DSCP};
 
+use delta::KeptRoute;
 pub use delta::{Delta, Route, TenantEntry, TenantOp};
 
 /// What a tenant's part of a policy compiles to.
@@ -339,7 +340,7 @@ pub struct EngineTables {
     heads: Vec<TenantHead>,
     hot: ChunkedVec<HotTenant>,
     /// What selects each tenant's traffic, as [`Engine::apply`] was given it.
-    routes: GroupedVec<Arc<Route>>,
+    routes: GroupedVec<KeptRoute>,
     vnis: VniMap,
     /// Shared by pointer with the tables of updates that do not change them.
     vlans: Arc<FxHashMap<u16, i32>>,

@@ -20,6 +20,44 @@ pub struct Route {
     pub sources: Vec<(u128, u8)>,
 }
 
+/// A tenant's route as the tables keep it: a lone VNI, the common case, inline (a simple tenant
+/// then holds 8 B more in its chunk instead of 92 B on the heap); any other route by pointer.
+#[derive(Debug, Clone)]
+pub(super) enum KeptRoute {
+    Vni(u32),
+    Other(Arc<Route>),
+}
+
+impl KeptRoute {
+    fn of(route: Route) -> KeptRoute {
+        match route.vnis[..] {
+            [vni] if route.vlans.is_empty() && route.sources.is_empty() => KeptRoute::Vni(vni),
+            _ => KeptRoute::Other(Arc::new(route)),
+        }
+    }
+
+    fn vnis(&self) -> &[u32] {
+        match self {
+            KeptRoute::Vni(vni) => std::slice::from_ref(vni),
+            KeptRoute::Other(route) => &route.vnis,
+        }
+    }
+
+    fn vlans(&self) -> &[u16] {
+        match self {
+            KeptRoute::Vni(_) => &[],
+            KeptRoute::Other(route) => &route.vlans,
+        }
+    }
+
+    fn sources(&self) -> &[(u128, u8)] {
+        match self {
+            KeptRoute::Vni(_) => &[],
+            KeptRoute::Other(route) => &route.sources,
+        }
+    }
+}
+
 /// A tenant as an update gives it: its tables, route and QoS inputs.
 #[derive(Debug, Clone)]
 pub struct TenantEntry {
@@ -125,18 +163,18 @@ impl Edit<'_> {
 
     /// Unmaps what tenant `at` claims (and still holds).
     fn unroute(&mut self, at: usize) {
-        let route = Arc::clone(&self.next.routes[at]);
-        for &vni in &route.vnis {
+        let route = self.next.routes[at].clone();
+        for &vni in route.vnis() {
             if self.vnis.get(vni) == at as i32 {
                 self.vnis.set(vni, -1);
             }
         }
-        for vlan in &route.vlans {
+        for vlan in route.vlans() {
             if self.next.vlans.get(vlan) == Some(&(at as i32)) {
                 Arc::make_mut(&mut self.next.vlans).remove(vlan);
             }
         }
-        self.sources_changed |= !route.sources.is_empty();
+        self.sources_changed |= !route.sources().is_empty();
     }
 
     /// Every claim made by the ops is held by its tenant: none was claimed twice.
@@ -160,8 +198,8 @@ impl Edit<'_> {
             let Some(&at) = positions.get(holder.as_str()) else { continue };
             let route = &self.next.routes[at];
             let (still, what) = match *claim {
-                Claim::Vni(vni) => (route.vnis.contains(&vni), format!("VNI {vni}")),
-                Claim::Vlan(vlan) => (route.vlans.contains(&vlan), format!("VLAN {vlan}")),
+                Claim::Vni(vni) => (route.vnis().contains(&vni), format!("VNI {vni}")),
+                Claim::Vlan(vlan) => (route.vlans().contains(&vlan), format!("VLAN {vlan}")),
             };
             if still {
                 let taker = self.claims.iter().rev().find(|(c, _)| c == claim);
@@ -210,7 +248,7 @@ impl Edit<'_> {
         self.next.hot.set(at, HotTenant::of(&tables));
         self.next.tenants.set(at, tables);
         self.route(&route, at);
-        self.next.routes.set(at, Arc::new(route));
+        self.next.routes.set(at, KeptRoute::of(route));
     }
 
     fn apply(&mut self, op: TenantOp, qos: &mut GroupedVec<Arc<TenantInput>>, weights: &mut GroupedVec<u32>) -> Result<(), CoreError> {
@@ -236,7 +274,7 @@ impl Edit<'_> {
                 self.next.tenants.insert(at, placeholder);
                 self.next.heads.insert(at, TenantHead::of(&tables, 0));
                 self.next.hot.insert(at, HotTenant::of(&tables));
-                self.next.routes.insert(at, Arc::new(Route::default()));
+                self.next.routes.insert(at, KeptRoute::Other(Arc::default()));
                 self.place(at, tables, route);
                 qos.insert(at, Arc::new(input));
                 weights.insert(at, 1);
@@ -264,7 +302,7 @@ impl Edit<'_> {
         self.next.vnis = VniMap { blocks: self.vnis.0.into() };
         if self.sources_changed {
             let routes = self.next.routes.iter().enumerate();
-            self.next.sources = routes.flat_map(|(t, r)| r.sources.iter().map(move |&(address, len)| (address, len, t as i32))).collect();
+            self.next.sources = routes.flat_map(|(t, r)| r.sources().iter().map(move |&(address, len)| (address, len, t as i32))).collect();
         }
         self.next.unknown_action = unknown_action;
         self.next.counter_slots = self.engine.counter_names.lock().unwrap_or_else(|p| p.into_inner()).names.len();
