@@ -20,9 +20,8 @@ pub trait Item: Clone {
 #[derive(Debug, Clone)]
 struct Chunk<T> {
     items: Arc<[T]>,
-    /// Groups opened in this chunk.
-    groups: usize,
-    /// Items, and groups opened, in this chunk and those before it.
+    /// Items, and groups opened, in this chunk and those before it (a chunk's own groups are
+    /// the difference from the chunk before: kept once, a one-chunk tenant's list is 32 B).
     end: usize,
     groups_end: usize,
 }
@@ -88,7 +87,7 @@ impl<T: Item> Chunked<T> {
     pub fn numbered(&self, index: usize) -> (usize, &T) {
         let (chunk, offset) = self.locate(index);
         let (groups_before, found) = (self.groups_start(chunk), &self.chunks[chunk]);
-        if found.groups == found.items.len() {
+        if found.groups_end - groups_before == found.items.len() {
             return (groups_before + offset, &found.items[offset]); // every item opens its group
         }
         let opened = found.items[..=offset].iter().filter(|item| item.opens_group()).count();
@@ -174,17 +173,26 @@ impl<T: Item> Chunked<T> {
         self.splice_chunks(first, last, items.chunks(size.max(1)).map(Arc::from).collect());
     }
 
-    /// Replaces chunks `first..last` with `items` (none empty) and recounts the ends from there.
+    /// Replaces chunks `first..last` with `items` (none empty); the later chunks' ends move by
+    /// what the new chunks hold beyond the old.
     fn splice_chunks(&mut self, first: usize, last: usize, items: Vec<Arc<[T]>>) {
-        let chunk = |items: Arc<[T]>| Chunk { groups: items.iter().filter(|item| item.opens_group()).count(), items, end: 0, groups_end: 0 };
-        // Exact: grown by doubling, a tenant's one chunk would take room for four (120 B of slack).
-        self.chunks.reserve_exact(items.len().saturating_sub(last - first));
-        self.chunks.splice(first..last, items.into_iter().map(chunk));
+        let (old_end, old_groups_end) = (self.start(last), self.groups_start(last));
         let (mut end, mut groups_end) = (self.start(first), self.groups_start(first));
-        for chunk in &mut self.chunks[first..] {
-            end += chunk.items.len();
-            groups_end += chunk.groups;
-            (chunk.end, chunk.groups_end) = (end, groups_end);
+        let chunks: Vec<Chunk<T>> = items
+            .into_iter()
+            .map(|items| {
+                end += items.len();
+                groups_end += items.iter().filter(|item| item.opens_group()).count();
+                Chunk { items, end, groups_end }
+            })
+            .collect();
+        let inserted = chunks.len();
+        // Exact: grown by doubling, a tenant's one chunk would take room for four (96 B of slack).
+        self.chunks.reserve_exact(inserted.saturating_sub(last - first));
+        self.chunks.splice(first..last, chunks);
+        for chunk in &mut self.chunks[first + inserted..] {
+            chunk.end = chunk.end - old_end + end;
+            chunk.groups_end = chunk.groups_end - old_groups_end + groups_end;
         }
     }
 }
