@@ -572,6 +572,33 @@ mod tests {
         assert_eq!(verdict(&engine, 21, 80).0.as_deref(), Some("b")); // the refused update changed nothing
     }
 
+    /// The tenant name for an untunnelled TCP packet on outer VLAN `vlan`.
+    fn tenant_on_vlan(engine: &Engine, vlan: i16) -> Option<String> {
+        let info = PacketInfo { vlan, ip_version: 4, proto: 6, dst_port: 80, status: Status::Ok as u8, wire_len: 100, ..PacketInfo::zeroed() };
+        let mut out = [Verdict::zeroed()];
+        engine.classify(&[info], &mut out);
+        usize::try_from(out[0].tenant).ok().map(|t| engine.tables().tenant_names()[t].clone())
+    }
+
+    #[test]
+    fn a_route_kept_inline_and_one_kept_by_pointer_claim_and_release_alike() {
+        let engine = engine(&[("a", 10), ("b", 20)]);
+        let mut wide = entry("a", &[10, 11], 80);
+        wide.route.vlans = vec![7];
+        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 0, tenant: wide }], ..Delta::default() }).unwrap();
+        assert_eq!((verdict(&engine, 11, 80).0.as_deref(), tenant_on_vlan(&engine, 7).as_deref()), (Some("a"), Some("a")));
+        // Back to a lone VNI (kept inline): the second VNI and the VLAN are free for b.
+        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 0, tenant: entry("a", &[10], 80) }], ..Delta::default() }).unwrap();
+        assert_eq!((verdict(&engine, 11, 80).0, tenant_on_vlan(&engine, 7)), (None, None));
+        let mut b = entry("b", &[11], 80);
+        b.route.vlans = vec![7];
+        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: b }], ..Delta::default() }).unwrap();
+        assert_eq!((verdict(&engine, 11, 80).0.as_deref(), tenant_on_vlan(&engine, 7).as_deref()), (Some("b"), Some("b")));
+        assert_eq!((verdict(&engine, 10, 80).0.as_deref(), verdict(&engine, 20, 80).0), (Some("a"), None)); // b let 20 go
+        let twice = engine.apply(Delta { ops: vec![TenantOp::Replace { at: 0, tenant: entry("a", &[11], 80) }], ..Delta::default() }).unwrap_err();
+        assert!(twice.to_string().contains("VNI 11 is claimed by both"), "{twice}");
+    }
+
     #[test]
     fn a_one_tenant_change_keeps_every_other_tenant_and_reports_only_it() {
         let engine = engine(&[("a", 10), ("b", 20), ("c", 30)]);
