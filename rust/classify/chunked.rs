@@ -29,12 +29,58 @@ struct Chunk<T> {
 #[derive(Debug, Clone)]
 pub struct Chunked<T> {
     /// None is empty.
-    chunks: Vec<Chunk<T>>,
+    chunks: ChunkList<T>,
 }
 
 impl<T> Default for Chunked<T> {
     fn default() -> Self {
-        Chunked { chunks: Vec::new() }
+        Chunked { chunks: ChunkList::Many(Vec::new()) }
+    }
+}
+
+/// The chunks: a lone one (a tenant's few rules, the common case) inline (32 B where a list
+/// takes 24 B and a 32 B allocation); more than one in a list.
+#[derive(Debug, Clone)]
+enum ChunkList<T> {
+    One(Chunk<T>),
+    Many(Vec<Chunk<T>>),
+}
+
+impl<T> std::ops::Deref for ChunkList<T> {
+    type Target = [Chunk<T>];
+
+    fn deref(&self) -> &[Chunk<T>] {
+        match self {
+            ChunkList::One(chunk) => std::slice::from_ref(chunk),
+            ChunkList::Many(chunks) => chunks,
+        }
+    }
+}
+
+impl<T> std::ops::DerefMut for ChunkList<T> {
+    fn deref_mut(&mut self) -> &mut [Chunk<T>] {
+        match self {
+            ChunkList::One(chunk) => std::slice::from_mut(chunk),
+            ChunkList::Many(chunks) => chunks,
+        }
+    }
+}
+
+impl<T> ChunkList<T> {
+    /// Puts `chunks` in place of `range`, as `Vec::splice` does; a list left with one chunk
+    /// keeps it inline.
+    fn splice(&mut self, range: std::ops::Range<usize>, chunks: Vec<Chunk<T>>) {
+        let mut all = match std::mem::replace(self, ChunkList::Many(Vec::new())) {
+            ChunkList::One(chunk) => vec![chunk],
+            ChunkList::Many(all) => all,
+        };
+        // Exact: grown by doubling, a list would take room for up to twice its chunks.
+        all.reserve_exact(chunks.len().saturating_sub(range.len()));
+        all.splice(range, chunks);
+        *self = match <[Chunk<T>; 1]>::try_from(all) {
+            Ok([chunk]) => ChunkList::One(chunk),
+            Err(all) => ChunkList::Many(all),
+        };
     }
 }
 
@@ -187,8 +233,6 @@ impl<T: Item> Chunked<T> {
             })
             .collect();
         let inserted = chunks.len();
-        // Exact: grown by doubling, a tenant's one chunk would take room for four (96 B of slack).
-        self.chunks.reserve_exact(inserted.saturating_sub(last - first));
         self.chunks.splice(first..last, chunks);
         for chunk in &mut self.chunks[first + inserted..] {
             chunk.end = chunk.end - old_end + end;
@@ -286,6 +330,23 @@ mod tests {
                 prop_assert!(shared + 2 + len_chunks(&edit) >= before.chunks.len(), "{} of {} chunks shared", shared, before.chunks.len());
             }
         }
+    }
+
+    #[test]
+    fn a_lone_chunk_is_kept_inline_and_a_list_that_shrinks_to_one_chunk_gives_its_allocation_back() {
+        assert_eq!(std::mem::size_of::<ChunkList<Value>>(), 32);
+        let value = |value: u32| Value { value, opens: true };
+        let mut chunked: Chunked<Value> = (0..10).map(value).collect();
+        assert!(matches!(chunked.chunks, ChunkList::One(_)));
+        for at in 10..3 * CHUNK as u32 {
+            chunked.insert(at as usize, value(at));
+        }
+        assert!(matches!(&chunked.chunks, ChunkList::Many(list) if list.len() > 1));
+        while chunked.len() > 10 {
+            chunked.remove(chunked.len() - 1);
+        }
+        assert!(matches!(chunked.chunks, ChunkList::One(_)));
+        assert_eq!(chunked.iter().map(|item| item.value).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());
     }
 
     /// How many chunks an edit may copy beyond the two an insertion or removal may.
