@@ -132,14 +132,14 @@ pub struct RuleTable {
     /// Whether some tree rule's source (destination) prefix reaches beyond IPv4: only then can
     /// a key with an IPv6 source (destination) match in the trees.
     trees_reach_ipv6: [bool; 2],
-    dead: usize,
+    dead: u32,
     /// IPv4 rules added since the trees were built.
     fresh: TupleSpace,
     /// The rules that match no IPv4 packet (one of their prefixes holds no IPv4 address).
     ipv6: TupleSpace,
     /// Of those, how many were inserted between two rules since the build (an edit the next
     /// build undoes: it anchors them).
-    ipv6_inserted: usize,
+    ipv6_inserted: u32,
     /// Set by an owner that rebuilds worn trees itself, off its update path
     /// ([`RuleTable::rebuilt`]): edits then rebuild in line only when long past due.
     rebuilds_elsewhere: bool,
@@ -328,7 +328,7 @@ impl RuleTable {
             self.fresh.insert(rank, rule);
         } else {
             self.ipv6.insert(rank, rule);
-            self.ipv6_inserted += usize::from(!appended);
+            self.ipv6_inserted += u32::from(!appended);
         }
         self.rebuild_if_worn();
         Ok(())
@@ -382,7 +382,7 @@ impl RuleTable {
         let Ranked { rank, rule, anchored } = self.rows.remove(index);
         if !tree::matches_ipv4(&rule) {
             self.ipv6.remove(rank, &rule);
-            self.ipv6_inserted -= usize::from(!anchored);
+            self.ipv6_inserted -= u32::from(!anchored);
         } else if !self.fresh.remove(rank, &rule) && self.tree_ranks.binary_search(&rank).is_ok() {
             self.dead += 1;
         }
@@ -431,7 +431,7 @@ impl RuleTable {
     }
 
     fn edits_since_build(&self) -> usize {
-        self.fresh.len() + self.dead + self.ipv6_inserted
+        self.fresh.len() + self.dead as usize + self.ipv6_inserted as usize
     }
 
     /// Edits a table takes before a rebuild is due (more for large tables: 1/16 of their rules,

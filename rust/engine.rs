@@ -32,6 +32,7 @@ mod pipeline;
 use frames::FrameRules;
 pub use frames::{frame_ethertype, frame_rule, FRAME_RULE_DSCP};
 
+use delta::KeptRoute;
 pub use delta::{Delta, Route, TenantEntry, TenantOp};
 
 /// What a tenant's part of a policy compiles to.
@@ -52,7 +53,8 @@ pub struct TenantSpec {
 /// tenant).
 #[derive(Debug, Clone)]
 pub struct TenantTables {
-    pub name: String,
+    /// Shared with the counters' names (a tenant's name is held once).
+    pub name: Arc<str>,
     pub table: RuleTable,
     /// Per table row, in the table's order.
     rows: Chunked<RowOutcome>,
@@ -101,7 +103,8 @@ impl TenantTables {
         let first = |row: usize| row == 0 || spec.policy_rules[row] != spec.policy_rules[row - 1];
         let outcome = |row: usize| RowOutcome { action: spec.actions[row], class: spec.classes[row], first_of_policy_rule: first(row) };
         let rows = (0..spec.actions.len()).map(outcome).collect();
-        let mut tables = TenantTables { rows, table, name: spec.name, default_action: spec.default_action, default_class: spec.default_class, frames: None };
+        let mut tables =
+            TenantTables { rows, table, name: spec.name.into(), default_action: spec.default_action, default_class: spec.default_class, frames: None };
         tables.frames = tables.read_frames();
         tables
     }
@@ -110,7 +113,7 @@ impl TenantTables {
     pub fn spec(&self) -> TenantSpec {
         let numbered: Vec<(i32, RowOutcome)> = self.numbered_rows().collect();
         TenantSpec {
-            name: self.name.clone(),
+            name: self.name.to_string(),
             rules: self.table.rules().collect(),
             actions: numbered.iter().map(|(_, row)| row.action).collect(),
             classes: numbered.iter().map(|(_, row)| row.class).collect(),
@@ -124,7 +127,7 @@ impl TenantTables {
     fn holds(&self, spec: &TenantSpec) -> bool {
         let held = self.numbered_rows().zip(self.table.rules()).map(|((policy_rule, row), rule)| (policy_rule, rule, row.action, row.class));
         let wanted = (0..spec.rules.len()).map(|i| (spec.policy_rules[i], spec.rules[i], spec.actions[i], spec.classes[i]));
-        self.name == spec.name && (self.default_action, self.default_class) == (spec.default_action, spec.default_class) && held.eq(wanted)
+        *self.name == spec.name && (self.default_action, self.default_class) == (spec.default_action, spec.default_class) && held.eq(wanted)
     }
 
     /// These tables with `table` in place of theirs.
@@ -337,7 +340,7 @@ pub struct EngineTables {
     heads: Vec<TenantHead>,
     hot: ChunkedVec<HotTenant>,
     /// What selects each tenant's traffic, as [`Engine::apply`] was given it.
-    routes: GroupedVec<Arc<Route>>,
+    routes: GroupedVec<KeptRoute>,
     vnis: VniMap,
     /// Shared by pointer with the tables of updates that do not change them.
     vlans: Arc<FxHashMap<u16, i32>>,
@@ -350,7 +353,7 @@ pub struct EngineTables {
 
 impl EngineTables {
     pub fn tenant_names(&self) -> Vec<String> {
-        self.tenants.iter().map(|t| t.name.clone()).collect()
+        self.tenants.iter().map(|t| t.name.to_string()).collect()
     }
 
     #[inline]
@@ -563,7 +566,7 @@ impl Engine {
         let names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner());
         let totals = self.counters.totals();
         let counted = names.names.iter().zip(&totals).filter(|(_, c)| c.packets != [0, 0]);
-        counted.map(|(name, counters)| (name.clone(), counters.clone())).collect()
+        counted.map(|(name, counters)| (name.as_deref().map(String::from), counters.clone())).collect()
     }
 
     /// Changes one policy rule of one tenant without touching the rest of the policy: the
@@ -571,7 +574,7 @@ impl Engine {
     pub fn edit_tenant(&self, name: &str, edit: RuleEdit) -> Result<(), CoreError> {
         let _serial = self.updating.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.tables.load_full();
-        let index = current.tenants.iter().position(|t| t.name == name).ok_or_else(|| CoreError::NoTenant(name.to_string()))?;
+        let index = current.tenants.iter().position(|t| &*t.name == name).ok_or_else(|| CoreError::NoTenant(name.to_string()))?;
         let mut tenant = (*current.tenants[index]).clone();
         tenant.apply(edit)?;
         let worn = tenant.table.is_worn();
@@ -594,7 +597,7 @@ impl Engine {
         let (tables, updating, tenant) = (Arc::clone(&self.tables), Arc::clone(&self.updating), name.to_string());
         let rebuild = std::thread::spawn(move || loop {
             let snapshot = tables.load_full();
-            let Some(old) = snapshot.tenants.iter().find(|t| t.name == tenant).filter(|t| t.table.is_worn()) else { return };
+            let Some(old) = snapshot.tenants.iter().find(|t| *t.name == tenant).filter(|t| t.table.is_worn()) else { return };
             let table = old.table.rebuilt();
             let _serial = updating.lock().unwrap_or_else(|p| p.into_inner());
             let current = tables.load_full();
@@ -620,7 +623,7 @@ impl Engine {
     pub fn update(&self, spec: TablesSpec) -> Result<UpdateReport, CoreError> {
         let _serial = self.updating.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.tables.load_full();
-        let by_name: FxHashMap<&str, &Arc<TenantTables>> = current.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
+        let by_name: FxHashMap<&str, &Arc<TenantTables>> = current.tenants.iter().map(|t| (&*t.name, t)).collect();
         let mut report = UpdateReport::default();
         let mut tenants = Vec::with_capacity(spec.tenants.len());
         for (index, tenant) in spec.tenants.into_iter().enumerate() {
@@ -663,7 +666,7 @@ impl Engine {
         };
         tables.vlans = Arc::new(spec.vlans.into_iter().collect());
         tables.sources = spec.sources.into();
-        let worn: Vec<String> = tables.tenants.iter().filter(|t| t.table.is_worn()).map(|t| t.name.clone()).collect();
+        let worn: Vec<String> = tables.tenants.iter().filter(|t| t.table.is_worn()).map(|t| t.name.to_string()).collect();
         self.install_tables(tables);
         for name in worn {
             self.rebuild_in_background(&name);

@@ -383,11 +383,12 @@ impl Draft {
 
     /// The forest with these trees (`(child, best)` per root, best first): a dummy node (all
     /// zero: two children, both word 0), then each node's header followed by its children, in
-    /// the order the nodes were made, then the leaves.
+    /// the order the nodes were made, then the leaves. Trees that are all leaves (a tenant's few
+    /// rules) never step through a node, so they go without the dummy (a block of 32 B).
     fn link(self, roots: &[(u32, u32)]) -> Forest {
         const DUMMY_NODE_WORDS: usize = Node::HEADER_WORDS + 2;
         let mut node_words = Vec::with_capacity(self.nodes.len());
-        let mut words = DUMMY_NODE_WORDS;
+        let mut words = if self.nodes.is_empty() { 0 } else { DUMMY_NODE_WORDS };
         for node in &self.nodes {
             node_words.push(words as u32);
             words += Node::HEADER_WORDS + node.children();

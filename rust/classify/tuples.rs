@@ -69,17 +69,17 @@ impl TupleTable {
 /// patch a copy while readers keep the original.
 #[derive(Debug, Clone, Default)]
 pub struct TupleSpace {
+    /// None empty: a table emptied by a removal goes.
     tables: Vec<TupleTable>,
-    rules: usize,
 }
 
 impl TupleSpace {
     pub fn len(&self) -> usize {
-        self.rules
+        self.tables.iter().map(|table| table.rules).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rules == 0
+        self.tables.is_empty()
     }
 
     pub fn table_count(&self) -> usize {
@@ -145,7 +145,6 @@ impl TupleSpace {
         } else if table.best == rank {
             table.recompute_best();
         }
-        self.rules -= 1;
         self.sort_tables();
         true
     }
@@ -196,7 +195,6 @@ impl TupleSpace {
         *slot = bucket.into();
         table.rules += 1;
         table.best = table.best.min(rank);
-        self.rules += 1;
     }
 
     fn sort_tables(&mut self) {

@@ -4,7 +4,7 @@
 //! name so that they run on across policy updates, and counted in shards so that classifying
 //! threads never wait.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
@@ -44,8 +44,9 @@ pub(super) const UNKNOWN_SLOT: u32 = 0;
 /// outlive policy updates, so a tenant's counts run on.
 #[derive(Debug)]
 pub(super) struct CounterNames {
-    pub(super) names: Vec<Option<String>>,
-    slot_of: FxHashMap<String, u32>,
+    /// Shared with the tables' names.
+    pub(super) names: Vec<Option<Arc<str>>>,
+    slot_of: FxHashMap<Arc<str>, u32>,
 }
 
 impl Default for CounterNames {
@@ -55,13 +56,13 @@ impl Default for CounterNames {
 }
 
 impl CounterNames {
-    pub(super) fn slot(&mut self, name: &str) -> u32 {
+    pub(super) fn slot(&mut self, name: &Arc<str>) -> u32 {
         if let Some(&slot) = self.slot_of.get(name) {
             return slot;
         }
         let slot = self.names.len() as u32;
-        self.names.push(Some(name.to_string()));
-        self.slot_of.insert(name.to_string(), slot);
+        self.names.push(Some(Arc::clone(name)));
+        self.slot_of.insert(Arc::clone(name), slot);
         slot
     }
 }
