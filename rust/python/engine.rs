@@ -18,6 +18,10 @@ use super::rule_rows::{read_rows, Rows};
 use super::timeline::{TimelineData, TimelineView};
 use super::without_gil;
 
+/// An update of this many tenant operations or more hands the heap it freed back to the kernel
+/// (a policy installed whole frees as much as it builds; a small edit frees little).
+const LARGE_UPDATE: usize = 1024;
+
 /// A tenant's compiled tables as Python's `isolane.policy.TenantTables` holds them (read by
 /// attribute): its rows packed (`rule_rows`), its default, and what selects its traffic.
 #[derive(FromPyObject)]
@@ -116,8 +120,15 @@ impl Engine {
         unknown_action: u8,
     ) -> PyResult<(usize, usize, usize)> {
         let ops = ops.into_iter().map(OpArg::op).collect::<PyResult<Vec<_>>>()?;
+        let large = ops.len() >= LARGE_UPDATE;
         let delta = Delta { ops, weights, settings, unknown_action };
-        let report = without_gil(py, || self.engine.apply(delta))??;
+        let report = without_gil(py, || {
+            let report = self.engine.apply(delta);
+            if large {
+                memory::release_free_heap(); // what building the new state took and freed, and the old state
+            }
+            report
+        })??;
         Ok((report.kept, report.incremental, report.rebuilt))
     }
 

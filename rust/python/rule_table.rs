@@ -82,6 +82,7 @@ impl RuleTable {
 
     /// The first matching rule for every packet (-1: none), without the GIL.
     #[pyo3(signature = (src, dst, src_port, dst_port, proto, dscp=None))]
+    #[allow(clippy::too_many_arguments)] // one argument a column, as Python passes them
     fn lookup<'py>(
         &self,
         py: Python<'py>,
