@@ -14,6 +14,7 @@
 mod adaptive;
 mod chunks;
 mod inputs;
+mod kept;
 mod observe;
 mod spec;
 mod stats;
@@ -40,6 +41,7 @@ pub use adaptive::{profile_event_fields, ProfileCounts, ProfileEvent, ProfileId,
 use chunks::Given;
 pub use chunks::{Chunks, Classified};
 pub use inputs::{BurstRow, ClassInput, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
+use kept::{Kept, TermsPool};
 pub use spec::{
     Arrival, BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos,
 };
@@ -225,8 +227,7 @@ struct InFlight {
 
 #[derive(Debug, Clone)]
 struct PortState {
-    /// Its queues by class row, as the tenants' contracts configure them (the class rows' keys
-    /// name them).
+    /// Its queues by class row, as the tenants' contracts configure them.
     port: Port,
     config: PortConfig,
     /// The queues' guarantees and reserves, summed: a queue changed in place is checked against
@@ -245,10 +246,9 @@ pub struct Enforcer {
     /// By the engine's tenant index (a tenant without a contract has profile [`NO_CONTRACT`]).
     tenants: Vec<TenantState>,
     profiles: Profiles,
-    /// The contract each tenant's state enforces, by the same index.
-    contracts: Vec<Option<TenantQos>>,
-    /// By the same index, the name of a tenant without a contract (a contract's tenant is named by it).
-    uncontracted_names: Vec<Option<Box<str>>>,
+    /// Each tenant's name and the contract its state enforces, by the same index; their terms, each once.
+    contracts: Vec<Kept>,
+    terms: TermsPool,
     /// Every class's stage, by class row (tenant by tenant, as the port queues).
     class_stages: Vec<Stage>,
     /// Statistics rows: every class row, room for more (unused rows, zero), then one per tenant

@@ -10,6 +10,7 @@ use std::hash::BuildHasher;
 use bytemuck::Zeroable;
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
+use super::kept::{Kept, TermsPool};
 use super::stats::RowCounters;
 use super::{ClassQos, Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState};
 use crate::shaping::port::check_queues;
@@ -40,17 +41,16 @@ impl Enforcer {
         let mut tenants = crate::memory::with_capacity(names.len() + room_for(names.len()));
         let mut class_stages = crate::memory::with_capacity(class_count + room_for(class_count));
         let mut contracts = Vec::with_capacity(names.len() + room_for(names.len()));
-        let mut uncontracted_names = Vec::with_capacity(names.len() + room_for(names.len()));
+        let mut terms = TermsPool::default();
         let (mut queues, mut queue_scopes) = (Vec::with_capacity(class_count), Vec::with_capacity(class_count));
         let mut profiles = Profiles::default();
         for (index, name) in names.iter().enumerate() {
             let Some(&qos) = by_name.get(name.as_str()) else {
                 tenants.push(TenantState::without_contract());
-                contracts.push(None);
-                uncontracted_names.push(Some(name.as_str().into()));
+                contracts.push(Kept::without_contract(name));
                 continue;
             };
-            let kept = old.remove(name).filter(|(old_qos, ..)| same_globals && old_qos == qos);
+            let kept = old.remove(name.as_str()).filter(|(old_qos, ..)| same_globals && old_qos.is(qos));
             let (mut stage, mut classes) = kept
                 .map(|(_, stage, classes)| (stage, classes))
                 .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
@@ -65,8 +65,7 @@ impl Enforcer {
             class_stages.extend(classes);
             queues.extend(qos.classes.iter().map(|class| class.queue));
             queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
-            contracts.push(Some(qos.clone()));
-            uncontracted_names.push(None);
+            contracts.push(terms.keep(qos));
         }
         let new_class_keys = class_keys(&contracts);
         let port_kept = self.replace_port(spec.port, &old_queues, queues, &old_keys[..self.class_rows], &new_class_keys);
@@ -79,12 +78,11 @@ impl Enforcer {
         self.rows = crate::memory::zeroed_vec(row_count + room_for(names.len()));
         self.rows.truncate(row_count); // the room stays allocated, its pages untouched
         self.name_hashes = FxHashMap::with_capacity_and_hasher(names.len() + room_for(names.len()), FxBuildHasher);
-        for qos in contracts.iter().flatten() {
-            *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
+        for kept in contracts.iter().filter(|kept| kept.has_contract()) {
+            *self.name_hashes.entry(name_hash(&kept.name)).or_default() += 1;
         }
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
-        (self.tenants, self.contracts, self.uncontracted_names, self.class_stages, self.profiles) =
-            (tenants, contracts, uncontracted_names, class_stages, profiles);
+        (self.tenants, self.contracts, self.terms, self.class_stages, self.profiles) = (tenants, contracts, terms, class_stages, profiles);
         self.rebind_timeline();
         // Each contract is kept once, in `contracts`: the spec keeps only those of no tenant of the tables.
         let in_tables: FxHashSet<&str> = names.iter().map(String::as_str).collect();
@@ -96,7 +94,7 @@ impl Enforcer {
     /// The spec in force: the contracts of the tenants in the tables, and those kept for tenants not in them.
     fn current_spec(&self) -> QosSpec {
         let mut spec = self.spec.clone();
-        spec.tenants.extend(self.contracts.iter().flatten().cloned());
+        spec.tenants.extend(self.contracts.iter().filter_map(Kept::qos));
         spec
     }
 
@@ -108,8 +106,8 @@ impl Enforcer {
     /// nothing and returns false when any of them is more than that.
     pub fn replace_contracts(&mut self, changes: Vec<(usize, TenantQos)>) -> bool {
         let same_shape = |index: usize, qos: &TenantQos| match self.contracts.get(index) {
-            Some(Some(old)) => old.name == qos.name && old.classes.len() == qos.classes.len(),
-            _ => false,
+            Some(old) => old.has_contract() && *old.name == *qos.name && old.classes().len() == qos.classes.len(),
+            None => false,
         };
         let mut seen = FxHashSet::default();
         let alone = |index: usize, qos: &TenantQos| same_shape(index, qos) && !self.adaptive.involves(index, qos);
@@ -124,7 +122,7 @@ impl Enforcer {
             return false;
         }
         for (index, qos) in changes {
-            if self.contracts[index].as_ref() == Some(&qos) {
+            if self.contracts[index].is(&qos) {
                 continue;
             }
             let stage = self.fresh_stage(&qos);
@@ -133,7 +131,8 @@ impl Enforcer {
                 self.class_stages[first + c] = self.fresh_class_stage(class);
             }
             self.tenants[index].stage = stage;
-            self.contracts[index] = Some(qos);
+            let kept = self.terms.keep(&qos);
+            self.terms.release(std::mem::replace(&mut self.contracts[index], kept));
         }
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
             (state.guaranteed, state.reserved) = sums;
@@ -209,8 +208,8 @@ impl Enforcer {
         self.bursts.insert_tenant(index, port_queues);
         self.adaptive.insert_tenant(index, rows);
         *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
-        self.contracts.insert(index, Some(qos));
-        self.uncontracted_names.insert(index, None);
+        let kept = self.terms.keep(&qos);
+        self.contracts.insert(index, kept);
     }
 
     /// Takes tenant `index` out, touching no other tenant's state: its class stages, statistics
@@ -230,13 +229,12 @@ impl Enforcer {
         }
         self.archive_row(self.tenant_rows_at + index, (Some(name), None));
         self.remove_rows(index, rows.clone());
-        let qos = self.contracts.remove(index);
-        self.uncontracted_names.remove(index);
-        if let (Some(state), Some(qos)) = (&mut self.port, &qos) {
+        let kept = self.contracts.remove(index);
+        if let (Some(state), true) = (&mut self.port, kept.has_contract()) {
             let queues = state.port.remove_queues(rows.start as u32..rows.end as u32);
-            for (c, (queue, class)) in queues.iter().zip(&qos.classes).enumerate() {
+            for (c, (queue, class)) in queues.iter().zip(kept.classes()).enumerate() {
                 if queue.delay_ns.count() > 0 {
-                    self.archive.entry((Some(qos.name.clone()), Some(c as u16))).or_default().delay_ns.merge(&queue.delay_ns);
+                    self.archive.entry((Some(kept.name.to_string()), Some(c as u16))).or_default().delay_ns.merge(&queue.delay_ns);
                 }
                 state.guaranteed -= u128::from(class.queue.guarantee);
                 state.reserved -= u128::from(class.queue.reserved_bytes);
@@ -245,8 +243,8 @@ impl Enforcer {
         let port_queues = if self.port.is_some() { rows.clone() } else { 0..0 };
         self.bursts.remove_tenant(index, port_queues);
         self.adaptive.remove_tenant(index, rows);
-        if let Some(qos) = qos {
-            let hash = name_hash(&qos.name);
+        if kept.has_contract() {
+            let hash = name_hash(&kept.name);
             if let Some(tenants) = self.name_hashes.get_mut(&hash) {
                 *tenants -= 1;
                 if *tenants == 0 {
@@ -254,6 +252,7 @@ impl Enforcer {
                 }
             }
         }
+        self.terms.release(kept);
         self.rebind_timeline();
         true
     }
@@ -264,7 +263,7 @@ impl Enforcer {
             return false;
         }
         let rows = self.class_rows_of(index);
-        let profiles = self.contracts[index].as_ref().is_some_and(|qos| self.adaptive.involves(index, qos));
+        let profiles = self.contracts[index].qos().is_some_and(|qos| self.adaptive.involves(index, &qos));
         let in_flight = self.in_flight.iter().any(|packet| rows.contains(&(packet.0.row as usize)));
         let queues = match &self.port {
             Some(state) if state.port.holds_packets(rows.start as u32..rows.end as u32) => return false,
@@ -336,7 +335,7 @@ impl Enforcer {
         }
         let mut queues = Vec::new();
         for (index, qos) in changes {
-            let (first, old) = (self.tenants[*index].first_row, self.contracts[*index].as_ref().map_or(&[][..], |old| &old.classes[..]));
+            let (first, old) = (self.tenants[*index].first_row, self.contracts[*index].classes());
             let changed = qos.classes.iter().zip(old).enumerate().filter(|(_, (new, old))| new.queue != old.queue);
             queues.extend(changed.map(|(c, (new, old))| (first + c as u32, old.queue, new.queue)));
         }
@@ -356,24 +355,24 @@ impl Enforcer {
 
     /// Every class's port queue, by class row.
     fn queue_configs(&self) -> impl Iterator<Item = QueueConfig> + '_ {
-        self.contracts.iter().flatten().flat_map(|t| t.classes.iter().map(|class| class.queue))
+        self.contracts.iter().flat_map(|kept| kept.classes().iter().map(|class| class.queue))
     }
 
     /// The contract tenant `index` is enforced by.
     pub fn contract_of(&self, index: usize) -> Option<TenantQos> {
-        self.contracts.get(index).cloned().flatten()
+        self.contracts.get(index).and_then(Kept::qos)
     }
 
     /// Every tenant's contract with its stage and its classes' stages, by name.
-    fn take_states(&mut self) -> FxHashMap<String, (TenantQos, Stage, Vec<Stage>)> {
+    fn take_states(&mut self) -> FxHashMap<Box<str>, (Kept, Stage, Vec<Stage>)> {
         let class_stages = std::mem::take(&mut self.class_stages);
         let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));
         tenants
-            .filter_map(|(state, qos)| {
-                let qos = qos?;
+            .filter(|(_, kept)| kept.has_contract())
+            .map(|(state, kept)| {
                 let first = state.first_row as usize;
                 let classes = class_stages[first..first + state.classes as usize].to_vec();
-                Some((qos.name.clone(), (qos, state.stage, classes)))
+                (kept.name.clone(), (kept, state.stage, classes))
             })
             .collect()
     }
@@ -456,16 +455,13 @@ impl Enforcer {
     }
 
     fn tenant_name(&self, index: usize) -> &str {
-        match (&self.contracts[index], &self.uncontracted_names[index]) {
-            (Some(qos), _) => &qos.name,
-            (None, name) => name.as_deref().unwrap_or_default(),
-        }
+        &self.contracts[index].name
     }
 }
 
 /// The keys of the class rows of `contracts`' tenants, by row.
-fn class_keys(contracts: &[Option<TenantQos>]) -> Vec<StatsKey> {
-    contracts.iter().flatten().flat_map(|t| (0..t.classes.len()).map(|c| (Some(t.name.clone()), Some(c as u16)))).collect()
+fn class_keys(contracts: &[Kept]) -> Vec<StatsKey> {
+    contracts.iter().flat_map(|kept| (0..kept.classes().len()).map(|c| (Some(kept.name.to_string()), Some(c as u16)))).collect()
 }
 
 /// Room for tenants or classes added after `count`, until a full retarget makes more.

@@ -79,7 +79,7 @@ pub struct PortConfig {
 }
 
 /// One queue (in the engine: one tenant's class). Rates are bytes per second.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QueueConfig {
     /// 0 is served first.
     pub priority: u8,
