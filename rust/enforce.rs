@@ -14,6 +14,7 @@
 mod adaptive;
 mod chunks;
 mod inputs;
+mod kept;
 mod observe;
 mod spec;
 mod stats;
@@ -40,6 +41,7 @@ pub use adaptive::{profile_event_fields, ProfileCounts, ProfileEvent, ProfileId,
 use chunks::Given;
 pub use chunks::{Chunks, Classified};
 pub use inputs::{BurstRow, ClassInput, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
+use kept::{Kept, TermsPool};
 pub use spec::{
     Arrival, BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos,
 };
@@ -225,8 +227,7 @@ struct InFlight {
 
 #[derive(Debug, Clone)]
 struct PortState {
-    /// Its queues by class row, as the tenants' contracts configure them (the first `row_keys`
-    /// name them).
+    /// Its queues by class row, as the tenants' contracts configure them.
     port: Port,
     config: PortConfig,
     /// The queues' guarantees and reserves, summed: a queue changed in place is checked against
@@ -245,15 +246,15 @@ pub struct Enforcer {
     /// By the engine's tenant index (a tenant without a contract has profile [`NO_CONTRACT`]).
     tenants: Vec<TenantState>,
     profiles: Profiles,
-    /// The contract each tenant's state enforces, by the same index.
-    contracts: Vec<Option<TenantQos>>,
+    /// Each tenant's name and the contract its state enforces, by the same index; their terms, each once.
+    contracts: Vec<Kept>,
+    terms: TermsPool,
     /// Every class's stage, by class row (tenant by tenant, as the port queues).
     class_stages: Vec<Stage>,
     /// Statistics rows: every class row, room for more (unused rows, zero), then one per tenant
-    /// (packets in no class), then packets of no tenant; `row_keys` names them. The room lets a
-    /// tenant added at the end take rows without moving any other's ([`Enforcer::append`]).
+    /// (packets in no class), then packets of no tenant; [`Enforcer::row_keys`] names them. The
+    /// room lets a tenant added at the end take rows without moving any other's ([`Enforcer::append`]).
     rows: Vec<RowCounters>,
-    row_keys: Vec<StatsKey>,
     /// Class rows in use (the port's queues, the class stages).
     class_rows: usize,
     /// The row of tenant 0; `class_rows..tenant_rows_at` are the room.
@@ -696,14 +697,15 @@ impl Enforcer {
     /// still on their way to the port and its queueing delays there.
     pub fn stats(&self) -> Vec<(StatsKey, QosStats)> {
         let mut all = self.archive.clone();
-        for (key, row) in self.row_keys.iter().zip(&self.rows) {
+        let row_keys = self.row_keys();
+        for (key, row) in row_keys.iter().zip(&self.rows) {
             let counters = row.counters();
             if counters.packets > 0 {
                 all.entry(key.clone()).or_default().counters.add(&counters);
             }
         }
         if let Some(state) = &self.port {
-            for (queue, key) in self.row_keys.iter().take(self.class_rows).enumerate() {
+            for (queue, key) in row_keys.iter().take(self.class_rows).enumerate() {
                 let delays = &state.port.stats(queue as u32).delay_ns;
                 if delays.count() > 0 {
                     all.entry(key.clone()).or_default().delay_ns.merge(delays);
@@ -711,7 +713,7 @@ impl Enforcer {
             }
         }
         for Reverse(packet) in &self.in_flight {
-            all.entry(self.row_keys[packet.row as usize].clone()).or_default().in_flight += 1;
+            all.entry(row_keys[packet.row as usize].clone()).or_default().in_flight += 1;
         }
         let mut all: Vec<(StatsKey, QosStats)> = all.into_iter().collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));

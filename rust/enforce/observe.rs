@@ -13,7 +13,7 @@ impl Enforcer {
     /// one window of `window_ns` in each bin (an engine keeps one at most: a second call
     /// starts it again).
     pub fn keep_timeline(&mut self, window_ns: u64) {
-        self.timeline = Some(Timeline::new(window_ns, &self.row_keys));
+        self.timeline = Some(Timeline::new(window_ns, &self.row_keys()));
     }
 
     pub fn timeline(&self) -> Option<&Timeline> {

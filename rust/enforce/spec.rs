@@ -90,7 +90,7 @@ pub struct Contract {
     pub shaper: Option<ShaperParams>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClassQos {
     pub contract: Contract,
     /// The class's queue at the port (used only when the policy has a port).
@@ -102,7 +102,7 @@ pub struct ClassQos {
 
 /// The profile a class takes when a rate event of its microburst scope starts: its contract
 /// and its port queue meanwhile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ClassBurstProfile {
     pub contract: Contract,
     pub queue: QueueConfig,
@@ -125,7 +125,7 @@ pub struct TenantQos {
 
 /// A tenant's contract and its classes' port queues under one of its adaptive profiles
 /// (docs/qos.md, "Adaptive profiles").
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ProfileQos {
     pub contract: Contract,
     /// By class id, as the classes' queues (used only when the policy has a port).
@@ -133,7 +133,7 @@ pub struct ProfileQos {
 }
 
 /// The profile a tenant takes when a rate event of its microburst scope starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BurstProfile {
     pub profile: ProfileQos,
     /// How long it keeps the profile after the event ends.

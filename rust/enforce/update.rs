@@ -10,6 +10,7 @@ use std::hash::BuildHasher;
 use bytemuck::Zeroable;
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
+use super::kept::{Kept, TermsPool};
 use super::stats::RowCounters;
 use super::{ClassQos, Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState};
 use crate::shaping::port::check_queues;
@@ -27,6 +28,7 @@ impl Enforcer {
     /// the port and its queues are kept if no queue and no port setting changed.
     pub fn retarget(&mut self, names: &[String]) {
         self.restore_profiles();
+        let old_keys = self.row_keys();
         let mut spec = self.staged.take().unwrap_or_else(|| self.current_spec());
         let same_globals = spec.count == self.spec.count && spec.color_map == self.spec.color_map;
         let old_queues: Vec<QueueConfig> = if self.port.is_some() { self.queue_configs().collect() } else { Vec::new() };
@@ -39,15 +41,16 @@ impl Enforcer {
         let mut tenants = crate::memory::with_capacity(names.len() + room_for(names.len()));
         let mut class_stages = crate::memory::with_capacity(class_count + room_for(class_count));
         let mut contracts = Vec::with_capacity(names.len() + room_for(names.len()));
+        let mut terms = TermsPool::default();
         let (mut queues, mut queue_scopes) = (Vec::with_capacity(class_count), Vec::with_capacity(class_count));
         let mut profiles = Profiles::default();
         for (index, name) in names.iter().enumerate() {
             let Some(&qos) = by_name.get(name.as_str()) else {
                 tenants.push(TenantState::without_contract());
-                contracts.push(None);
+                contracts.push(Kept::without_contract(name));
                 continue;
             };
-            let kept = old.remove(name).filter(|(old_qos, ..)| same_globals && old_qos == qos);
+            let kept = old.remove(name.as_str()).filter(|(old_qos, ..)| same_globals && old_qos.is(qos));
             let (mut stage, mut classes) = kept
                 .map(|(_, stage, classes)| (stage, classes))
                 .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
@@ -62,27 +65,25 @@ impl Enforcer {
             class_stages.extend(classes);
             queues.extend(qos.classes.iter().map(|class| class.queue));
             queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
-            contracts.push(Some(qos.clone()));
+            contracts.push(terms.keep(qos));
         }
-        let (row_keys, tenant_rows_at) = row_keys(&contracts, names);
-        let port_kept = self.replace_port(spec.port, &old_queues, queues, &row_keys[..class_stages.len()]);
+        let new_class_keys = class_keys(&contracts);
+        let port_kept = self.replace_port(spec.port, &old_queues, queues, &old_keys[..self.class_rows], &new_class_keys);
         let queue_scopes = if spec.port.is_some() { queue_scopes } else { Vec::new() };
         self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
-        self.archive_rows();
-        self.row_keys = row_keys;
-        if let Some(timeline) = &mut self.timeline {
-            timeline.bind(&self.row_keys);
-        }
+        self.archive_rows(&old_keys);
         self.class_rows = class_stages.len();
-        self.tenant_rows_at = tenant_rows_at;
-        self.rows = crate::memory::zeroed_vec(self.row_keys.len() + room_for(names.len()));
-        self.rows.truncate(self.row_keys.len()); // the room stays allocated, its pages untouched
+        self.tenant_rows_at = self.class_rows + room_for(self.class_rows);
+        let row_count = self.tenant_rows_at + names.len() + 1;
+        self.rows = crate::memory::zeroed_vec(row_count + room_for(names.len()));
+        self.rows.truncate(row_count); // the room stays allocated, its pages untouched
         self.name_hashes = FxHashMap::with_capacity_and_hasher(names.len() + room_for(names.len()), FxBuildHasher);
-        for qos in contracts.iter().flatten() {
-            *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
+        for kept in contracts.iter().filter(|kept| kept.has_contract()) {
+            *self.name_hashes.entry(name_hash(&kept.name)).or_default() += 1;
         }
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
-        (self.tenants, self.contracts, self.class_stages, self.profiles) = (tenants, contracts, class_stages, profiles);
+        (self.tenants, self.contracts, self.terms, self.class_stages, self.profiles) = (tenants, contracts, terms, class_stages, profiles);
+        self.rebind_timeline();
         // Each contract is kept once, in `contracts`: the spec keeps only those of no tenant of the tables.
         let in_tables: FxHashSet<&str> = names.iter().map(String::as_str).collect();
         spec.tenants.retain(|t| !in_tables.contains(t.name.as_str()));
@@ -93,7 +94,7 @@ impl Enforcer {
     /// The spec in force: the contracts of the tenants in the tables, and those kept for tenants not in them.
     fn current_spec(&self) -> QosSpec {
         let mut spec = self.spec.clone();
-        spec.tenants.extend(self.contracts.iter().flatten().cloned());
+        spec.tenants.extend(self.contracts.iter().filter_map(Kept::qos));
         spec
     }
 
@@ -105,8 +106,8 @@ impl Enforcer {
     /// nothing and returns false when any of them is more than that.
     pub fn replace_contracts(&mut self, changes: Vec<(usize, TenantQos)>) -> bool {
         let same_shape = |index: usize, qos: &TenantQos| match self.contracts.get(index) {
-            Some(Some(old)) => old.name == qos.name && old.classes.len() == qos.classes.len(),
-            _ => false,
+            Some(old) => old.has_contract() && *old.name == *qos.name && old.classes().len() == qos.classes.len(),
+            None => false,
         };
         let mut seen = FxHashSet::default();
         let alone = |index: usize, qos: &TenantQos| same_shape(index, qos) && !self.adaptive.involves(index, qos);
@@ -121,7 +122,7 @@ impl Enforcer {
             return false;
         }
         for (index, qos) in changes {
-            if self.contracts[index].as_ref() == Some(&qos) {
+            if self.contracts[index].is(&qos) {
                 continue;
             }
             let stage = self.fresh_stage(&qos);
@@ -130,7 +131,8 @@ impl Enforcer {
                 self.class_stages[first + c] = self.fresh_class_stage(class);
             }
             self.tenants[index].stage = stage;
-            self.contracts[index] = Some(qos);
+            let kept = self.terms.keep(&qos);
+            self.terms.release(std::mem::replace(&mut self.contracts[index], kept));
         }
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
             (state.guaranteed, state.reserved) = sums;
@@ -191,16 +193,11 @@ impl Enforcer {
         self.class_stages.splice(first..first, class_stages);
         // The room's first rows (zero, unnamed) move before the later tenants' class rows.
         self.rows[first..self.class_rows + count].rotate_right(count);
-        self.row_keys[first..self.class_rows + count].rotate_right(count);
-        for (c, key) in self.row_keys[rows.clone()].iter_mut().enumerate() {
-            *key = (Some(qos.name.clone()), Some(c as u16));
-        }
         self.class_rows += count;
         self.renumber_rows(index, |row| if row >= first as u32 { row + count as u32 } else { row });
         self.tenants.insert(index, TenantState { stage, first_row: first as u32, classes: count as u32 });
         // Its own row goes before the later tenants' and the row of packets of no tenant.
         self.rows.insert(self.tenant_rows_at + index, RowCounters::zeroed());
-        self.row_keys.insert(self.tenant_rows_at + index, (Some(qos.name.clone()), None));
         let port_queues = match &mut self.port {
             Some(state) => {
                 state.port.insert_queues(first as u32, &qos.classes.iter().map(|class| class.queue).collect::<Vec<_>>());
@@ -211,7 +208,8 @@ impl Enforcer {
         self.bursts.insert_tenant(index, port_queues);
         self.adaptive.insert_tenant(index, rows);
         *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
-        self.contracts.insert(index, Some(qos));
+        let kept = self.terms.keep(&qos);
+        self.contracts.insert(index, kept);
     }
 
     /// Takes tenant `index` out, touching no other tenant's state: its class stages, statistics
@@ -225,16 +223,18 @@ impl Enforcer {
             return false;
         }
         let rows = self.class_rows_of(index);
-        for row in rows.clone().chain([self.tenant_rows_at + index]) {
-            self.archive_row(row);
+        let name = self.tenant_name(index).to_owned();
+        for (c, row) in rows.clone().enumerate() {
+            self.archive_row(row, (Some(name.clone()), Some(c as u16)));
         }
+        self.archive_row(self.tenant_rows_at + index, (Some(name), None));
         self.remove_rows(index, rows.clone());
-        let qos = self.contracts.remove(index);
-        if let (Some(state), Some(qos)) = (&mut self.port, &qos) {
+        let kept = self.contracts.remove(index);
+        if let (Some(state), true) = (&mut self.port, kept.has_contract()) {
             let queues = state.port.remove_queues(rows.start as u32..rows.end as u32);
-            for (c, (queue, class)) in queues.iter().zip(&qos.classes).enumerate() {
+            for (c, (queue, class)) in queues.iter().zip(kept.classes()).enumerate() {
                 if queue.delay_ns.count() > 0 {
-                    self.archive.entry((Some(qos.name.clone()), Some(c as u16))).or_default().delay_ns.merge(&queue.delay_ns);
+                    self.archive.entry((Some(kept.name.to_string()), Some(c as u16))).or_default().delay_ns.merge(&queue.delay_ns);
                 }
                 state.guaranteed -= u128::from(class.queue.guarantee);
                 state.reserved -= u128::from(class.queue.reserved_bytes);
@@ -243,8 +243,8 @@ impl Enforcer {
         let port_queues = if self.port.is_some() { rows.clone() } else { 0..0 };
         self.bursts.remove_tenant(index, port_queues);
         self.adaptive.remove_tenant(index, rows);
-        if let Some(qos) = qos {
-            let hash = name_hash(&qos.name);
+        if kept.has_contract() {
+            let hash = name_hash(&kept.name);
             if let Some(tenants) = self.name_hashes.get_mut(&hash) {
                 *tenants -= 1;
                 if *tenants == 0 {
@@ -252,6 +252,7 @@ impl Enforcer {
                 }
             }
         }
+        self.terms.release(kept);
         self.rebind_timeline();
         true
     }
@@ -262,7 +263,7 @@ impl Enforcer {
             return false;
         }
         let rows = self.class_rows_of(index);
-        let profiles = self.contracts[index].as_ref().is_some_and(|qos| self.adaptive.involves(index, qos));
+        let profiles = self.contracts[index].qos().is_some_and(|qos| self.adaptive.involves(index, &qos));
         let in_flight = self.in_flight.iter().any(|packet| rows.contains(&(packet.0.row as usize)));
         let queues = match &self.port {
             Some(state) if state.port.holds_packets(rows.start as u32..rows.end as u32) => return false,
@@ -286,17 +287,14 @@ impl Enforcer {
         let count = rows.len();
         self.tenants.remove(index);
         self.rows.remove(self.tenant_rows_at + index);
-        self.row_keys.remove(self.tenant_rows_at + index);
         if count == 0 {
             return;
         }
         self.renumber_rows(index, |row| if row >= rows.end as u32 { row - count as u32 } else { row });
         self.class_stages.drain(rows.clone());
         self.rows[rows.start..self.class_rows].rotate_left(count);
-        self.row_keys[rows.start..self.class_rows].rotate_left(count);
         let freed = self.class_rows - count..self.class_rows;
-        self.rows[freed.clone()].fill(RowCounters::zeroed());
-        self.row_keys[freed].fill((None, None));
+        self.rows[freed].fill(RowCounters::zeroed());
         self.class_rows -= count;
     }
 
@@ -337,7 +335,7 @@ impl Enforcer {
         }
         let mut queues = Vec::new();
         for (index, qos) in changes {
-            let (first, old) = (self.tenants[*index].first_row, self.contracts[*index].as_ref().map_or(&[][..], |old| &old.classes[..]));
+            let (first, old) = (self.tenants[*index].first_row, self.contracts[*index].classes());
             let changed = qos.classes.iter().zip(old).enumerate().filter(|(_, (new, old))| new.queue != old.queue);
             queues.extend(changed.map(|(c, (new, old))| (first + c as u32, old.queue, new.queue)));
         }
@@ -357,40 +355,48 @@ impl Enforcer {
 
     /// Every class's port queue, by class row.
     fn queue_configs(&self) -> impl Iterator<Item = QueueConfig> + '_ {
-        self.contracts.iter().flatten().flat_map(|t| t.classes.iter().map(|class| class.queue))
+        self.contracts.iter().flat_map(|kept| kept.classes().iter().map(|class| class.queue))
     }
 
     /// The contract tenant `index` is enforced by.
     pub fn contract_of(&self, index: usize) -> Option<TenantQos> {
-        self.contracts.get(index).cloned().flatten()
+        self.contracts.get(index).and_then(Kept::qos)
     }
 
     /// Every tenant's contract with its stage and its classes' stages, by name.
-    fn take_states(&mut self) -> FxHashMap<String, (TenantQos, Stage, Vec<Stage>)> {
+    fn take_states(&mut self) -> FxHashMap<Box<str>, (Kept, Stage, Vec<Stage>)> {
         let class_stages = std::mem::take(&mut self.class_stages);
         let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));
         tenants
-            .filter_map(|(state, qos)| {
-                let qos = qos?;
+            .filter(|(_, kept)| kept.has_contract())
+            .map(|(state, kept)| {
                 let first = state.first_row as usize;
                 let classes = class_stages[first..first + state.classes as usize].to_vec();
-                Some((qos.name.clone(), (qos, state.stage, classes)))
+                (kept.name.clone(), (kept, state.stage, classes))
             })
             .collect()
     }
 
     /// Keeps the port if nothing about it changed; otherwise drains the old one (packets in
     /// flight arrive, everything queued is sent) into the statistics and starts a new one.
-    /// `old_queues` are the port's queues, `keys` name the new `queues`. Whether the port was kept.
-    fn replace_port(&mut self, config: Option<PortConfig>, old_queues: &[QueueConfig], queues: Vec<QueueConfig>, keys: &[StatsKey]) -> bool {
+    /// `old_queues` are the port's queues, `old_keys` name them, `keys` name the new `queues`.
+    /// Whether the port was kept.
+    fn replace_port(
+        &mut self,
+        config: Option<PortConfig>,
+        old_queues: &[QueueConfig],
+        queues: Vec<QueueConfig>,
+        old_keys: &[StatsKey],
+        keys: &[StatsKey],
+    ) -> bool {
         if let Some(current) = &self.port {
-            if Some(current.config) == config && old_queues == queues && self.row_keys.get(..self.class_rows) == Some(keys) {
+            if Some(current.config) == config && old_queues == queues && old_keys == keys {
                 return true;
             }
         }
         self.drain_port();
         if let Some(old) = self.port.take() {
-            for (queue, key) in self.row_keys.iter().take(self.class_rows).enumerate() {
+            for (queue, key) in old_keys.iter().enumerate() {
                 let stats = self.archive.entry(key.clone()).or_default();
                 stats.delay_ns.merge(&old.port.stats(queue as u32).delay_ns);
             }
@@ -406,39 +412,56 @@ impl Enforcer {
         false
     }
 
-    fn archive_rows(&mut self) {
-        for row in 0..self.rows.len().min(self.row_keys.len()) {
-            self.archive_row(row);
+    /// The statistics rows' counters, into the archive under `keys` (theirs).
+    fn archive_rows(&mut self, keys: &[StatsKey]) {
+        for (row, key) in keys.iter().enumerate() {
+            self.archive_row(row, key.clone());
         }
     }
 
-    /// Statistics row `row`'s counters, into the archive under its key.
-    fn archive_row(&mut self, row: usize) {
+    /// Statistics row `row`'s counters, into the archive under `key` (its).
+    fn archive_row(&mut self, row: usize, key: StatsKey) {
         let counters = self.rows[row].counters();
         if counters.packets > 0 {
-            self.archive.entry(self.row_keys[row].clone()).or_default().counters.add(&counters);
+            self.archive.entry(key).or_default().counters.add(&counters);
         }
     }
 
     /// The timeline's series, bound again to the statistics rows after they moved.
     fn rebind_timeline(&mut self) {
-        if let Some(timeline) = &mut self.timeline {
-            timeline.bind(&self.row_keys);
+        if self.timeline.is_some() {
+            let keys = self.row_keys();
+            if let Some(timeline) = &mut self.timeline {
+                timeline.bind(&keys);
+            }
         }
+    }
+
+    /// The statistics rows' keys, by row: every class of the tenants with a contract, room for
+    /// the classes of tenants added later (unnamed), every tenant, none. Made when read (by
+    /// statistics and updates) rather than kept: two names a tenant cost more than its row.
+    pub(super) fn row_keys(&self) -> Vec<StatsKey> {
+        let mut keys = vec![(None, None); self.tenant_rows_at];
+        for (index, tenant) in self.tenants.iter().enumerate() {
+            let first = tenant.first_row as usize;
+            for (c, key) in keys[first..first + tenant.classes as usize].iter_mut().enumerate() {
+                *key = (Some(self.tenant_name(index).to_owned()), Some(c as u16));
+            }
+        }
+        keys.extend((0..self.tenants.len()).map(|index| (Some(self.tenant_name(index).to_owned()), None)));
+        keys.push((None, None));
+        keys.truncate(self.rows.len()); // none before the first tables
+        keys
+    }
+
+    fn tenant_name(&self, index: usize) -> &str {
+        &self.contracts[index].name
     }
 }
 
-/// The statistics rows' keys (every class of the tenants with a contract, room for the classes
-/// of tenants added later, every tenant, none) and the row of tenant 0. The room grows with the
-/// classes, so that tenants added one by one cost a full retarget now and then, in proportion.
-fn row_keys(contracts: &[Option<TenantQos>], names: &[String]) -> (Vec<StatsKey>, usize) {
-    let classes = contracts.iter().flatten().flat_map(|t| (0..t.classes.len()).map(|c| (Some(t.name.clone()), Some(c as u16))));
-    let mut keys: Vec<StatsKey> = classes.collect();
-    let tenant_rows_at = keys.len() + room_for(keys.len());
-    keys.reserve_exact(tenant_rows_at - keys.len() + names.len() + room_for(names.len()) + 1);
-    keys.resize(tenant_rows_at, (None, None));
-    keys.extend(names.iter().map(|name| (Some(name.clone()), None)).chain([(None, None)]));
-    (keys, tenant_rows_at)
+/// The keys of the class rows of `contracts`' tenants, by row.
+fn class_keys(contracts: &[Kept]) -> Vec<StatsKey> {
+    contracts.iter().flat_map(|kept| (0..kept.classes().len()).map(|c| (Some(kept.name.to_string()), Some(c as u16)))).collect()
 }
 
 /// Room for tenants or classes added after `count`, until a full retarget makes more.

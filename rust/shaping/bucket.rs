@@ -4,6 +4,8 @@
 //! (bytes x 1e9 ticks) is whole. Tokens are counted in units of 1/(1e9 x line_rate) byte, so a
 //! bucket at `rate` bytes/s gains exactly `rate` units per tick: nothing is ever rounded.
 
+use std::num::NonZeroU64;
+
 /// A point on the port's clock, in 1/line_rate ns.
 pub(super) type Tick = u128;
 
@@ -16,9 +18,11 @@ pub fn bucket_bytes(rate: u64) -> u64 {
     (rate / 1000).max(MIN_BUCKET_BYTES)
 }
 
+/// A port queue has two of these: `rate` is never zero (a queue without a guarantee or ceiling has
+/// no bucket), which lets an `Option<Bucket>` take no more room than a bucket.
 #[derive(Debug, Clone)]
 pub(super) struct Bucket {
-    rate: i128,
+    rate: NonZeroU64,
     depth: i128,
     /// Tokens at tick `at`; below zero only after a frame larger than the bucket.
     tokens: i128,
@@ -28,16 +32,16 @@ pub(super) struct Bucket {
 impl Bucket {
     /// A full bucket at `rate` bytes/s, `depth_bytes` deep; `unit` is the token units in a byte
     /// (1e9 x line_rate).
-    pub(super) fn new(rate: u64, depth_bytes: u64, unit: i128) -> Self {
+    pub(super) fn new(rate: NonZeroU64, depth_bytes: u64, unit: i128) -> Self {
         let depth = i128::from(depth_bytes) * unit;
-        Bucket { rate: i128::from(rate), depth, tokens: depth, at: 0 }
+        Bucket { rate, depth, tokens: depth, at: 0 }
     }
 
     /// This bucket at a new `rate` and `depth_bytes` from `now` on, with the tokens it holds
     /// then (at most the new depth): a change of contract neither refills nor empties it.
-    pub(super) fn retuned(&self, rate: u64, depth_bytes: u64, unit: i128, now: Tick) -> Self {
+    pub(super) fn retuned(&self, rate: NonZeroU64, depth_bytes: u64, unit: i128, now: Tick) -> Self {
         let depth = i128::from(depth_bytes) * unit;
-        Bucket { rate: i128::from(rate), depth, tokens: self.tokens_at(now.max(self.at)).min(depth), at: now.max(self.at) }
+        Bucket { rate, depth, tokens: self.tokens_at(now.max(self.at)).min(depth), at: now.max(self.at) }
     }
 
     /// Tokens at `now` (not before the last charge).
@@ -48,7 +52,7 @@ impl Bucket {
         }
         // Full once `elapsed x rate` covers what is missing: a multiplication, where dividing
         // `missing` by the rate took a 128-bit division on every charge.
-        match (now - self.at).checked_mul(self.rate as u128) {
+        match (now - self.at).checked_mul(u128::from(self.rate.get())) {
             Some(gained) if gained < missing as u128 => self.tokens + gained as i128,
             _ => self.depth,
         }
@@ -61,7 +65,7 @@ impl Bucket {
         if self.tokens >= need {
             self.at
         } else {
-            self.at + ((need - self.tokens) as u128).div_ceil(self.rate as u128)
+            self.at + ((need - self.tokens) as u128).div_ceil(u128::from(self.rate.get()))
         }
     }
 

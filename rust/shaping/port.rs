@@ -36,6 +36,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::num::{NonZeroU128, NonZeroU64};
 
 pub use super::bucket::{bucket_bytes, MIN_BUCKET_BYTES};
 use super::bucket::{Bucket, Tick};
@@ -78,7 +79,7 @@ pub struct PortConfig {
 }
 
 /// One queue (in the engine: one tenant's class). Rates are bytes per second.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QueueConfig {
     /// 0 is served first.
     pub priority: u8,
@@ -182,28 +183,36 @@ struct Queue {
     alpha_log2: Option<i8>,
     guarantee: Option<Bucket>,
     ceil: Option<Bucket>,
-    /// When the queue next joins a ring, if it is waiting for a bucket; `timer_id` tells the
-    /// live heap entry from stale ones.
-    timer: Option<Tick>,
+    /// When the queue next joins a ring, if it is waiting for a bucket (always after tick 0,
+    /// so the option takes no room of its own); `timer_id` tells the live heap entry from stale ones.
+    timer: Option<NonZeroU128>,
     timer_id: u32,
 }
 
 impl Queue {
     /// Empty, with full buckets; a ceiling at or over the line rate caps nothing.
     fn new(config: &QueueConfig, unit: i128, line_rate: u64) -> Queue {
-        let capped = config.ceil > 0 && config.ceil < line_rate;
         Queue {
             packets: VecDeque::new(),
             bytes: 0,
             limit_bytes: config.limit_bytes,
             reserved_bytes: config.reserved_bytes,
             alpha_log2: config.alpha_log2,
-            guarantee: (config.guarantee > 0).then(|| Bucket::new(config.guarantee, config.guarantee_depth(), unit)),
-            ceil: capped.then(|| Bucket::new(config.ceil, config.ceil_depth(), unit)),
+            guarantee: guarantee_rate(config).map(|rate| Bucket::new(rate, config.guarantee_depth(), unit)),
+            ceil: ceil_rate(config, line_rate).map(|rate| Bucket::new(rate, config.ceil_depth(), unit)),
             timer: None,
             timer_id: 0,
         }
     }
+}
+
+fn guarantee_rate(config: &QueueConfig) -> Option<NonZeroU64> {
+    NonZeroU64::new(config.guarantee)
+}
+
+/// A ceiling at or over the line rate caps nothing.
+fn ceil_rate(config: &QueueConfig, line_rate: u64) -> Option<NonZeroU64> {
+    NonZeroU64::new(config.ceil).filter(|_| config.ceil < line_rate)
 }
 
 /// The port: feed it arrivals in time order, collect departures. Cloning it forks the
@@ -333,13 +342,12 @@ impl Port {
         self.shared_capacity = self.shared_capacity + state.reserved_bytes - config.reserved_bytes;
         (state.reserved_bytes, state.limit_bytes, state.alpha_log2) = (config.reserved_bytes, config.limit_bytes, config.alpha_log2);
         self.shared_used += shared_part(state, state.bytes);
-        let retune = |bucket: &Option<Bucket>, rate: u64, depth: u64| match bucket {
+        let retune = |bucket: &Option<Bucket>, rate: NonZeroU64, depth: u64| match bucket {
             Some(bucket) => bucket.retuned(rate, depth, unit, now),
             None => Bucket::new(rate, depth, unit),
         };
-        let capped = config.ceil > 0 && config.ceil < line_rate;
-        state.guarantee = (config.guarantee > 0).then(|| retune(&state.guarantee, config.guarantee, config.guarantee_depth()));
-        state.ceil = capped.then(|| retune(&state.ceil, config.ceil, config.ceil_depth()));
+        state.guarantee = guarantee_rate(config).map(|rate| retune(&state.guarantee, rate, config.guarantee_depth()));
+        state.ceil = ceil_rate(config, line_rate).map(|rate| retune(&state.ceil, rate, config.ceil_depth()));
         self.scheduler.set_share(queue, config.priority, u64::from(config.weight) * QUANTUM_BYTES);
         if self.mode == PortMode::PerTenant {
             self.refresh(queue, now);
@@ -568,7 +576,7 @@ impl Port {
         self.set_membership(Phase::Guaranteed, queue, guaranteed_from <= now);
         // The first of the two still ahead (the guarantee's never comes before the ceiling's).
         let next = if borrow_from > now { borrow_from } else { guaranteed_from };
-        let next = (next > now && next != Tick::MAX).then_some(next);
+        let next = (next > now && next != Tick::MAX).then(|| NonZeroU128::new(next)).flatten();
         self.set_timer(queue, next);
     }
 
@@ -580,7 +588,7 @@ impl Port {
         }
     }
 
-    fn set_timer(&mut self, queue: u32, tick: Option<Tick>) {
+    fn set_timer(&mut self, queue: u32, tick: Option<NonZeroU128>) {
         let state = &mut self.queues[queue as usize];
         if state.timer == tick {
             return;
@@ -588,7 +596,7 @@ impl Port {
         state.timer = tick;
         state.timer_id = state.timer_id.wrapping_add(1);
         if let Some(tick) = tick {
-            self.timers.push(Reverse((tick, queue, state.timer_id)));
+            self.timers.push(Reverse((tick.get(), queue, state.timer_id)));
         }
     }
 
@@ -596,7 +604,7 @@ impl Port {
     fn next_timer(&mut self) -> Option<Tick> {
         while let Some(&Reverse((tick, queue, id))) = self.timers.peek() {
             let state = &self.queues[queue as usize];
-            if state.timer_id == id && state.timer == Some(tick) {
+            if state.timer_id == id && state.timer.map(NonZeroU128::get) == Some(tick) {
                 return Some(tick);
             }
             self.timers.pop();

@@ -1020,3 +1020,12 @@ fn a_thousand_queues_match_the_reference_model() {
     assert_eq!(verdicts, reference.verdicts);
     assert_eq!(departures, reference.departures);
 }
+
+#[test]
+fn a_port_queue_without_a_bucket_or_timer_pays_no_room_for_the_option() {
+    use std::mem::size_of;
+    use std::num::NonZeroU128;
+    // Every port queue holds two optional buckets and an optional timer: 48 bytes a queue at 10,000 tenants.
+    assert_eq!(size_of::<Option<super::bucket::Bucket>>(), size_of::<super::bucket::Bucket>());
+    assert_eq!(size_of::<Option<NonZeroU128>>(), size_of::<u128>());
+}
