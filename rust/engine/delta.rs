@@ -677,4 +677,34 @@ mod tests {
             assert_eq!(engine.tables().tenant_names(), ["a", "b", "c"]);
         }
     }
+
+    #[test]
+    fn tenants_inserted_and_removed_in_the_middle_keep_every_tenant_on_its_own_trees() {
+        let engine = Engine::new(TablesSpec::default()).unwrap();
+        let mut model: Vec<(String, u32, u16)> = Vec::new();
+        let mut seed = 12_345_u32;
+        let mut random = move |below: usize| {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            (seed >> 8) as usize % below.max(1)
+        };
+        for step in 0..120u32 {
+            let mut ops = Vec::new();
+            // A removal every third step, before an insert in the same update.
+            if step % 3 == 2 {
+                let gone = random(model.len());
+                ops.push(TenantOp::Remove { at: gone });
+                model.remove(gone);
+            }
+            let added = (format!("t{step}"), 100 + step, 1000 + step as u16);
+            let at = random(model.len() + 1);
+            ops.push(insert(at, entry(&added.0, &[added.1], added.2)));
+            model.insert(at, added);
+            engine.apply(Delta { ops, weights: vec![(at, 1)], ..Delta::default() }).unwrap();
+        }
+        assert_eq!(engine.tables().tenant_names(), model.iter().map(|(name, ..)| name.clone()).collect::<Vec<_>>());
+        for (name, vni, port) in &model {
+            assert_eq!(verdict(&engine, *vni as i32, *port), (Some(name.clone()), ALLOW), "{name}");
+            assert_eq!(verdict(&engine, *vni as i32, port + 1).1, DROP, "{name}");
+        }
+    }
 }
