@@ -9,6 +9,7 @@ use super::{build, check_tenant, incremental, Engine, EngineTables, HotTenant, T
 use crate::chunked_vec::GroupedVec;
 use crate::enforce::{QosInputs, QosSpec, TenantInput, TenantQos};
 use crate::error::CoreError;
+use rustc_hash::FxHashSet;
 
 /// What selects a tenant's traffic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -123,6 +124,8 @@ struct Edit<'a> {
     sources_changed: bool,
     /// What the ops claimed for whom, checked at the end.
     claims: Vec<(Claim, String)>,
+    /// Who made claims in this update (so that one removed again withdraws them).
+    claimers: FxHashSet<String>,
     /// Claims the ops took from tenants that held them, and from whom.
     displaced: Vec<(Claim, String)>,
 }
@@ -138,6 +141,9 @@ impl Edit<'_> {
     /// take a VNI that a later op frees).
     fn route(&mut self, route: &Route, at: usize) {
         let name = self.next.tenants[at].name.to_string();
+        if !route.vnis.is_empty() || !route.vlans.is_empty() {
+            self.claimers.insert(name.clone());
+        }
         for &vni in &route.vnis {
             self.displaced(Claim::Vni(vni), self.vnis.get(vni), at);
             self.vnis.set(vni, at as i32);
@@ -175,6 +181,15 @@ impl Edit<'_> {
             }
         }
         self.sources_changed |= !route.sources().is_empty();
+        // A tenant that claimed in this update and goes again (removed or replaced) withdraws its claims.
+        let name = &*self.next.tenants[at].name;
+        if self.claimers.contains(name) {
+            let withdrawn = |claim: &Claim| match *claim {
+                Claim::Vni(vni) => route.vnis().contains(&vni),
+                Claim::Vlan(vlan) => route.vlans().contains(&vlan),
+            };
+            self.claims.retain(|(claim, holder)| holder != name || !withdrawn(claim));
+        }
     }
 
     /// Every claim made by the ops is held by its tenant: none was claimed twice.
@@ -337,6 +352,7 @@ impl Engine {
             report: UpdateReport::default(),
             sources_changed: false,
             claims: Vec::new(),
+            claimers: FxHashSet::default(),
             displaced: Vec::new(),
         };
         let replaced: Vec<usize> = delta.ops.iter().filter_map(|op| if let TenantOp::Replace { at, .. } = op { Some(*at) } else { None }).collect();
@@ -590,6 +606,21 @@ mod tests {
         let err = engine.apply(Delta { ops: twice, ..Delta::default() }).unwrap_err().to_string();
         assert!(err.contains("VNI 20 is claimed by both"), "{err}");
         assert_eq!(verdict(&engine, 21, 80).0.as_deref(), Some("b")); // the refused update changed nothing
+    }
+
+    #[test]
+    fn a_tenant_put_in_and_taken_out_in_one_update_withdraws_its_claims() {
+        let engine = engine(&[("a", 10), ("b", 20)]);
+        let mut passing = entry("passing", &[15], 80);
+        passing.route.vlans = vec![7];
+        let ops = vec![insert(1, passing), TenantOp::Remove { at: 1 }];
+        engine.apply(Delta { ops, ..Delta::default() }).unwrap();
+        assert_eq!(engine.tables().tenant_names(), ["a", "b"]);
+        assert_eq!((verdict(&engine, 15, 80).0, tenant_on_vlan(&engine, 7)), (None, None));
+        // Withdrawn by name and claim alone: a real conflict in the same update is still refused.
+        let ops = vec![insert(2, entry("c", &[15], 80)), TenantOp::Replace { at: 0, tenant: entry("a", &[15], 80) }];
+        let err = engine.apply(Delta { ops, ..Delta::default() }).unwrap_err().to_string();
+        assert!(err.contains("VNI 15 is claimed by both"), "{err}");
     }
 
     /// The tenant name for an untunnelled TCP packet on outer VLAN `vlan`.
