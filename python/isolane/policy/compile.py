@@ -18,6 +18,7 @@ from isolane.parsing import dtype_of
 from isolane.policy.addresses import PortRange, _mapped
 from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP, FRAME_RULE_DSCP, MAX_PORT, NO_CLASS, RULE_FIELDS
 from isolane.policy.model import Tenant
+from isolane.policy.sharing import shared
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
@@ -190,23 +191,11 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
         packed_rows=b"".join(rows),
         default_action=default_action,
         default_cls=default_cls,
-        class_names=_shared_names(tuple(c.name for c in tenant.classes)),
+        class_names=shared(tuple(c.name for c in tenant.classes)),  # most tenants name their classes alike
         vnis=tenant.vnis,
         vlans=tenant.vlans,
         sources=tuple(_mapped(prefix) for prefix in tenant.sources),
     )
-
-
-#: Tenants' tuples of class names, one per spelling: most tenants name their classes alike.
-_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
-_NAMES_LIMIT = 4096
-
-
-def _shared_names(names: tuple[str, ...]) -> tuple[str, ...]:
-    shared = _NAMES.get(names)
-    if shared is None and len(_NAMES) < _NAMES_LIMIT:
-        shared = _NAMES[names] = names
-    return shared or names
 
 
 def tenant_tables(tenant: Tenant, keep: bool = True) -> TenantTables:

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from isolane.policy.policy import Policy
 
 
-
 @dataclass(frozen=True, eq=False)
 class MeterArrays:
     """One meter per row (a tenant, or a tenant's class), every default filled in. Rates are
