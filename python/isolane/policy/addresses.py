@@ -6,10 +6,12 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 PortRange = tuple[int, int]
+_C = TypeVar("_C")
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
@@ -87,6 +89,48 @@ def _mapped(network: Network | None) -> tuple[bytes, int]:
     if network.version == 4:
         return _MAPPED_HEAD + network.network_address.packed, 96 + network.prefixlen
     return network.network_address.packed, network.prefixlen
+
+
+class CompactPrefix:
+    """A prefix field of a slotted dataclass that holds an IPv4 prefix as one integer (its address
+    shifted left by 8, or its length: 32 bytes) instead of an ``ipaddress`` network and its address
+    (about 184 bytes), and gives the network back when read. A policy of 100,000 one-rule tenants
+    holds 100,000 of them. Other values (``None``, IPv6 prefixes) are held as they are."""
+
+    __slots__ = ("_slot",)
+
+    def __init__(self, slot: Any) -> None:
+        self._slot = slot  # the dataclass's own slot, which holds the value
+
+    def __get__(self, owner: Any, kind: type | None = None) -> Any:
+        if owner is None:
+            return self
+        held = self._slot.__get__(owner, kind)
+        return ipaddress.IPv4Network((held >> 8, held & 0xFF)) if held.__class__ is int else held
+
+    def __set__(self, owner: Any, value: Any) -> None:
+        if value.__class__ is ipaddress.IPv4Network:
+            value = int(value.network_address) << 8 | value.prefixlen
+        self._slot.__set__(owner, value)
+
+    def mapped(self, owner: Any) -> tuple[bytes, int]:
+        """``_mapped`` of the prefix ``owner`` holds, without making the network."""
+        held = self._slot.__get__(owner, None)
+        if held.__class__ is int:
+            return _MAPPED_HEAD + (held >> 8).to_bytes(4, "big"), 96 + (held & 0xFF)
+        return _mapped(held)
+
+
+def compact_prefixes(*names: str) -> Callable[[type[_C]], type[_C]]:
+    """A class decorator for a slotted dataclass: its fields ``names`` hold prefixes compactly
+    (:class:`CompactPrefix`)."""
+
+    def compact(cls: type[_C]) -> type[_C]:
+        for name in names:
+            setattr(cls, name, CompactPrefix(cls.__dict__[name]))
+        return cls
+
+    return compact
 
 
 def _families(network: Network | None) -> frozenset[int]:

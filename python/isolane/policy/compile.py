@@ -15,9 +15,9 @@ import numpy.typing as npt
 
 from isolane import _core
 from isolane.parsing import dtype_of
-from isolane.policy.addresses import PortRange, _mapped
+from isolane.policy.addresses import CompactPrefix, PortRange, _mapped
 from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP, FRAME_RULE_DSCP, MAX_PORT, NO_CLASS, RULE_FIELDS
-from isolane.policy.model import Tenant
+from isolane.policy.model import Rule, Tenant
 from isolane.policy.sharing import shared
 
 if TYPE_CHECKING:
@@ -50,6 +50,8 @@ def _struct_format(dtype: np.dtype) -> str:
 
 
 _ROW = struct.Struct(_struct_format(RULE_ROW_DTYPE))
+_RULE_SRC: CompactPrefix = Rule.__dict__["src"]
+_RULE_DST: CompactPrefix = Rule.__dict__["dst"]
 _PACKED: tuple[str, ...] = ("src", "dst", "policy_rule", "src_port_lo", "src_port_hi", "dst_port_lo", "dst_port_hi", "cls")
 _PACKED += ("src_len", "dst_len", "proto", "proto_mask", "dscp", "dscp_mask", "action")
 """The fields in the order ``_tenant_tables`` gives ``_ROW`` a row's values: the record's order."""
@@ -170,8 +172,8 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
     pack = _ROW.pack
     any_ports: tuple[PortRange, ...] = ((0, MAX_PORT),)
     for index, rule in enumerate(tenant.rules):
-        src_addr, src_len = _mapped(rule.src)
-        dst_addr, dst_len = _mapped(rule.dst)
+        src_addr, src_len = _RULE_SRC.mapped(rule)
+        dst_addr, dst_len = _RULE_DST.mapped(rule)
         action = ACTION_ALLOW if rule.action == "allow" else ACTION_DROP
         cls = class_ids[rule.class_name] if rule.class_name is not None else NO_CLASS
         protos: Sequence[int | None] = rule.proto or (None,)

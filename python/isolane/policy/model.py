@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
-from isolane.policy.addresses import Network, PortRange
+from isolane.policy.addresses import Network, PortRange, compact_prefixes
 from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, DEFAULT_STAGGER_NS, ETHERTYPES, ActionName, CountMode, MeterKind, PortMode
 from isolane.policy.units import format_duration, format_rate, format_size
 
@@ -272,6 +272,7 @@ class TrafficClass:
         return out
 
 
+@compact_prefixes("src", "dst")  # the most numerous objects of a large policy
 @dataclass(frozen=True, slots=True)
 class Rule:
     """One policy rule. ``None`` matches anything; ``src_ports``/``dst_ports`` are sorted,

@@ -263,6 +263,17 @@ def _emit(messages: Iterable[str]) -> None:
         warnings.warn(message, PolicyWarning, stacklevel=3)
 
 
+def _label(index: int, name: str | None) -> str:
+    """How a message names tenant ``index``: by its name if it has one."""
+    return repr(name) if name is not None else f"tenants[{index}]"
+
+
+def _owner_text(owner: tuple[int, str | None, int], key: str) -> str:
+    """The tenant that claimed a VNI or VLAN id first, and where: "'a' (tenants[0].vnis[1])"."""
+    index, name, k = owner
+    return f"{_label(index, name)} (tenants[{index}].{key}[{k}])"
+
+
 def _build(data: Any, source: str | None) -> Policy:
     ck = _Checker()
     top = ck.mapping(data, "", _TOP_KEYS, required=("tenants",))
@@ -283,36 +294,32 @@ def _build(data: Any, source: str | None) -> Policy:
     tenants: list[Tenant | None] = []
     items = ck.sequence(top["tenants"], "tenants", "tenants (mappings)") if "tenants" in top else None
     names: dict[str, tuple[int, str]] = {}  # each tenant name (NFC): where it is, and as written there
-    vni_owner: dict[int, tuple[int, str, str]] = {}
-    vlan_owner: dict[int, tuple[int, str, str]] = {}
+    # Each VNI and VLAN id: (tenant index, its name or None, index in its list). Text for a
+    # message is made only for a message: most policies have none.
+    vni_owner: dict[int, tuple[int, str | None, int]] = {}
+    vlan_owner: dict[int, tuple[int, str | None, int]] = {}
     for i, item in enumerate(items or []):
-        path = f"tenants[{i}]"
-        tenant = read_tenant(ck, item, path)
+        tenant = read_tenant(ck, item, f"tenants[{i}]")
         tenants.append(tenant)
         # Cross-tenant checks, on what could be read even if the tenant has other errors.
-        raw = item if isinstance(item, Mapping) else {}
+        raw = item if type(item) is dict or isinstance(item, Mapping) else {}
         name = _comparable_name(raw.get("name"))
-        label = repr(name) if name is not None else path
         if name is not None:
             if name in names:
                 first, written = names[name]
-                ck.error(f"{path}.name", f"{name!r} is already the name of tenants[{first}]{_spelt_apart(written, raw['name'])}")
+                ck.error(f"tenants[{i}].name", f"{name!r} is already the name of tenants[{first}]{_spelt_apart(written, raw['name'])}")
             else:
                 names[name] = (i, raw["name"])
         for key, owners, what in (("vnis", vni_owner, "VNI"), ("vlans", vlan_owner, "VLAN id")):
             values = raw.get(key)
-            if not isinstance(values, (list, tuple)):
+            if values.__class__ is not list and not isinstance(values, (list, tuple)):
                 continue
-            mine: set[int] = set()
             for k, v in enumerate(values):
-                if isinstance(v, bool) or not isinstance(v, int) or v in mine:
+                if v.__class__ is not int and (isinstance(v, bool) or not isinstance(v, int)):
                     continue
-                mine.add(v)
-                if v in owners and owners[v][0] != i:
-                    _, other_label, other_path = owners[v]
-                    ck.error(f"{path}.{key}[{k}]", f"{what} {_int_text(v)} is claimed by both {other_label} ({other_path}) and {label}")
-                else:
-                    owners.setdefault(v, (i, label, f"{path}.{key}[{k}]"))
+                owner = owners.setdefault(v, (i, name, k))  # a tenant's own repeats are reported where it is read
+                if owner[0] != i:
+                    ck.error(f"tenants[{i}].{key}[{k}]", f"{what} {_int_text(v)} is claimed by both {_owner_text(owner, key)} and {_label(i, name)}")
 
     if not ck.errors:
         _port_checks(ck, [t for t in tenants if t is not None])

@@ -274,7 +274,27 @@ def _profile_row(profile: Profile | None, owner: Contract, context: QosContext) 
     )
 
 
+_COMPILED: dict[tuple[Any, ...], tuple[tuple[Any, ...], TenantQos]] = {}
+"""Compiled QoS by the identity of what it is compiled from (contracts and classes are shared
+objects, so tenants with equal contracts compile once) and the context, holding those objects
+so that their identities stay theirs."""
+_COMPILED_MOST = 1 << 12
+
+
 def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
+    """``tenant``'s compiled QoS: what is compiled for its contract, classes and profiles, under its name."""
+    parts = (tenant.contract, tenant.classes, tenant.on_burst, tenant.on_overload)
+    key = (*map(id, parts), context)
+    found = _COMPILED.get(key)
+    if found is None or any(a is not b for a, b in zip(found[0], parts)):
+        found = (parts, _compile_qos_of(tenant, context))
+        if len(_COMPILED) >= _COMPILED_MOST:
+            _COMPILED.clear()
+        _COMPILED[key] = found
+    return TenantQos(tenant.name, *found[1][1:])
+
+
+def _compile_qos_of(tenant: Tenant, context: QosContext) -> TenantQos:
     lf = context.largest_frame
     c = tenant.contract
     rate = _guarantee(tenant) // 8

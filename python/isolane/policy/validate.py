@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from isolane.policy.addresses import _PORT_TEXT_RE, Network, PortRange, _families, _merge_ranges
 from isolane.policy.constants import (
@@ -36,9 +36,6 @@ from isolane.policy.units import (
     format_rate,
     read_number,
 )
-
-if TYPE_CHECKING:
-    pass
 from isolane.policy.validate_qos import _QosChecks
 from isolane.policy.validate_shapes import BAD, _Bad
 

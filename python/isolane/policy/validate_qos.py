@@ -4,7 +4,7 @@ port, the largest frame and the colour map, each checked against the others it d
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from isolane.policy.bursts import read_microburst
 from isolane.policy.constants import (
@@ -43,14 +43,51 @@ from isolane.policy.units import (
     smallest_meter_burst,
     time_of,
 )
-
-if TYPE_CHECKING:
-    pass
 from isolane.policy.validate_shapes import _ALPHA_LOG2, _LARGEST_QUEUE, _LONGEST_DELAY, _LONGEST_DSCP_KEY, BAD, _Bad, _Shapes
+
+_CONTRACT_KEYS = ("rate", "burst", "ceil", "meter", "shaper", "microburst")
+_CONTRACTS: dict[tuple[Any, ...], Contract] = {}
+"""Contracts read before, by the port, the largest frame and the values given (with their types:
+``True`` is not ``1``); only contracts read without an error or a warning, which name a place."""
+_CONTRACTS_MOST = 1 << 12
+_PLAIN = (str, int, float, bool)
+
+
+def _contract_key(data: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The values of ``data``'s contract keys with their types, if each is plain or a flat
+    mapping of plain values (``None``: not kept)."""
+    key: list[Any] = []
+    for name in _CONTRACT_KEYS:
+        if name in data:
+            value = data[name]
+            if value.__class__ is dict:
+                if not all(v.__class__ in _PLAIN for v in value.values()):
+                    return None
+                value = tuple((k, v.__class__, v) for k, v in value.items())
+            elif value.__class__ not in _PLAIN:
+                return None
+            key.append((name, value.__class__, value))
+    return tuple(key)
 
 
 class _QosChecks(_Shapes):
     def contract(self, data: dict[str, Any], path: str) -> Contract:
+        """A tenant's or class's contract. Policies repeat a few contracts over many tenants, so
+        one read without complaint is kept and given again for the same values."""
+        given = _contract_key(data)
+        key = (self.egress, self.largest_frame, given) if given is not None else None
+        found = _CONTRACTS.get(key) if key is not None else None
+        if found is not None:
+            return found
+        errors, warnings = len(self.errors), len(self.warnings)
+        contract = self._read_contract(data, path)
+        if key is not None and len(self.errors) == errors and len(self.warnings) == warnings:
+            if len(_CONTRACTS) >= _CONTRACTS_MOST:
+                _CONTRACTS.clear()
+            _CONTRACTS[key] = contract
+        return contract
+
+    def _read_contract(self, data: dict[str, Any], path: str) -> Contract:
         rate = self.byte_rate(data["rate"], _at(path, "rate")) if "rate" in data else None
         burst = self.burst(data["burst"], _at(path, "burst")) if "burst" in data else None
         ceil = self.byte_rate(data["ceil"], _at(path, "ceil")) if "ceil" in data else None

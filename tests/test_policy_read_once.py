@@ -1,0 +1,96 @@
+"""What a large policy repeats is read and compiled once (contracts, their compiled QoS), and
+what it holds per rule is small (prefixes): the results must be those of reading every tenant
+afresh, each message at its own place."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import pickle
+import sys
+from typing import Any
+
+import pytest
+
+from isolane import policy as P
+from isolane.policy import Policy
+from isolane.policy.compile import tenant_tables
+from isolane.policy.qos import qos_context, tenant_qos
+from support.policy_edits import errors_of, policy_warnings, quiet
+
+
+def tenants(*contracts: dict[str, Any], **top: Any) -> dict[str, Any]:
+    return {**top, "tenants": [{"name": f"t{i}", "vnis": [i + 1], **c} for i, c in enumerate(contracts)]}
+
+
+def test_a_repeated_contract_warns_at_each_place() -> None:
+    small_queue = {"rate": "1Gbps", "shaper": {"queue": "4KiB"}}
+    found = policy_warnings(tenants(small_queue, small_queue, small_queue))
+    assert [w.split(":")[0] for w in found] == ["tenants[0].shaper.queue", "tenants[1].shaper.queue", "tenants[2].shaper.queue"]
+
+
+def test_a_repeated_bad_contract_is_reported_at_each_place() -> None:
+    bad = {"rate": "2Gbps", "ceil": "1Gbps"}
+    assert errors_of(tenants(bad, {}, bad)) == [
+        ("tenants[0].ceil", "ceil '1Gbps' is below rate '2Gbps'"),
+        ("tenants[2].ceil", "ceil '1Gbps' is below rate '2Gbps'"),
+    ]
+
+
+def test_a_contract_read_under_one_port_is_checked_again_under_another() -> None:
+    contract = {"rate": "50Gbps"}
+    assert quiet(tenants(contract, port={"rate": "100Gbps", "buffer": "16MiB"})).tenants[0].contract.rate_bps == 50_000_000_000
+    assert errors_of(tenants(contract, port={"rate": "40Gbps", "buffer": "16MiB"})) == [
+        ("tenants[0].rate", "rate '50Gbps' is above the port's line rate 40Gbps: it cannot be guaranteed")
+    ]
+
+
+@pytest.mark.parametrize("second", [1, 1.0, "true"])
+def test_values_equal_in_python_but_not_in_type_are_read_apart(second: Any) -> None:
+    """``True == 1 == 1.0``: a contract kept for ``true`` must not answer for the others."""
+
+    def meter(value: Any) -> dict[str, Any]:
+        return tenants({"meter": {"kind": "srtcm", "cir": "1Gbps", "color_aware": value}})
+
+    assert quiet(meter(True)).tenants[0].contract.meter.color_aware is True  # kept
+    assert errors_of(meter(second)) == [("tenants[0].meter.color_aware", f"expected true or false, got {_described(second)}")]
+
+
+def _described(value: Any) -> str:
+    return {int: "an integer (1)", float: "a number (1.0)", str: "a string ('true')"}[type(value)]
+
+
+def test_equal_contracts_compile_once_under_each_name() -> None:
+    policy = quiet(tenants({"rate": "1Gbps", "meter": {"kind": "srtcm", "cir": "1Gbps"}}, {"rate": "1Gbps", "meter": {"kind": "srtcm", "cir": "1Gbps"}}))
+    a, b = (tenant_qos(t, qos_context(policy), keep=False) for t in policy.tenants)
+    assert (a.name, b.name) == ("t0", "t1")
+    assert a._replace(name="t1") == b and a.meter is b.meter
+
+
+def test_compiled_qos_follows_the_context() -> None:
+    """The default burst depends on the largest frame: a policy-wide setting, not the tenant's."""
+    data = tenants({"rate": "1Mbps"})
+    small, large = (quiet({**data, "largest_frame": f}) for f in ("1514B", "9KiB"))
+    assert tenant_qos(small.tenants[0], qos_context(small)).burst == 1514
+    assert tenant_qos(large.tenants[0], qos_context(large)).burst == 9216
+
+
+def test_rules_hold_ipv4_prefixes_compactly_and_give_networks_back() -> None:
+    rule = P.Rule("allow", "default", ipaddress.ip_network("10.1.0.0/16"), ipaddress.ip_network("fd00::/64"))
+    assert rule.src == ipaddress.IPv4Network("10.1.0.0/16") and isinstance(rule.src, ipaddress.IPv4Network)
+    assert rule.dst == ipaddress.IPv6Network("fd00::/64")
+    held = P.Rule.__dict__["src"]._slot.__get__(rule)
+    assert sys.getsizeof(held) < sys.getsizeof(rule.src)  # an integer, not the network
+    assert pickle.loads(pickle.dumps(rule)) == rule
+    assert dataclasses.replace(rule, dst=ipaddress.ip_network("0.0.0.0/0")).dst == ipaddress.IPv4Network("0.0.0.0/0")
+    assert hash(rule) == hash(P.Rule("allow", "default", ipaddress.ip_network("10.1.0.0/16"), ipaddress.ip_network("fd00::/64")))
+    assert P.Rule("allow").src is None
+
+
+def test_compact_prefixes_compile_to_the_same_rows() -> None:
+    data = tenants({"rules": [{"src": "10.1.0.0/16", "dst": "192.0.2.7", "action": "allow"}, {"dst": "::ffff:10.0.0.0/104", "action": "drop"}]})
+    tenant = quiet(data).tenants[0]
+    rows = tenant_tables(tenant, keep=False).packed_rows
+    as_networks = dataclasses.replace(tenant, rules=tuple(dataclasses.replace(r) for r in tenant.rules))
+    assert tenant_tables(as_networks, keep=False).packed_rows == rows
+    assert Policy.from_dict(quiet(data).to_dict()).tenants[0].rules == tenant.rules
