@@ -50,9 +50,7 @@ def _parse_prefix(text: str) -> Network | None | str:
         if text == "any":
             return None
         if ":" not in text:  # IPv4, its octets and length checked by the pattern: skip ipaddress's parsing
-            address, _, length = text.partition("/")
-            a, b, c, d = address.split(".")
-            value, bits = (int(a) << 24) | (int(b) << 16) | (int(c) << 8) | int(d), int(length or 32)
+            value, bits = _ipv4_prefix(text)
             if not value & ((1 << (32 - bits)) - 1):
                 return ipaddress.IPv4Network((value, bits))
         try:
@@ -75,6 +73,29 @@ def _parse_prefix(text: str) -> Network | None | str:
             return f"{bad}: write a prefix length (/24), not a netmask"
         return f"{bad}: the length of an {'IPv4' if is_v4 else 'IPv6'} prefix is 0-{32 if is_v4 else 128}"
     return bad
+
+
+def _ipv4_prefix(text: str) -> tuple[int, int]:
+    """(address, length) of an IPv4 prefix that ``_PREFIX_RE`` matched."""
+    address, _, length = text.partition("/")
+    a, b, c, d = address.split(".")
+    return (int(a) << 24) | (int(b) << 16) | (int(c) << 8) | int(d), int(length or 32)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_rule_prefix(text: str) -> int | Network | None | str:
+    """A prefix as a rule holds it (:class:`CompactPrefix`): an IPv4 prefix as one integer, made
+    without the ``ipaddress`` network; otherwise as :func:`_parse_prefix` gives it."""
+    if ":" not in text and text != "any" and _PREFIX_RE.fullmatch(text):
+        value, bits = _ipv4_prefix(text)
+        if not value & ((1 << (32 - bits)) - 1):
+            return value << 8 | bits
+    return _parse_prefix(text)
+
+
+def _as_network(prefix: int | Network) -> Network:
+    """A prefix as :func:`_parse_rule_prefix` gives it, as a network."""
+    return ipaddress.IPv4Network((prefix >> 8, prefix & 0xFF)) if isinstance(prefix, int) else prefix
 
 
 _ANY = (bytes(16), 0)
@@ -109,6 +130,7 @@ class CompactPrefix:
         return ipaddress.IPv4Network((held >> 8, held & 0xFF)) if held.__class__ is int else held
 
     def __set__(self, owner: Any, value: Any) -> None:
+        """``value``: a network, ``None``, or an IPv4 prefix already as one integer (:func:`_parse_rule_prefix`)."""
         if value.__class__ is ipaddress.IPv4Network:
             value = int(value.network_address) << 8 | value.prefixlen
         self._slot.__set__(owner, value)
@@ -133,11 +155,11 @@ def compact_prefixes(*names: str) -> Callable[[type[_C]], type[_C]]:
     return compact
 
 
-def _families(network: Network | None) -> frozenset[int]:
-    """The IP versions of packets whose address can fall in ``network``."""
+def _families(network: int | Network | None) -> frozenset[int]:
+    """The IP versions of packets whose address can fall in ``network`` (an integer: an IPv4 prefix)."""
     if network is None:
         return frozenset((4, 6))
-    if network.version == 4:
+    if isinstance(network, int) or network.version == 4:
         return frozenset((4,))
     assert isinstance(network, ipaddress.IPv6Network)
     if network.subnet_of(_MAPPED_V4):

@@ -8,7 +8,7 @@ import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from isolane.policy.addresses import _PORT_TEXT_RE, Network, PortRange, _families, _merge_ranges
+from isolane.policy.addresses import _PORT_TEXT_RE, Network, PortRange, _as_network, _families, _merge_ranges
 from isolane.policy.constants import (
     _CLASS_KEYS,
     _PROTO_NAME,
@@ -207,13 +207,14 @@ class _Checker(_QosChecks):
                 self.error(_at(path, "class"), f"unknown class {cls!r}{hint}")
         elif action == "allow":
             cls = default_class
-        # Prefixes are mostly unique, and _parse_prefix keeps its own cache.
-        src = self.prefix(data["src"], _at(path, "src")) if "src" in data else None
-        dst = self.prefix(data["dst"], _at(path, "dst")) if "dst" in data else None
+        # Prefixes are mostly unique, and _parse_rule_prefix keeps its own cache.
+        src = self.rule_prefix(data["src"], _at(path, "src")) if "src" in data else None
+        dst = self.rule_prefix(data["dst"], _at(path, "dst")) if "dst" in data else None
         if src is not None and dst is not None and not isinstance(src, _Bad) and not isinstance(dst, _Bad) and not (_families(src) & _families(dst)):
+            src_net, dst_net = _as_network(src), _as_network(dst)
             self.error(
                 _at(path, "dst"),
-                f"{str(dst)!r} is IPv{dst.version} but src {str(src)!r} is IPv{src.version}: no packet can match both",
+                f"{str(dst_net)!r} is IPv{dst_net.version} but src {str(src_net)!r} is IPv{src_net.version}: no packet can match both",
             )
         src_ports = self.known(_Checker.ports, data, "src_ports", path) if "src_ports" in data else None
         dst_ports = self.known(_Checker.ports, data, "dst_ports", path) if "dst_ports" in data else None
@@ -272,8 +273,8 @@ class _Checker(_QosChecks):
         before = len(self.errors)
         name = self.name(data["name"], _at(path, "name"), "a tenant name", non_empty=True) if "name" in data else BAD
         description = self.string(data["description"], _at(path, "description")) if "description" in data else None
-        vnis = self.unique_ints(data.get("vnis", []), _at(path, "vnis"), MAX_VNI, "VNI", " (24 bits)")
-        vlans = self.unique_ints(data.get("vlans", []), _at(path, "vlans"), MAX_VLAN, "VLAN id", " (12 bits)")
+        vnis = self.unique_ints(data["vnis"], _at(path, "vnis"), MAX_VNI, "VNI", " (24 bits)") if "vnis" in data else ()
+        vlans = self.unique_ints(data["vlans"], _at(path, "vlans"), MAX_VLAN, "VLAN id", " (12 bits)") if "vlans" in data else ()
         sources: list[Network] = []
         for i, item in enumerate(self.sequence(data.get("sources", []), _at(path, "sources"), "prefixes") or []):
             where = _at(_at(path, "sources"), i)
@@ -337,8 +338,8 @@ class _Checker(_QosChecks):
         assert default_class is not None and not isinstance(description, _Bad)
         return Tenant(
             name=name,
-            vnis=tuple(v for v, _ in vnis),
-            vlans=tuple(v for v, _ in vlans),
+            vnis=vnis,
+            vlans=vlans,
             sources=tuple(sources),
             classes=shared(tuple(classes)),  # most tenants have the default class alone, or a common set
             default_class=default_class,

@@ -5,11 +5,11 @@ Every problem is collected with its place (:class:`_Shapes` is the base of the c
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from isolane import _core
-from isolane.policy.addresses import Network, _parse_prefix
+from isolane.policy.addresses import Network, _parse_prefix, _parse_rule_prefix
 from isolane.policy.constants import (
     DEFAULT_LARGEST_FRAME,
     DSCP_NAMES,
@@ -51,6 +51,19 @@ _LONGEST_DSCP_KEY = 9
 _ALPHA_LOG2 = {2.0**k: k for k in PORT_ALPHA_LOG2}
 
 
+_KEY_SETS: dict[int, tuple[Sequence[str], frozenset[str]]] = {}
+
+
+def _key_set(keys: Sequence[str]) -> frozenset[str]:
+    """``keys`` as a set, made once for each sequence of keys (they are the module's constants)."""
+    found = _KEY_SETS.get(id(keys))
+    if found is None or found[0] is not keys:
+        if len(_KEY_SETS) >= 64:  # a caller's own keys, not a constant: keep the table small
+            _KEY_SETS.clear()
+        found = _KEY_SETS[id(keys)] = (keys, frozenset(keys))
+    return found[1]
+
+
 class _Shapes:
     def __init__(self) -> None:
         self.errors: list[tuple[str, str]] = []
@@ -65,6 +78,8 @@ class _Shapes:
     # -- shapes --------------------------------------------------------------------------------
 
     def mapping(self, value: Any, path: str, keys: Sequence[str], required: Sequence[str] = ()) -> dict[str, Any] | None:
+        if value.__class__ is dict and value.keys() <= _key_set(keys) and all(key in value for key in required):
+            return value  # the common case: nothing to report, nothing to leave out
         if not isinstance(value, Mapping):
             self.error(path, f"expected a mapping, got {_describe(value)}")
             return None
@@ -106,6 +121,8 @@ class _Shapes:
         text = self.string(value, path, what, non_empty)
         if isinstance(text, _Bad):
             return text
+        if text.isascii() and text.isprintable():  # the common case: no control character, NFC already
+            return text
         bad = next((c for c in text if unicodedata.category(c).startswith("C")), None)
         if bad is not None:
             self.error(path, f"{text!r} has the control character U+{ord(bad):04X}: a name must print as it reads (names label reports and tables)")
@@ -145,27 +162,32 @@ class _Shapes:
             return BAD
         return value
 
-    def unique_ints(self, value: Any, path: str, hi: int, what: str, note: str) -> list[tuple[int, str]]:
-        """A list of integers 0..hi without repeats: [(value, path)] of the good ones."""
+    def unique_ints(self, value: Any, path: str, hi: int, what: str, note: str) -> tuple[int, ...]:
+        """A list of integers 0..hi without repeats: the good ones."""
         items = self.sequence(value, path, f"{what}s (integers)")
-        out: list[tuple[int, str]] = []
-        seen: dict[int, str] = {}
+        seen: dict[int, int] = {}  # each good number: where it is listed first
         for i, item in enumerate(items or []):
-            number = self.integer(item, _at(path, i), 0, hi, what, note)
+            number = item if item.__class__ is int and 0 <= item <= hi else self.integer(item, _at(path, i), 0, hi, what, note)
             if isinstance(number, _Bad):
                 continue
             if number in seen:
-                self.error(_at(path, i), f"{what} {number} is already listed at {seen[number]}")
+                self.error(_at(path, i), f"{what} {number} is already listed at {_at(path, seen[number])}")
                 continue
-            seen[number] = _at(path, i)
-            out.append((number, _at(path, i)))
-        return out
+            seen[number] = i
+        return tuple(seen)
 
     def prefix(self, value: Any, path: str) -> Network | None | _Bad:
+        return self._prefix(value, path, _parse_prefix)  # type: ignore[return-value]  # _parse_prefix gives no integer
+
+    def rule_prefix(self, value: Any, path: str) -> int | Network | None | _Bad:
+        """A rule's prefix, as the rule holds it (an IPv4 prefix as one integer: :class:`CompactPrefix`)."""
+        return self._prefix(value, path, _parse_rule_prefix)
+
+    def _prefix(self, value: Any, path: str, parse: Callable[[str], int | Network | None | str]) -> int | Network | None | _Bad:
         if not isinstance(value, str):
             self.error(path, f"expected a prefix such as '10.0.0.0/8' or 'fd00::/64', got {_describe(value)}")
             return BAD
-        parsed = _parse_prefix(value)
+        parsed = parse(value)
         if isinstance(parsed, str):
             self.error(path, parsed)
             return BAD
