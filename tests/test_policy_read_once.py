@@ -5,15 +5,17 @@ afresh, each message at its own place."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import ipaddress
 import pickle
 import sys
+import weakref
 from typing import Any
 
 import pytest
 
 from isolane import policy as P
-from isolane.policy import Policy
+from isolane.policy import Policy, reuse
 from isolane.policy.compile import tenant_tables
 from isolane.policy.qos import qos_context, tenant_qos
 from support.policy_edits import errors_of, policy_warnings, quiet
@@ -94,3 +96,29 @@ def test_compact_prefixes_compile_to_the_same_rows() -> None:
     as_networks = dataclasses.replace(tenant, rules=tuple(dataclasses.replace(r) for r in tenant.rules))
     assert tenant_tables(as_networks, keep=False).packed_rows == rows
     assert Policy.from_dict(quiet(data).to_dict()).tenants[0].rules == tenant.rules
+
+
+def test_a_document_read_again_shares_the_tenants_of_the_policies_alive() -> None:
+    data = tenants(*({"rate": f"{i + 1}Mbps"} for i in range(5)))
+    first = quiet(data)
+    data["tenants"][2] = {**data["tenants"][2], "rate": "9Mbps"}
+    second = quiet(data)
+    assert [a is b for a, b in zip(first.tenants, second.tenants)] == [True, True, False, True, True]
+
+
+def test_tenants_are_not_kept_for_reading_once_no_policy_holds_them() -> None:
+    data = tenants({"rate": "1Mbps"})
+    first = quiet(data)
+    held = weakref.ref(first.tenants[0])
+    del first
+    gc.collect()
+    assert held() is None  # no table of what was read holds a tenant
+
+
+def test_with_tenant_of_the_same_data_keeps_the_tenant() -> None:
+    data = tenants({"rate": "1Mbps"}, {"rate": "2Mbps"})
+    policy = quiet(data)
+    again = policy.with_tenant(data["tenants"][1])
+    assert again.tenants[1] is policy.tenants[1]
+    changed = policy.with_tenant({**data["tenants"][1], "rate": "3Mbps"})
+    assert changed.tenants[1] is not policy.tenants[1] and changed.tenants[1].contract.rate_bps == 3_000_000

@@ -361,8 +361,10 @@ class Tenant:
     on_overload: Profile | None = None
     """Taken while the port is overloaded (``Port.overload``)."""
     # What is made from the tenant once, kept on it (it is immutable) by the modules that make it.
+    _source: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    """A digest of the data it was read from (``isolane.policy.reuse``)."""
     _read: tuple[str, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)
-    """Where it was read and what reading it warned (``isolane.policy.reuse``)."""
+    """Where it was read and what reading it warned, if it warned (``isolane.policy.reuse``)."""
     _tables: Any = field(default=None, init=False, repr=False, compare=False)
     """Its ``TenantTables`` (``isolane.policy.compile.tenant_tables``)."""
     _compiled_qos: Any = field(default=None, init=False, repr=False, compare=False)

@@ -35,7 +35,7 @@ from isolane.policy.errors import PolicyError, PolicyWarning, _int_text
 from isolane.policy.model import Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file
-from isolane.policy.reuse import read_tenant
+from isolane.policy.reuse import _LIVE, live_tenants, read_tenant
 from isolane.policy.tenants import Tenants, as_tenants
 from isolane.policy.units import format_size
 from isolane.policy.validate import _Checker, _comparable_name, _spelt_apart
@@ -65,6 +65,7 @@ class Policy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tenants", as_tenants(self.tenants))
+        _LIVE.add(self)  # its tenants may be read again from a document (isolane.policy.reuse)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Policy:
@@ -147,7 +148,7 @@ class Policy:
         at = self._slot(old)
         ck = _Checker()
         ck.largest_frame, ck.egress = self.largest_frame, self.port
-        new = read_tenant(ck, data, f"tenants[{at}]")
+        new = read_tenant(ck, data, f"tenants[{at}]", {old._source: old} if old is not None and old._source is not None else {})
         if new is not None and not ck.errors:
             old = claims.names.get(new.name)  # the name as read (normalised)
             at = self._slot(old)
@@ -298,8 +299,9 @@ def _build(data: Any, source: str | None) -> Policy:
     # message is made only for a message: most policies have none.
     vni_owner: dict[int, tuple[int, str | None, int]] = {}
     vlan_owner: dict[int, tuple[int, str | None, int]] = {}
+    known = live_tenants()
     for i, item in enumerate(items or []):
-        tenant = read_tenant(ck, item, f"tenants[{i}]")
+        tenant = read_tenant(ck, item, f"tenants[{i}]", known)
         tenants.append(tenant)
         # Cross-tenant checks, on what could be read even if the tenant has other errors.
         raw = item if type(item) is dict or isinstance(item, Mapping) else {}

@@ -1,22 +1,31 @@
 """Tenants read once: a tenant read from equal data under equal policy-wide settings is the same
 :class:`~isolane.policy.Tenant` object, so policies made from documents that share tenants share
 them, and what is compiled from a tenant (kept on it) is compiled once. An engine updated to such
-a policy recognises the tenants it already runs by identity."""
+a policy recognises the tenants it already runs by identity.
+
+Each tenant keeps a digest of what it was read from (``Tenant._source``). Reading a document
+looks its tenants up among those of the policies alive then, in an index made for that read
+(:func:`live_tenants`) and dropped after it: no table beside the tenants lives as long as they do.
+``Policy.with_tenant`` looks only at the tenant it replaces."""
 
 from __future__ import annotations
 
 import hashlib
 import weakref
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from isolane.policy.model import Tenant
 from isolane.policy.validate import _Checker
 
-_READ: weakref.WeakValueDictionary[bytes, Tenant] = weakref.WeakValueDictionary()
-"""A digest of (settings, source text) -> the tenant read from it, while some policy holds it."""
+if TYPE_CHECKING:
+    from isolane.policy.policy import Policy
+
+_LIVE: weakref.WeakSet[Policy] = weakref.WeakSet()
+"""Every policy alive (``Policy.__post_init__`` adds each)."""
 
 
-def _source_key(ck: _Checker, item: Any) -> bytes | None:
+def source_key(ck: _Checker, item: Any) -> bytes | None:
     """A digest of what a tenant's reading depends on: its data, as its ``repr`` spells it
     (which tells ``1`` from ``1.0`` and ``True``, and keeps the order of keys), and the
     policy-wide settings the checker reads (a 160-bit digest rather than the text: a tenant's
@@ -30,11 +39,24 @@ def _source_key(ck: _Checker, item: Any) -> bytes | None:
         return None
 
 
-def read_tenant(ck: _Checker, item: Any, path: str) -> Tenant | None:
-    """``ck.tenant(item, path)``, or the tenant read before from equal data, its warnings
-    reported again at ``path``."""
-    key = _source_key(ck, item)
-    tenant = _READ.get(key) if key is not None else None
+def live_tenants() -> dict[bytes, Tenant]:
+    """The tenants of every policy alive, by the digest of what they were read from. Policies
+    edited from one another share most of their chunks of tenants, which are visited once."""
+    found: dict[bytes, Tenant] = {}
+    seen: set[int] = set()
+    for policy in list(_LIVE):
+        for chunk in policy._tenants.chunks:
+            if id(chunk) not in seen:
+                seen.add(id(chunk))
+                found.update((t._source, t) for t in chunk if t._source is not None)
+    return found
+
+
+def read_tenant(ck: _Checker, item: Any, path: str, known: Mapping[bytes, Tenant]) -> Tenant | None:
+    """``ck.tenant(item, path)``, or the tenant in ``known`` read before from equal data, its
+    warnings reported again at ``path``."""
+    key = source_key(ck, item)
+    tenant = known.get(key) if key is not None else None
     if tenant is not None:
         read_at, found = tenant._read or ("", ())
         ck.warnings.extend(path + w[len(read_at) :] if w.startswith(read_at) else w for w in found)
@@ -44,5 +66,5 @@ def read_tenant(ck: _Checker, item: Any, path: str) -> Tenant | None:
     if tenant is not None and key is not None and len(ck.errors) == errors:
         if len(ck.warnings) > warnings:
             object.__setattr__(tenant, "_read", (path, tuple(ck.warnings[warnings:])))
-        _READ[key] = tenant
+        object.__setattr__(tenant, "_source", key)
     return tenant

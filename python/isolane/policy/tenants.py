@@ -38,6 +38,11 @@ class Tenants(Sequence[Tenant]):
     def __len__(self) -> int:
         return self._starts[-1]
 
+    @property
+    def chunks(self) -> tuple[tuple[Tenant, ...], ...]:
+        """The tuples the tenants are kept in, in order (edited copies share all but one)."""
+        return self._chunks
+
     @overload
     def __getitem__(self, index: int) -> Tenant: ...
 
