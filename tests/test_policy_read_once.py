@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from isolane import policy as P
-from isolane.policy import Policy, reuse
+from isolane.policy import Policy
 from isolane.policy.compile import tenant_tables
 from isolane.policy.qos import qos_context, tenant_qos
 from support.policy_edits import errors_of, policy_warnings, quiet
