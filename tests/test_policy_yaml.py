@@ -5,6 +5,7 @@ the reference for documents it dumps; and random text, which is read or refused,
 from __future__ import annotations
 
 import re
+import sys
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -241,3 +242,16 @@ def test_a_lazy_sequence_makes_its_items_as_they_are_read() -> None:
         items[2]
     assert _core.load_yaml("- 1\n- 2\n", "tenants") == [1, 2]  # only a mapping's sequence under that key is lazy
     assert _core.load_yaml("tenants: 3\n", "tenants") == {"tenants": 3}
+
+
+@pytest.mark.parametrize("lazy", [None, "tenants"])
+def test_recurring_strings_are_one_object_and_unique_ones_are_not_interned(lazy: str | None) -> None:
+    """Keys and units recur: each is made once. Names and prefixes do not: interning them would
+    keep an entry for each in Python's table of interned strings (two a tenant) for good."""
+    text = "tenants:\n" + "".join(f"  - {{name: tenant-{i}, rate: 10Mbps, rules: [{{dst: 10.{i}.0.0/16, action: allow}}]}}\n" for i in range(50))
+    items = list(_core.load_yaml(text, lazy)["tenants"])
+    first, last = items[0], items[-1]
+    assert [a is b for a, b in zip(first, last)] == [True, True, True]  # the keys
+    assert first["rate"] is last["rate"] and first["rules"][0]["action"] is last["rules"][0]["action"]
+    assert sys.intern("tenant-" + str(len(items) - 1)) is not last["name"]
+    assert sys.intern("10.49.0.0/16") is not last["rules"][0]["dst"]
