@@ -430,9 +430,9 @@ def test_the_json_schema_describes_the_profiles(capsys: pytest.CaptureFixture[st
 def test_a_change_of_profile_makes_a_tenant_different() -> None:
     base = one_tenant(on_burst={"priority": 1, "hold": "1ms"})
     policy = quiet(base)
-    assert quiet(base).tenants[0] is policy.tenants[0]  # equal data: the same tenant, compiled once
+    assert policy.with_tenant(base["tenants"][0]).tenants[0] is policy.tenants[0]  # equal data: the same tenant, compiled once
     for change in ({"on_burst": {"priority": 1, "hold": "2ms"}}, {"on_overload": {"priority": 2}}):
-        changed = quiet(one_tenant(**{"on_burst": {"priority": 1, "hold": "1ms"}, **change}))
+        changed = policy.with_tenant(one_tenant(**{"on_burst": {"priority": 1, "hold": "1ms"}, **change})["tenants"][0])
         assert changed.tenants[0] != policy.tenants[0] and changed.tenants[0] is not policy.tenants[0]
         assert profile_rows(changed) != profile_rows(policy)
     edited = policy.with_tenant(base["tenants"][0] | {"on_burst": {"weight": 4}})

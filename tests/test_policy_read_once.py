@@ -122,3 +122,14 @@ def test_with_tenant_of_the_same_data_keeps_the_tenant() -> None:
     assert again.tenants[1] is policy.tenants[1]
     changed = policy.with_tenant({**data["tenants"][1], "rate": "3Mbps"})
     assert changed.tenants[1] is not policy.tenants[1] and changed.tenants[1].contract.rate_bps == 3_000_000
+
+
+def test_a_small_document_beside_a_far_larger_policy_is_read_afresh() -> None:
+    """Indexing 100,000 tenants to read one would cost more than reading it; a document of 16
+    tenants or more shares whatever it can."""
+    data = tenants(*({"rate": f"{i + 1}Mbps"} for i in range(400)))
+    large = quiet(data)
+    alone = quiet({"tenants": [data["tenants"][-1]]})
+    assert alone.tenants[0] == large.tenants[-1] and alone.tenants[0] is not large.tenants[-1]
+    some = quiet({"tenants": data["tenants"][:16]})
+    assert all(a is b for a, b in zip(some.tenants, large.tenants, strict=False))

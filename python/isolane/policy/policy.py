@@ -35,7 +35,7 @@ from isolane.policy.errors import PolicyError, PolicyWarning, _int_text
 from isolane.policy.model import Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file
-from isolane.policy.reuse import _LIVE, live_tenants, read_tenant
+from isolane.policy.reuse import _LIVE, read_tenant, tenants_to_share
 from isolane.policy.tenants import Tenants, as_tenants
 from isolane.policy.units import format_size
 from isolane.policy.validate import _Checker, _comparable_name, _spelt_apart
@@ -299,7 +299,7 @@ def _build(data: Any, source: str | None) -> Policy:
     # message is made only for a message: most policies have none.
     vni_owner: dict[int, tuple[int, str | None, int]] = {}
     vlan_owner: dict[int, tuple[int, str | None, int]] = {}
-    known = live_tenants()
+    known = tenants_to_share(len(items or ()))
     for i, item in enumerate(items or []):
         tenant = read_tenant(ck, item, f"tenants[{i}]", known)
         tenants.append(tenant)
