@@ -46,6 +46,9 @@ _RULE_KEY_SET = frozenset(_RULE_KEYS)
 
 _T = TypeVar("_T")
 
+_DEFAULT_CLASSES = (TrafficClass("default"),)
+"""The classes of a tenant that names none."""
+
 #: Values read by :meth:`_Checker.known`, by reader, type and value (``True`` is not ``1``).
 _READ: dict[tuple[Any, ...], Any] = {}
 _READ_LIMIT = 1 << 16
@@ -276,7 +279,7 @@ class _Checker(_QosChecks):
         vnis = self.unique_ints(data["vnis"], _at(path, "vnis"), MAX_VNI, "VNI", " (24 bits)") if "vnis" in data else ()
         vlans = self.unique_ints(data["vlans"], _at(path, "vlans"), MAX_VLAN, "VLAN id", " (12 bits)") if "vlans" in data else ()
         sources: list[Network] = []
-        for i, item in enumerate(self.sequence(data.get("sources", []), _at(path, "sources"), "prefixes") or []):
+        for i, item in enumerate(self.sequence(data["sources"], _at(path, "sources"), "prefixes") or [] if "sources" in data else ()):
             where = _at(_at(path, "sources"), i)
             prefix = self.prefix(item, where)
             if prefix is None:
@@ -287,7 +290,7 @@ class _Checker(_QosChecks):
         contract = self.contract(data, path)
 
         # class_names stays None when a class could not be read: rules naming it are not reported.
-        classes: list[TrafficClass] = [TrafficClass("default")]
+        classes: Sequence[TrafficClass] = _DEFAULT_CLASSES
         class_names: list[str] | None = ["default"]
         if "classes" in data:
             classes_path = _at(path, "classes")
@@ -296,7 +299,8 @@ class _Checker(_QosChecks):
                 self.error(classes_path, "a tenant needs at least one class: leave 'classes' out for one class 'default'")
             if items is not None and len(items) >= MAX_CLASSES:
                 self.error(classes_path, f"at most {MAX_CLASSES - 1} classes")
-            classes, class_names = [], []
+            listed: list[TrafficClass] = []
+            classes, class_names = listed, []
             seen: dict[str, tuple[int, str]] = {}  # each class name (NFC): where it is, and as written there
             for i, item in enumerate(items or []):
                 tc = self.traffic_class(item, _at(classes_path, i))
@@ -308,7 +312,7 @@ class _Checker(_QosChecks):
                     self.error(_at(_at(classes_path, i), "name"), f"class {tc.name!r} is already defined at {classes_path}[{first}]{note}")
                 else:
                     seen[tc.name] = (i, item["name"])
-                    classes.append(tc)
+                    listed.append(tc)
             if items is None or not items:
                 class_names = None
             elif class_names is not None:
@@ -328,9 +332,10 @@ class _Checker(_QosChecks):
         default = self.choice(data["default"], _at(path, "default"), ACTIONS, "an action") if "default" in data else "allow"
 
         rules: list[Rule] = []
-        rule_items = self.sequence(data.get("rules", []), _at(path, "rules"), "rules (mappings)") or []
+        rules_path = _at(path, "rules")
+        rule_items = self.sequence(data["rules"], rules_path, "rules (mappings)") or [] if "rules" in data else ()
         for i, item in enumerate(rule_items):
-            rule = self.rule(item, _at(_at(path, "rules"), i), class_names, default_class)
+            rule = self.rule(item, _at(rules_path, i), class_names, default_class)
             if rule is not None:
                 rules.append(rule)
         if len(self.errors) > before or isinstance(name, _Bad) or isinstance(default, _Bad) or isinstance(weight, _Bad):
@@ -341,7 +346,7 @@ class _Checker(_QosChecks):
             vnis=vnis,
             vlans=vlans,
             sources=tuple(sources),
-            classes=shared(tuple(classes)),  # most tenants have the default class alone, or a common set
+            classes=classes if classes is _DEFAULT_CLASSES else shared(tuple(classes)),  # most tenants have the default class alone, or a common set
             default_class=default_class,
             default=default,  # type: ignore[arg-type]
             rules=tuple(rules),
