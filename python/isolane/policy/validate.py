@@ -233,8 +233,8 @@ class _Checker(_QosChecks):
                     "(ports exist for tcp, udp, sctp, dccp and udplite)",
                 )
         ethertype = self.known(_Checker.ethertype, data, "ethertype", path) if "ethertype" in data else None
-        ip_keys = [key for key in _IP_KEYS if key in data]
-        if ethertype is not None and ip_keys:
+        ip_keys = [key for key in _IP_KEYS if key in data] if ethertype is not None else None
+        if ip_keys:
             self.error(
                 _at(path, "ethertype"),
                 f"a rule that matches frames by EtherType takes no IP keys: remove {', '.join(ip_keys)} (or ethertype, to match IP packets by their fields)",
