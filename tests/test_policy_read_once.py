@@ -18,6 +18,7 @@ from isolane import policy as P
 from isolane.policy import Policy
 from isolane.policy.compile import tenant_tables
 from isolane.policy.qos import qos_context, tenant_qos
+from isolane.policy.tenants import Tenants
 from support.policy_edits import errors_of, policy_warnings, quiet
 
 
@@ -133,3 +134,16 @@ def test_a_small_document_beside_a_far_larger_policy_is_read_afresh() -> None:
     assert alone.tenants[0] == large.tenants[-1] and alone.tenants[0] is not large.tenants[-1]
     some = quiet({"tenants": data["tenants"][:16]})
     assert all(a is b for a, b in zip(some.tenants, large.tenants, strict=False))
+
+
+def test_policies_are_kept_track_of_without_hashing_their_tenants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hashing a policy hashes every tenant: an edit of one tenant must not."""
+    policy = quiet(tenants({"rate": "1Mbps"}, {"rate": "2Mbps"}))
+
+    def refuse(self: object) -> int:
+        raise AssertionError("a policy was hashed")
+
+    monkeypatch.setattr(Tenants, "__hash__", refuse)
+    edited = policy.with_tenant({"name": "t1", "vnis": [2], "rate": "3Mbps"})
+    assert quiet(tenants(*({"rate": f"{i + 1}Mbps"} for i in range(20)))).tenants[0] is not None
+    assert edited.tenants[1].contract.rate_bps == 3_000_000

@@ -65,7 +65,7 @@ class Policy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tenants", as_tenants(self.tenants))
-        _LIVE.add(self)  # its tenants may be read again from a document (isolane.policy.reuse)
+        _LIVE[id(self)] = self  # its tenants may be read again from a document (isolane.policy.reuse)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Policy:

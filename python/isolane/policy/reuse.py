@@ -22,8 +22,9 @@ from isolane.policy.validate import _Checker
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
 
-_LIVE: weakref.WeakSet[Policy] = weakref.WeakSet()
-"""Every policy alive (``Policy.__post_init__`` adds each)."""
+_LIVE: weakref.WeakValueDictionary[int, Policy] = weakref.WeakValueDictionary()
+"""Every policy alive, by identity (``Policy.__post_init__`` adds each; a policy's hash would
+hash every tenant)."""
 
 
 def source_key(ck: _Checker, item: Any) -> bytes | None:
@@ -51,7 +52,7 @@ def tenants_to_share(document_tenants: int) -> dict[bytes, Tenant]:
     16 times smaller than the largest policy alive is read afresh instead: indexing the policies
     would cost more than reading it (one tenant beside 100,000: 25 ms against 0.05), and an engine
     keeps the state of an equal tenant read afresh all the same."""
-    if document_tenants < _SHARED_FROM and document_tenants * _SMALLER < max((len(p.tenants) for p in list(_LIVE)), default=0):
+    if document_tenants < _SHARED_FROM and document_tenants * _SMALLER < max((len(p.tenants) for p in list(_LIVE.values())), default=0):
         return {}
     return live_tenants()
 
@@ -61,7 +62,7 @@ def live_tenants() -> dict[bytes, Tenant]:
     edited from one another share most of their chunks of tenants, which are visited once."""
     found: dict[bytes, Tenant] = {}
     seen: set[int] = set()
-    for policy in list(_LIVE):
+    for policy in list(_LIVE.values()):
         for chunk in policy._tenants.chunks:
             if id(chunk) not in seen:
                 seen.add(id(chunk))
