@@ -671,10 +671,10 @@ mod tests {
         changed.qos.rate = 1000; // a new contract: its input is stored anew
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 10, tenant: changed }], weights: vec![(10, 2)], ..Delta::default() }).unwrap();
         let (after, inputs) = (engine.tables(), engine.qos_inputs.lock().unwrap().clone());
-        // 5,000 tenants: the data path's parts are 20 chunks of 256, of which a replacement copies
+        // 5,000 tenants: the data path's parts are 40 chunks of 128, of which a replacement copies
         // one; the other vectors group chunks of 64 by 64 (tenants 0-4095, 4096-), of which it
         // copies one group.
-        assert_eq!(after.data_path.shared_chunks(&before.data_path), 19);
+        assert_eq!(after.data_path.shared_chunks(&before.data_path), 39);
         let groups = [
             after.tenants.shared_groups(&before.tenants),
             after.routes.shared_groups(&before.routes),
