@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use rustc_hash::FxHashMap;
 
-use crate::chunked_vec::{ChunkedVec, GroupedVec};
+use crate::chunked_vec::{GroupedVec, PairedVec};
 use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosInputs, QosSpec, QosStats, StatsKey};
 use crate::error::CoreError;
@@ -220,7 +220,7 @@ struct HotTenant {
 
 /// What every packet of a tenant reads: 8 bytes, so that a thousand tenants take 8 KiB of L1
 /// (a tenant without rules, the common case, reads nothing else).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct TenantHead {
     /// Where the engine counts this tenant's packets.
     counter_slot: u32,
@@ -336,9 +336,9 @@ impl VniMap {
 pub struct EngineTables {
     /// In shared chunks, so that an update copies a pointer per 64 tenants, not each tenant.
     tenants: GroupedVec<Arc<TenantTables>>,
-    /// `heads[t]` and `hot[t]` are `tenants[t]`'s data-path parts.
-    heads: Vec<TenantHead>,
-    hot: ChunkedVec<HotTenant>,
+    /// `tenants[t]`'s data-path parts, its head and hot state (always `Some`), found together,
+    /// in chunks that an update copies one of (`chunked_vec/paired.rs`).
+    data_path: PairedVec<TenantHead, Option<HotTenant>>,
     /// What selects each tenant's traffic, as [`Engine::apply`] was given it.
     routes: GroupedVec<KeptRoute>,
     vnis: VniMap,
@@ -382,56 +382,55 @@ impl EngineTables {
     pub fn classify_all(&self, records: &[PacketInfo], out: &mut [Verdict], counters: &mut [Counters]) {
         const GROUP: usize = 16;
         for (records, out) in records.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-            let mut packets = [(-1i32, None, None); GROUP];
-            for ((tenant, fields, id), info) in packets.iter_mut().zip(records) {
+            // Each packet's tenant parts are found once, in the first pass.
+            let mut packets = [(-1i32, None, None, None); GROUP];
+            for ((tenant, parts, fields, id), info) in packets.iter_mut().zip(records) {
                 *tenant = self.tenant_of(info);
-                let Some(head) = self.head_of(*tenant) else { continue };
+                let Some((head, hot)) = self.parts_of(*tenant) else { continue };
+                *parts = Some((head, hot));
                 match head.flags {
                     0 => {
                         if let Some(found) = fields_of(info) {
-                            self.hot[*tenant as usize].trees.prefetch(fields.insert(found));
+                            hot.trees.prefetch(fields.insert(found));
                         }
                     }
                     RULELESS => *id = Some(NO_RULE), // its default, whatever the packet's fields
                     _ => {}                          // rules by IP EtherType: the whole table answers, then the frame rules
                 }
             }
-            for (tenant, fields, _) in &packets[..records.len()] {
-                if let (Some(hot), Some(fields)) = (self.hot_of(*tenant), fields) {
+            for (_, parts, fields, _) in &packets[..records.len()] {
+                if let (Some((_, hot)), Some(fields)) = (parts, fields) {
                     hot.trees.prefetch_second(fields);
                 }
             }
-            for (tenant, fields, id) in &mut packets[..records.len()] {
-                if let (Some(hot), Some(fields)) = (self.hot_of(*tenant), fields) {
+            for (_, parts, fields, id) in &mut packets[..records.len()] {
+                if let (Some((_, hot)), Some(fields)) = (parts, fields) {
                     *id = hot.tree_match(fields);
                     if let Some(outcome) = id.and_then(|id| hot.outcomes.get(id as usize)) {
                         prefetch(outcome);
                     }
                 }
             }
-            for ((&(tenant, _, id), info), slot) in packets.iter().zip(records).zip(out.iter_mut()) {
-                *slot = self.classify_as(tenant, id, info);
-                let counter = self.head_of(tenant).map_or(UNKNOWN_SLOT, |head| head.counter_slot);
+            for ((&(tenant, parts, _, id), info), slot) in packets.iter().zip(records).zip(out.iter_mut()) {
+                *slot = self.classify_as(tenant, parts, id, info);
+                let counter = parts.map_or(UNKNOWN_SLOT, |(head, _)| head.counter_slot);
                 counters[counter as usize].add(slot, info.wire_len);
             }
         }
     }
 
+    /// `tenant`'s head and hot state (`None`: no tenant, -1, or past the last).
     #[inline]
-    fn head_of(&self, tenant: i32) -> Option<&TenantHead> {
-        usize::try_from(tenant).ok().and_then(|t| self.heads.get(t))
+    fn parts_of(&self, tenant: i32) -> Option<(&TenantHead, &HotTenant)> {
+        let (head, hot) = self.data_path.get(usize::try_from(tenant).ok()?)?;
+        Some((head, hot.as_ref()?))
     }
 
+    /// The verdict on a packet of `tenant` (-1: no tenant claims it), given its parts and its
+    /// tree match (`None`: not an IPv4 packet, or the trees do not hold every rule of the tenant).
     #[inline]
-    fn hot_of(&self, tenant: i32) -> Option<&HotTenant> {
-        usize::try_from(tenant).ok().and_then(|t| self.hot.get(t))
-    }
-
-    /// The verdict on a packet of `tenant` (-1: no tenant claims it), given its tree match
-    /// (`None`: not an IPv4 packet, or the trees do not hold every rule of the tenant).
-    #[inline]
-    fn classify_as(&self, tenant: i32, tree_match: Option<u32>, info: &PacketInfo) -> Verdict {
-        let Some(head) = self.head_of(tenant) else {
+    fn classify_as(&self, tenant: i32, parts: Option<(&TenantHead, &HotTenant)>, tree_match: Option<u32>, info: &PacketInfo) -> Verdict {
+        let Some((head, hot)) = parts else {
             return Verdict { tenant: -1, rule: -1, cls: -1, action: self.unknown_action, reason: Reason::UnknownTenant as u8 };
         };
         let fallback = |reason: Reason, action: u8| Verdict { tenant, rule: -1, cls: class_id(head.default_class), action, reason: reason as u8 };
@@ -443,10 +442,10 @@ impl EngineTables {
         }
         match tree_match {
             Some(NO_RULE) => return head.default_verdict(tenant),
-            Some(id) => return self.hot[tenant as usize].verdict(head, tenant, id),
+            Some(id) => return hot.verdict(head, tenant, id),
             None => {}
         }
-        let by_ip_rules = self.classify_by_table(tenant, info);
+        let by_ip_rules = self.classify_by_table(tenant, (head, hot), info);
         if head.flags & IP_FRAME_RULES != 0 {
             return self.frames_first(tenant, info, by_ip_rules);
         }
@@ -457,7 +456,7 @@ impl EngineTables {
     /// since the trees were built wait for the background rebuild. (Kept inline: marked cold
     /// and out of line, it slowed the common path by 5-20 %.)
     #[inline]
-    fn classify_by_table(&self, tenant: i32, info: &PacketInfo) -> Verdict {
+    fn classify_by_table(&self, tenant: i32, (head, hot): (&TenantHead, &HotTenant), info: &PacketInfo) -> Verdict {
         let key = Key {
             src: u128::from_be_bytes(info.src),
             dst: u128::from_be_bytes(info.dst),
@@ -477,7 +476,7 @@ impl EngineTables {
             Some(Match::Tree(id)) => id,
             None => NO_RULE,
         };
-        self.hot[tenant as usize].verdict(&self.heads[tenant as usize], tenant, id)
+        hot.verdict(head, tenant, id)
     }
 }
 
@@ -651,14 +650,12 @@ impl Engine {
             tenants.push(tables);
         }
         let mut names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner());
-        let heads = tenants.iter().map(|t| TenantHead::of(t, names.slot(&t.name))).collect();
-        let hot = tenants.iter().map(|t| HotTenant::of(t)).collect();
+        let data_path = tenants.iter().map(|t| (TenantHead::of(t, names.slot(&t.name)), Some(HotTenant::of(t)))).collect();
         let counter_slots = names.names.len();
         drop(names);
         let mut tables = EngineTables {
             tenants: tenants.into(),
-            heads,
-            hot,
+            data_path,
             vnis: VniMap::new(spec.vnis),
             unknown_action: spec.unknown_action,
             counter_slots,
@@ -732,8 +729,8 @@ impl Engine {
 /// Stores `current` with tenant `index` replaced by `tenant` (its counters kept).
 fn install(tables: &ArcSwap<EngineTables>, current: &EngineTables, index: usize, tenant: TenantTables) {
     let mut next = current.clone();
-    next.heads[index] = TenantHead::of(&tenant, current.heads[index].counter_slot);
-    next.hot.set(index, HotTenant::of(&tenant));
+    let counter_slot = current.data_path.get(index).map(|(head, _)| head.counter_slot).expect("an installed tenant");
+    next.data_path.set(index, TenantHead::of(&tenant, counter_slot), Some(HotTenant::of(&tenant)));
     next.tenants.set(index, Arc::new(tenant));
     tables.store(Arc::new(next));
 }

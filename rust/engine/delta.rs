@@ -259,8 +259,7 @@ impl Edit<'_> {
 
     fn place(&mut self, at: usize, tables: Arc<TenantTables>, route: Route) {
         let slot = self.engine.counter_names.lock().unwrap_or_else(|p| p.into_inner()).slot(&tables.name);
-        self.next.heads[at] = TenantHead::of(&tables, slot);
-        self.next.hot.set(at, HotTenant::of(&tables));
+        self.next.data_path.set(at, TenantHead::of(&tables, slot), Some(HotTenant::of(&tables)));
         self.next.tenants.set(at, tables);
         self.route(&route, at);
         self.next.routes.set(at, KeptRoute::of(route));
@@ -287,8 +286,7 @@ impl Edit<'_> {
                 }
                 let placeholder = Arc::clone(&tables);
                 self.next.tenants.insert(at, placeholder);
-                self.next.heads.insert(at, TenantHead::of(&tables, 0));
-                self.next.hot.insert(at, HotTenant::of(&tables));
+                self.next.data_path.insert(at, TenantHead::default(), None);
                 self.next.routes.insert(at, KeptRoute::Other(Arc::default()));
                 self.place(at, tables, route);
                 qos.insert(at, Arc::new(input));
@@ -297,10 +295,11 @@ impl Edit<'_> {
             TenantOp::Remove { at } if at < count => {
                 self.unroute(at);
                 self.next.tenants.remove(at);
-                self.next.heads.remove(at);
-                self.next.hot.remove(at);
+                self.next.data_path.remove(at);
                 self.next.routes.remove(at);
-                self.shift(at + 1, -1);
+                if at + 1 < count {
+                    self.shift(at + 1, -1); // none after the last: removing it stays O(1)
+                }
                 qos.remove(at);
                 weights.remove(at);
             }
@@ -672,10 +671,10 @@ mod tests {
         changed.qos.rate = 1000; // a new contract: its input is stored anew
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 10, tenant: changed }], weights: vec![(10, 2)], ..Delta::default() }).unwrap();
         let (after, inputs) = (engine.tables(), engine.qos_inputs.lock().unwrap().clone());
-        // 5,000 tenants: the data path's per-tenant vectors are 79 chunks of 64 (heads is flat), of
-        // which a replacement copies one; the others group the chunks by 64 (tenants 0-4095, 4096-),
-        // of which it copies one group.
-        assert_eq!(after.hot.shared_chunks(&before.hot), 78);
+        // 5,000 tenants: the data path's parts are 40 chunks of 128, of which a replacement copies
+        // one; the other vectors group chunks of 64 by 64 (tenants 0-4095, 4096-), of which it
+        // copies one group.
+        assert_eq!(after.data_path.shared_chunks(&before.data_path), 39);
         let groups = [
             after.tenants.shared_groups(&before.tenants),
             after.routes.shared_groups(&before.routes),
