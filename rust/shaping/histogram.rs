@@ -26,8 +26,8 @@ pub struct LogHistogram {
 }
 
 impl LogHistogram {
-    pub const fn new() -> Self {
-        LogHistogram { counts: Vec::new(), total: 0, sum: 0, min: 0, max: 0 }
+    pub fn new() -> Self {
+        Self::default()
     }
 
     #[inline]

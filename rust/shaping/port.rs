@@ -225,9 +225,7 @@ pub struct Port {
     /// Token units per byte: 1e9 x line_rate.
     unit: i128,
     queues: Vec<Queue>,
-    /// By queue, made at its first packet sent or dropped: most queues of a port of thousands
-    /// never see one, and statistics take 112 bytes a queue.
-    stats: Vec<Option<Box<QueueStats>>>,
+    stats: Vec<QueueStats>,
     scheduler: Scheduler,
     /// Bucket timers: (tick, queue, timer_id), earliest first, ties by queue index.
     timers: BinaryHeap<Reverse<(Tick, u32, u32)>>,
@@ -263,7 +261,7 @@ impl Port {
             buffer_bytes: config.buffer_bytes,
             mode: config.mode,
             unit,
-            stats: vec![None; queues.len()],
+            stats: vec![QueueStats::default(); queues.len()],
             queues: states,
             scheduler,
             timers: BinaryHeap::new(),
@@ -306,7 +304,7 @@ impl Port {
             queue => Some(queue),
         });
         self.scheduler.remove(gone);
-        self.stats.drain(first..first + count as usize).map(|stats| stats.map_or_else(QueueStats::default, |stats| *stats)).collect()
+        self.stats.drain(first..first + count as usize).collect()
     }
 
     /// Puts in `configs` as queues `at..`, empty with full buckets, numbering the later ones
@@ -317,7 +315,7 @@ impl Port {
         self.renumber(at as usize, |queue| Some(if queue >= at { queue + count } else { queue }));
         let (unit, line_rate, at) = (self.unit, self.line_rate, at as usize);
         self.queues.splice(at..at, configs.iter().map(|config| Queue::new(config, unit, line_rate)));
-        self.stats.splice(at..at, configs.iter().map(|_| None));
+        self.stats.splice(at..at, configs.iter().map(|_| QueueStats::default()));
         self.shared_capacity -= configs.iter().map(|config| config.reserved_bytes).sum::<u64>();
         self.scheduler.insert(at as u32, configs.iter().map(|config| (config.priority, u64::from(config.weight) * QUANTUM_BYTES)));
     }
@@ -368,7 +366,7 @@ impl Port {
             return Err(PortDrop::UnknownQueue);
         };
         if let Err(reason) = self.admit(state, bytes) {
-            let stats = self.stats[queue as usize].get_or_insert_default();
+            let stats = &mut self.stats[queue as usize];
             stats.dropped_packets[reason as usize] += 1;
             stats.dropped_bytes[reason as usize] += u64::from(bytes);
             return Err(reason);
@@ -426,10 +424,7 @@ impl Port {
     }
 
     pub fn stats(&self, queue: u32) -> &QueueStats {
-        // A queue's statistics before its first packet.
-        static NONE_YET: QueueStats =
-            QueueStats { sent_packets: 0, sent_bytes: 0, dropped_packets: [0; 2], dropped_bytes: [0; 2], delay_ns: LogHistogram::new() };
-        self.stats[queue as usize].as_deref().unwrap_or(&NONE_YET)
+        &self.stats[queue as usize]
     }
 
     pub fn queue_count(&self) -> usize {
@@ -551,7 +546,7 @@ impl Port {
         self.free_at_ns = start.and_then(|(ns, slack)| self.ns_and_slack_after(ns, slack, waiting.bytes));
         let start_ns = start.map_or_else(|| self.ns_at(now), |(ns, _)| ns);
         let depart_ns = self.free_at_ns.map_or_else(|| self.ns_at(self.free_at), |(ns, _)| ns);
-        let stats = self.stats[waiting.queue as usize].get_or_insert_default();
+        let stats = &mut self.stats[waiting.queue as usize];
         stats.sent_packets += 1;
         stats.sent_bytes += u64::from(waiting.bytes);
         stats.delay_ns.record(start_ns - waiting.arrival_ns);

@@ -437,18 +437,6 @@ fn drops_are_counted_per_queue_with_their_reason() {
     assert_eq!(port.arrive(1, 1500, 1, 6), Ok(()));
 }
 
-/// Statistics are made at a queue's first packet: one without any reads as zero, also when removed.
-#[test]
-fn a_queue_without_packets_reads_zero_statistics_also_when_removed() {
-    let mut port = Port::new(per_queue(GBIT, 5000), vec![QueueConfig::BEST_EFFORT; 3]).unwrap();
-    assert_eq!(port.arrive(0, 1500, 1, 0), Ok(()));
-    port.finish();
-    assert_eq!((port.stats(0), port.stats(2)), (&QueueStats::default(), &QueueStats::default()));
-    assert_eq!((port.stats(1).sent_packets, port.stats(1).delay_ns.count()), (1, 1));
-    let gone = port.remove_queues(0..2);
-    assert_eq!((gone[0].clone(), gone[1].sent_bytes), (QueueStats::default(), 1500));
-}
-
 #[test]
 fn bad_configurations_are_refused() {
     let q = QueueConfig::BEST_EFFORT;
