@@ -175,6 +175,9 @@ const PREFETCH_ABOVE_BYTES: usize = 1 << 20;
 /// The profile of a tenant with no contract in the spec: its packets pass, green.
 const NO_CONTRACT: u32 = u32::MAX;
 
+/// A tenant's own row not made yet (see `Enforcer::own_rows`).
+const NO_ROW: u32 = u32::MAX;
+
 /// How a tenant's packets are enforced.
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,14 +254,21 @@ pub struct Enforcer {
     terms: TermsPool,
     /// Every class's stage, by class row (tenant by tenant, as the port queues).
     class_stages: Vec<Stage>,
-    /// Statistics rows: every class row, room for more (unused rows, zero), then one per tenant
-    /// (packets in no class), then packets of no tenant; [`Enforcer::row_keys`] names them. The
-    /// room lets a tenant added at the end take rows without moving any other's ([`Enforcer::append`]).
+    /// Statistics rows: every class row, room for more (unused rows, zero), the row of packets of
+    /// no tenant, then the tenants' own rows in the order they were made; [`Enforcer::row_keys`]
+    /// names them. The room lets a tenant added at the end take rows without moving any other's
+    /// ([`Enforcer::append`]).
     rows: Vec<RowCounters>,
     /// Class rows in use (the port's queues, the class stages).
     class_rows: usize,
-    /// The row of tenant 0; `class_rows..tenant_rows_at` are the room.
-    tenant_rows_at: usize,
+    /// The row of packets of no tenant; `class_rows..no_tenant_row` are the room.
+    no_tenant_row: usize,
+    /// By tenant index, its own row (packets in no class: every packet of a tenant without a
+    /// contract, the classifier's drops of one with classes), or [`NO_ROW`] until its first
+    /// such packet: most tenants with classes never have one, and a row is 192 bytes.
+    own_rows: Vec<u32>,
+    /// Own rows of tenants removed, zero, for the next tenant that needs one.
+    free_rows: Vec<u32>,
     /// The names of the tenants with a contract, hashed, each with the tenants of that hash (two
     /// names may share one): a tenant added under one of them is left to a full retarget (which
     /// refuses a name given twice).
@@ -514,7 +524,7 @@ impl Enforcer {
         }
         if let Some(verdict) = verdicts.get(index + AHEAD) {
             let tenant = self.tenants.get(verdict.tenant as usize);
-            let row = self.row_of(verdict, tenant);
+            let Some(row) = self.row_of(verdict, tenant) else { return };
             prefetch(&self.rows[row]);
             if tenant.is_some_and(|t| t.stage.classes_enforced) && row < self.class_rows {
                 prefetch(&self.class_stages[row]);
@@ -523,15 +533,41 @@ impl Enforcer {
     }
 
     /// The packet's statistics row: its class's (class rows are the class stages' rows), else
-    /// its tenant's, else the row of packets of no tenant. A tenant without a contract has no
-    /// classes here.
+    /// its tenant's own (`None` until it has one), else the row of packets of no tenant. A
+    /// tenant without a contract has no classes here.
     #[inline]
-    fn row_of(&self, verdict: &Verdict, tenant: Option<&TenantState>) -> usize {
+    fn row_of(&self, verdict: &Verdict, tenant: Option<&TenantState>) -> Option<usize> {
         match tenant {
-            None => self.tenant_rows_at + self.tenants.len(),
-            Some(t) if (verdict.cls as u32) < t.classes => (t.first_row + verdict.cls as u32) as usize,
-            Some(_) => self.tenant_rows_at + verdict.tenant as usize,
+            None => Some(self.no_tenant_row),
+            Some(t) if (verdict.cls as u32) < t.classes => Some((t.first_row + verdict.cls as u32) as usize),
+            Some(_) => Some(self.own_rows[verdict.tenant as usize]).filter(|&row| row != NO_ROW).map(|row| row as usize),
         }
+    }
+
+    /// The row the packet is counted in, its tenant's own row made if it has none yet.
+    #[inline]
+    fn counting_row(&mut self, verdict: &Verdict) -> usize {
+        match self.row_of(verdict, self.tenants.get(verdict.tenant as usize)) {
+            Some(row) => row,
+            None => {
+                debug_assert!(self.timeline.is_none(), "every tenant has its own row while a timeline is kept");
+                self.make_own_row(verdict.tenant as usize)
+            }
+        }
+    }
+
+    /// Tenant `tenant`'s own row, zero, on its first packet in no class.
+    #[cold]
+    fn make_own_row(&mut self, tenant: usize) -> usize {
+        let row = self.free_rows.pop().map_or_else(
+            || {
+                self.rows.push(RowCounters::zeroed());
+                self.rows.len() - 1
+            },
+            |row| row as usize,
+        );
+        self.own_rows[tenant] = row as u32;
+        row
     }
 
     /// Hands the port every packet released by `until_ns`, in release order.
@@ -578,12 +614,12 @@ impl Enforcer {
     #[inline(always)]
     fn enforce_fast(&mut self, info: Arrival, verdict: Verdict, slot: &mut Processed) {
         let now = info.clock_ns;
-        let Enforcer { spec, tenants, profiles, rows, tenant_rows_at, .. } = self;
-        let tenant = &mut tenants[verdict.tenant as usize];
-        // Its class's row, else its own (a class id out of range is large as a u32).
-        let in_class = (verdict.cls as u32) < tenant.classes;
-        let row = select_unpredictable(in_class, (tenant.first_row + verdict.cls as u32) as usize, *tenant_rows_at + verdict.tenant as usize);
-        let tenant = &mut tenant.stage;
+        let tenant = &self.tenants[verdict.tenant as usize];
+        // Its class's row, else its own (a class id out of range is large as a u32): a branch
+        // the traffic of a tenant with classes takes one way.
+        let row = if (verdict.cls as u32) < tenant.classes { (tenant.first_row + verdict.cls as u32) as usize } else { self.counting_row(&verdict) };
+        let Enforcer { spec, tenants, profiles, rows, .. } = self;
+        let tenant = &mut tenants[verdict.tenant as usize].stage;
         let Some(contract) = &profiles[tenant.profile as usize].fast else { unreachable!("a fast lane has a fast profile") };
         // The meter counts the bytes the shaper does (or the tenant is not on this lane).
         let bytes = spec.count.bytes(&info);
@@ -609,7 +645,7 @@ impl Enforcer {
     fn enforce_general(&mut self, info: Arrival, verdict: Verdict, index: usize, has_port: bool) -> Processed {
         let (now, info) = (info.clock_ns, &info);
         // A negative tenant or class is out of range as a u32 or usize.
-        let row = self.row_of(&verdict, self.tenants.get(verdict.tenant as usize));
+        let row = self.counting_row(&verdict);
         let Enforcer { spec, tenants, profiles, class_stages, rows, class_rows, in_flight, sequence, batch, .. } = self;
         let bytes = spec.count.bytes(info);
         let counters = &mut rows[row];

@@ -14,7 +14,7 @@ use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
 
 use super::update::lane;
-use super::{Contract, Enforcer, Overload, PortState, Profiles, QosSpec, Stage, TenantQos, TenantState};
+use super::{Contract, Enforcer, Overload, PortState, Profiles, QosSpec, Stage, TenantQos, TenantState, NO_ROW};
 use crate::bursts::RateState;
 use crate::codes::codes;
 use crate::shaping::QueueConfig;
@@ -618,7 +618,8 @@ impl Enforcer {
         let Some(state) = self.tenants.get(tenant) else { return 0 };
         let first = state.first_row as usize;
         let classes = self.rows[first..first + state.classes as usize].iter();
-        classes.chain(self.rows.get(self.tenant_rows_at + tenant)).map(|row| row.counters().packets).sum()
+        let own = self.own_rows.get(tenant).filter(|&&row| row != NO_ROW).map(|&row| &self.rows[row as usize]);
+        classes.chain(own).map(|row| row.counters().packets).sum()
     }
 
     /// Every tenant back in its normal profile, its counts closed (before an update, which

@@ -13,7 +13,8 @@ impl Enforcer {
     /// one window of `window_ns` in each bin (an engine keeps one at most: a second call
     /// starts it again).
     pub fn keep_timeline(&mut self, window_ns: u64) {
-        self.timeline = Some(Timeline::new(window_ns, &self.row_keys()));
+        self.timeline = Some(Timeline::new(window_ns, &[]));
+        self.rebind_timeline();
     }
 
     pub fn timeline(&self) -> Option<&Timeline> {
@@ -31,7 +32,8 @@ impl Enforcer {
         // statistics row is found once, two steps ahead, and kept in a ring until its turn.
         const AHEAD: usize = 8;
         const RING: usize = 2 * AHEAD;
-        let row_of = |verdict: &Verdict| self.row_of(verdict, self.tenants.get(verdict.tenant as usize));
+        // Every tenant has its own row while a timeline is kept (`rebind_timeline`).
+        let row_of = |verdict: &Verdict| self.row_of(verdict, self.tenants.get(verdict.tenant as usize)).unwrap_or(usize::MAX);
         let mut ring = [0usize; RING];
         for (slot, verdict) in ring.iter_mut().zip(verdicts) {
             *slot = row_of(verdict);

@@ -513,16 +513,15 @@ fn a_tenant_appended_leaves_every_other_tenants_state_in_place_and_starts_as_in_
     let stats_before = e.stats();
     assert!(stats_before.iter().any(|(_, s)| s.in_flight > 0), "a packet on its way to the port");
     let before = format!("{:?} {:?} {:?}", e.tenants, e.class_stages, &e.rows[..e.class_rows]);
-    let tenant_rows_before = format!("{:?}", &e.rows[e.tenant_rows_at..]);
+    let tenant_rows_before = format!("{:?} {:?}", &e.rows[e.no_tenant_row..], e.own_rows);
     let queue_stats = |e: &Enforcer| (0..3).map(|q| e.port.as_ref().unwrap().port.stats(q).clone()).collect::<Vec<_>>();
     let queues_before = queue_stats(&e);
     assert!(e.append(vec![c]));
-    // By value: stages with their buckets, class rows, tenant rows (the row of packets of no
-    // tenant moved one on), port queues, statistics.
+    // By value: stages with their buckets, class rows, the tenants' own rows (none yet for the
+    // new one), port queues, statistics.
     assert_eq!(format!("{:?} {:?} {:?}", &e.tenants[..2], &e.class_stages[..3], &e.rows[..3]), before);
-    let own_row = e.tenant_rows_at + 2;
-    let tenant_rows: Vec<_> = e.rows[e.tenant_rows_at..own_row].iter().chain(&e.rows[own_row + 1..]).collect();
-    assert_eq!(format!("{tenant_rows:?}"), tenant_rows_before);
+    assert_eq!(e.own_rows[2], NO_ROW);
+    assert_eq!(format!("{:?} {:?}", &e.rows[e.no_tenant_row..], &e.own_rows[..2]), tenant_rows_before);
     assert_eq!(queue_stats(&e), queues_before);
     assert_eq!(e.stats(), stats_before, "nothing counted for the new tenant yet");
     // The same as an enforcer of the final policy that saw the same packets: the new tenant's
@@ -545,7 +544,7 @@ fn an_append_the_enforcer_cannot_take_alone_changes_nothing() {
     let before = (format!("{:?} {:?} {:?}", e.tenants, e.class_stages, e.rows), e.stats());
     let over_the_line =
         TenantQos { classes: vec![ClassQos { queue: QueueConfig { guarantee: 1001, ..QueueConfig::BEST_EFFORT }, ..c.classes[0].clone() }], ..c.clone() };
-    let room = e.tenant_rows_at - e.class_rows;
+    let room = e.no_tenant_row - e.class_rows;
     let too_many_classes = TenantQos { classes: vec![c.classes[0].clone(); room + 1], ..c.clone() };
     let refused = [vec![tenant("a", Contract::default(), vec![])], vec![c.clone(), c.clone()], vec![over_the_line], vec![too_many_classes]];
     for added in refused {
@@ -580,7 +579,8 @@ fn state_of(e: &Enforcer) -> String {
     let port = e.port.as_ref().map(|state| format!("{:?} {} {}", state.port, state.guaranteed, state.reserved));
     // Their index in the batch they came in differs: b's packets were in it.
     let in_flight: Vec<_> = e.in_flight.clone().into_sorted_vec().into_iter().map(|Reverse(p)| InFlight { index: 0, ..p }).collect();
-    let tenant_rows = &e.rows[e.tenant_rows_at..];
+    let own_rows: Vec<_> = e.own_rows.iter().map(|&row| (row != NO_ROW).then(|| e.rows[row as usize])).collect();
+    let tenant_rows = (&e.rows[e.no_tenant_row], own_rows);
     format!("{:?} {:?} {:?} {tenant_rows:?} {port:?} {in_flight:?} {:?}", e.tenants, e.class_stages, &e.rows[..e.class_rows], e.burst_stats())
 }
 
@@ -591,9 +591,9 @@ fn a_tenant_removed_from_the_middle_leaves_the_others_state_as_if_it_had_never_b
     run(&mut e, &first);
     run(&mut never, &without_b(&first));
     assert!(!e.in_flight.is_empty() && e.port.as_ref().unwrap().port.queued_bytes() > 0, "packets on their way and queued at the port");
-    let rows_before = e.tenant_rows_at;
+    let rows_before = e.no_tenant_row;
     assert!(e.remove(1));
-    assert_eq!((e.tenant_rows_at, e.class_rows, e.tenants.len()), (rows_before, 2, 2));
+    assert_eq!((e.no_tenant_row, e.class_rows, e.tenants.len()), (rows_before, 2, 2));
     // In place, by value: stages, counters, the port's queues, rings, timers and packets in flight.
     assert_eq!(state_of(&e), state_of(&never));
     // b's counters are in the archive, and packets after the removal go to the right rows and queues.
@@ -657,4 +657,43 @@ fn a_tenant_inserted_in_the_middle_leaves_the_others_state_in_place_and_starts_a
     all.drain();
     assert_eq!((state_of(&e), e.stats()), (state_of(&all), all.stats()));
     assert!(!e.insert(1, vec![tenants[2].clone()]), "c's name is taken");
+}
+
+/// A tenant's own row (packets in no class) is made at its first such packet, not before; a
+/// removed tenant's is archived and goes, zero, to the next tenant that needs one.
+#[test]
+fn own_rows_are_made_when_first_needed_and_reused_after_a_removal() {
+    let (tenants, _) = tenants_a_b_c();
+    let mut e = Enforcer::default();
+    e.stage(Some(spec(tenants)));
+    e.retarget(&["a", "b", "c", "bare"].map(String::from));
+    let rows = e.rows.len() as u32;
+    let at = |t: i32, c: i32, action: u8| (packet(MS as i64, 100), verdict(t, c, action));
+    run(&mut e, &[at(0, 0, ALLOW), at(1, 1, ALLOW)]);
+    assert_eq!((e.rows.len() as u32, e.own_rows.clone()), (rows, vec![NO_ROW; 4]), "packets in classes need no own row");
+    run(&mut e, &[at(1, -1, DROP), at(3, -1, ALLOW), at(1, -1, DROP)]);
+    assert_eq!(e.own_rows, [NO_ROW, rows, NO_ROW, rows + 1]);
+    assert!(e.remove(1));
+    assert_eq!(e.free_rows, [rows]);
+    run(&mut e, &[at(0, -1, DROP)]);
+    assert_eq!((e.rows.len() as u32, e.own_rows.clone()), (rows + 2, vec![rows, NO_ROW, rows + 1]));
+    let no_class = |name: &str| e.stats().into_iter().find(|(key, _)| *key == (Some(name.to_string()), None)).map(|(_, s)| s.counters.outcome_packets);
+    let counted = |outcome: Outcome| Some(std::array::from_fn(|o| u64::from(o == outcome as usize)));
+    assert_eq!(no_class("a"), counted(Outcome::DropClassifier), "a's row starts at zero");
+    assert_eq!(no_class("b"), counted(Outcome::DropClassifier).map(|c: [u64; OUTCOMES]| c.map(|n| 2 * n)), "archived");
+    assert_eq!(no_class("bare"), counted(Outcome::Pass));
+    assert_stats_add_up(&e, 6);
+}
+
+/// While a timeline is kept every tenant has its own row, bound to its series, a tenant added too.
+#[test]
+fn a_timeline_gives_every_tenant_its_own_row() {
+    let (mut e, c) = enforcer_in_traffic();
+    e.keep_timeline(1_000);
+    assert!(e.own_rows.iter().all(|&row| row != NO_ROW), "{:?}", e.own_rows);
+    assert!(e.append(vec![c]));
+    assert!(e.own_rows.iter().all(|&row| row != NO_ROW), "{:?}", e.own_rows);
+    let keys = e.row_keys();
+    let names: Vec<_> = e.own_rows.iter().map(|&row| keys[row as usize].clone()).collect();
+    assert_eq!(names, ["a", "b", "c"].map(|name| (Some(name.to_string()), None)));
 }

@@ -12,7 +12,7 @@ use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use super::kept::{Kept, TermsPool};
 use super::stats::RowCounters;
-use super::{ClassQos, Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState};
+use super::{ClassQos, Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
 use crate::shaping::port::check_queues;
 use crate::shaping::{Port, PortConfig, QueueConfig};
 
@@ -73,10 +73,11 @@ impl Enforcer {
         self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
         self.archive_rows(&old_keys);
         self.class_rows = class_stages.len();
-        self.tenant_rows_at = self.class_rows + room_for(self.class_rows);
-        let row_count = self.tenant_rows_at + names.len() + 1;
-        self.rows = crate::memory::zeroed_vec(row_count + room_for(names.len()));
-        self.rows.truncate(row_count); // the room stays allocated, its pages untouched
+        self.no_tenant_row = self.class_rows + room_for(self.class_rows);
+        self.rows = crate::memory::zeroed_vec(self.no_tenant_row + 1);
+        self.own_rows = Vec::with_capacity(names.len() + room_for(names.len()));
+        self.own_rows.resize(names.len(), NO_ROW);
+        self.free_rows = Vec::new();
         self.name_hashes = FxHashMap::with_capacity_and_hasher(names.len() + room_for(names.len()), FxBuildHasher);
         for kept in contracts.iter().filter(|kept| kept.has_contract()) {
             *self.name_hashes.entry(name_hash(&kept.name)).or_default() += 1;
@@ -163,8 +164,7 @@ impl Enforcer {
             let hash = name_hash(&qos.name);
             hashes.insert(hash) && !self.name_hashes.contains_key(&hash) && !self.adaptive.involves(self.tenants.len(), qos)
         };
-        let room = self.class_rows + classes <= self.tenant_rows_at
-            && self.tenants.len() + added.len() <= self.tenants.capacity().min(self.rows.capacity().saturating_sub(self.tenant_rows_at + 1));
+        let room = self.class_rows + classes <= self.no_tenant_row && self.tenants.len() + added.len() <= self.tenants.capacity();
         if self.staged.is_some() || !self.spec.tenants.is_empty() || index > self.tenants.len() || !room || !added.iter().all(fresh) {
             return false;
         }
@@ -179,7 +179,7 @@ impl Enforcer {
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
             (state.guaranteed, state.reserved) = sums;
         }
-        self.rebind_timeline(); // the row of packets of no tenant moved
+        self.rebind_timeline(); // the later class rows moved, and the new tenants need own rows
         true
     }
 
@@ -196,8 +196,7 @@ impl Enforcer {
         self.class_rows += count;
         self.renumber_rows(index, |row| if row >= first as u32 { row + count as u32 } else { row });
         self.tenants.insert(index, TenantState { stage, first_row: first as u32, classes: count as u32 });
-        // Its own row goes before the later tenants' and the row of packets of no tenant.
-        self.rows.insert(self.tenant_rows_at + index, RowCounters::zeroed());
+        self.own_rows.insert(index, NO_ROW);
         let port_queues = match &mut self.port {
             Some(state) => {
                 state.port.insert_queues(first as u32, &qos.classes.iter().map(|class| class.queue).collect::<Vec<_>>());
@@ -227,7 +226,12 @@ impl Enforcer {
         for (c, row) in rows.clone().enumerate() {
             self.archive_row(row, (Some(name.clone()), Some(c as u16)));
         }
-        self.archive_row(self.tenant_rows_at + index, (Some(name), None));
+        let own_row = self.own_rows.remove(index);
+        if own_row != NO_ROW {
+            self.archive_row(own_row as usize, (Some(name), None));
+            self.rows[own_row as usize] = RowCounters::zeroed();
+            self.free_rows.push(own_row);
+        }
         self.remove_rows(index, rows.clone());
         let kept = self.contracts.remove(index);
         if let (Some(state), true) = (&mut self.port, kept.has_contract()) {
@@ -280,13 +284,11 @@ impl Enforcer {
         first..first + state.classes as usize
     }
 
-    /// Takes out tenant `index`'s line, class stages `rows` and statistics rows: the later
-    /// classes' rows move down (a memmove), and so do the later tenants' own rows and the row
-    /// of packets of no tenant; packets in flight follow their rows.
+    /// Takes out tenant `index`'s line, class stages `rows` and class statistics rows: the later
+    /// classes' rows move down (a memmove); packets in flight follow their rows.
     fn remove_rows(&mut self, index: usize, rows: std::ops::Range<usize>) {
         let count = rows.len();
         self.tenants.remove(index);
-        self.rows.remove(self.tenant_rows_at + index);
         if count == 0 {
             return;
         }
@@ -427,9 +429,15 @@ impl Enforcer {
         }
     }
 
-    /// The timeline's series, bound again to the statistics rows after they moved.
-    fn rebind_timeline(&mut self) {
+    /// The timeline's series, bound again to the statistics rows after they moved; every
+    /// tenant's own row made first, so that none is made while the timeline is kept.
+    pub(super) fn rebind_timeline(&mut self) {
         if self.timeline.is_some() {
+            for tenant in 0..self.own_rows.len() {
+                if self.own_rows[tenant] == NO_ROW {
+                    self.make_own_row(tenant);
+                }
+            }
             let keys = self.row_keys();
             if let Some(timeline) = &mut self.timeline {
                 timeline.bind(&keys);
@@ -438,19 +446,20 @@ impl Enforcer {
     }
 
     /// The statistics rows' keys, by row: every class of the tenants with a contract, room for
-    /// the classes of tenants added later (unnamed), every tenant, none. Made when read (by
-    /// statistics and updates) rather than kept: two names a tenant cost more than its row.
+    /// the classes of tenants added later (unnamed), none, the tenants' own rows (a free one
+    /// unnamed). Made when read (by statistics and updates) rather than kept: two names a tenant
+    /// cost more than its row.
     pub(super) fn row_keys(&self) -> Vec<StatsKey> {
-        let mut keys = vec![(None, None); self.tenant_rows_at];
-        for (index, tenant) in self.tenants.iter().enumerate() {
+        let mut keys = vec![(None, None); self.rows.len()];
+        for (index, (tenant, &own_row)) in self.tenants.iter().zip(&self.own_rows).enumerate() {
             let first = tenant.first_row as usize;
             for (c, key) in keys[first..first + tenant.classes as usize].iter_mut().enumerate() {
                 *key = (Some(self.tenant_name(index).to_owned()), Some(c as u16));
             }
+            if own_row != NO_ROW {
+                keys[own_row as usize] = (Some(self.tenant_name(index).to_owned()), None);
+            }
         }
-        keys.extend((0..self.tenants.len()).map(|index| (Some(self.tenant_name(index).to_owned()), None)));
-        keys.push((None, None));
-        keys.truncate(self.rows.len()); // none before the first tables
         keys
     }
 
