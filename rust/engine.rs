@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use rustc_hash::FxHashMap;
 
 use crate::chunked_vec::{ChunkedVec, GroupedVec};
-use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
+use crate::classify::{first_match, prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Ranked, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosInputs, QosSpec, QosStats, StatsKey};
 use crate::error::CoreError;
 use crate::memory::prefetch;
@@ -206,10 +206,24 @@ struct Outcome {
 }
 
 /// The part of a tenant the data path reads, kept inline in the engine's tables so that a
-/// packet goes from its tenant straight to the trees: the trees, and per tree rule its outcome
-/// (in place of three lookups through the rule's current index).
+/// packet goes from its tenant straight to its rules.
 #[derive(Debug, Clone)]
-struct HotTenant {
+enum HotTenant {
+    Trees(TreeTenant),
+    /// A small table's rules and what each of its rows does, both shared with the tenant's
+    /// tables (held once): scanned in order.
+    Small {
+        rules: Arc<[Ranked]>,
+        rows: Arc<[RowOutcome]>,
+    },
+    /// No rules: the tenant's head says so, and nothing reads this.
+    Ruleless,
+}
+
+/// An indexed table's trees, and per tree rule its outcome (in place of three lookups through
+/// the rule's current index).
+#[derive(Debug, Clone)]
+struct TreeTenant {
     trees: Forest,
     outcomes: Arc<[Outcome]>,
     /// Whether rules were added since the trees were built (the tenant's table has them).
@@ -254,7 +268,76 @@ impl TenantHead {
 
 impl HotTenant {
     fn of(tenant: &TenantTables) -> HotTenant {
-        let (trees, indices) = tenant.table.trees();
+        match (tenant.table.trees(), tenant.table.small_rows()) {
+            (Some((trees, indices)), _) => HotTenant::Trees(TreeTenant::of(tenant, trees, indices)),
+            (None, Some(rules)) => HotTenant::Small { rules, rows: tenant.rows.shared_slice() },
+            (None, None) => HotTenant::Ruleless,
+        }
+    }
+
+    /// Asks the cache for the first step of an IPv4 packet's walk.
+    #[inline]
+    fn prefetch(&self, fields: &Fields) {
+        match self {
+            HotTenant::Trees(tenant) => tenant.trees.prefetch(fields),
+            HotTenant::Small { rules, .. } => prefetch(&rules[0]),
+            HotTenant::Ruleless => {}
+        }
+    }
+
+    /// Asks the cache for the second step of an IPv4 packet's walk.
+    #[inline]
+    fn prefetch_second(&self, fields: &Fields) {
+        if let HotTenant::Trees(tenant) = self {
+            tenant.trees.prefetch_second(fields);
+        }
+    }
+
+    /// The first live rule matching an IPv4 packet ([`NO_RULE`]: none), by tree id or a small
+    /// table's row, if the tenant's rules here are all its rules (else the tenant's table
+    /// answers: see [`EngineTables::classify_by_table`]).
+    #[inline]
+    fn first_match(&self, fields: &Fields) -> Option<u32> {
+        match self {
+            HotTenant::Trees(tenant) => tenant.tree_match(fields),
+            HotTenant::Small { rules, .. } => Some(first_match(rules, &fields.key()).map_or(NO_RULE, |row| row as u32)),
+            HotTenant::Ruleless => Some(NO_RULE),
+        }
+    }
+
+    /// Asks the cache for what match `id` does.
+    #[inline]
+    fn prefetch_outcome(&self, id: u32) {
+        match self {
+            HotTenant::Trees(tenant) => tenant.outcomes.get(id as usize).map_or((), prefetch),
+            HotTenant::Small { rows, .. } => rows.get(id as usize).map_or((), prefetch),
+            HotTenant::Ruleless => {}
+        }
+    }
+
+    /// The verdict of match `id` from [`HotTenant::first_match`] ([`NO_RULE`]: the default).
+    #[inline]
+    fn verdict(&self, head: &TenantHead, tenant: i32, id: u32) -> Verdict {
+        let (policy_rule, class, action) = match self {
+            HotTenant::Trees(hot) => match hot.outcomes.get(id as usize) {
+                Some(o) => (o.policy_rule, o.class, o.action),
+                None => return head.default_verdict(tenant),
+            },
+            HotTenant::Small { rows, .. } => match rows.get(..=id as usize) {
+                Some(before) => {
+                    let row = before[before.len() - 1];
+                    (before.iter().filter(|row| row.first_of_policy_rule).count() as i32 - 1, row.class, row.action)
+                }
+                None => return head.default_verdict(tenant),
+            },
+            HotTenant::Ruleless => return head.default_verdict(tenant),
+        };
+        Verdict { tenant, rule: policy_rule, cls: class_id(class), action, reason: Reason::Rule as u8 }
+    }
+}
+
+impl TreeTenant {
+    fn of(tenant: &TenantTables, trees: &Forest, indices: &[u32]) -> TreeTenant {
         // Live tree rules are in row order: one pass over the rows numbers their policy rules.
         let (mut rows, mut next_row) = (tenant.numbered_rows(), 0);
         let mut outcome = |index: u32| match index {
@@ -265,7 +348,7 @@ impl HotTenant {
                 Outcome { policy_rule, class: row.class, action: row.action, live: true }
             }
         };
-        HotTenant {
+        TreeTenant {
             trees: trees.clone(),
             outcomes: indices.iter().map(|&index| outcome(index)).collect(),
             fresh: tenant.table.has_fresh(),
@@ -274,8 +357,7 @@ impl HotTenant {
     }
 
     /// The tree id of the first live rule matching an IPv4 packet ([`NO_RULE`]: none), if the
-    /// trees hold every rule (else the tenant's table answers: see
-    /// [`EngineTables::classify_by_table`]).
+    /// trees hold every rule.
     #[inline]
     fn tree_match(&self, fields: &Fields) -> Option<u32> {
         if self.fresh {
@@ -286,15 +368,6 @@ impl HotTenant {
         }
         let outcomes = &self.outcomes;
         Some(self.trees.lookup(fields, NO_RULE, |id| outcomes[id as usize].live))
-    }
-
-    /// The verdict of tree rule `id` ([`NO_RULE`]: the default).
-    #[inline]
-    fn verdict(&self, head: &TenantHead, tenant: i32, id: u32) -> Verdict {
-        match self.outcomes.get(id as usize) {
-            Some(o) => Verdict { tenant, rule: o.policy_rule, cls: class_id(o.class), action: o.action, reason: Reason::Rule as u8 },
-            None => head.default_verdict(tenant),
-        }
     }
 }
 
@@ -389,7 +462,7 @@ impl EngineTables {
                 match head.flags {
                     0 => {
                         if let Some(found) = fields_of(info) {
-                            self.hot[*tenant as usize].trees.prefetch(fields.insert(found));
+                            self.hot[*tenant as usize].prefetch(fields.insert(found));
                         }
                     }
                     RULELESS => *id = Some(NO_RULE), // its default, whatever the packet's fields
@@ -398,14 +471,14 @@ impl EngineTables {
             }
             for (tenant, fields, _) in &packets[..records.len()] {
                 if let (Some(hot), Some(fields)) = (self.hot_of(*tenant), fields) {
-                    hot.trees.prefetch_second(fields);
+                    hot.prefetch_second(fields);
                 }
             }
             for (tenant, fields, id) in &mut packets[..records.len()] {
                 if let (Some(hot), Some(fields)) = (self.hot_of(*tenant), fields) {
-                    *id = hot.tree_match(fields);
-                    if let Some(outcome) = id.and_then(|id| hot.outcomes.get(id as usize)) {
-                        prefetch(outcome);
+                    *id = hot.first_match(fields);
+                    if let Some(id) = *id {
+                        hot.prefetch_outcome(id);
                     }
                 }
             }

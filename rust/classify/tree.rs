@@ -69,6 +69,20 @@ impl Fields {
         let values = [mapped(src)?, mapped(dst)?, u32::from(src_port), u32::from(dst_port), u32::from(proto)];
         Some(Fields { values, dscp })
     }
+
+    /// The key these fields are of.
+    #[inline]
+    pub fn key(&self) -> Key {
+        let [src, dst, src_port, dst_port, proto] = self.values;
+        Key {
+            src: super::ipv4_mapped(src),
+            dst: super::ipv4_mapped(dst),
+            src_port: src_port as u16,
+            dst_port: dst_port as u16,
+            proto: proto as u8,
+            dscp: self.dscp,
+        }
+    }
 }
 
 /// A rule as ranges over the IPv4 fields (`value - low <= span` is one compare), 32 bytes.
