@@ -88,17 +88,40 @@ type Rank = u64;
 /// the rules inserted there are respread.
 const RANK_GAP: Rank = 1 << 32;
 
-/// A rule with its rank. Anchored rules (those ranked by the last build, and appended ones)
-/// keep their rank until the next build; their ranks are distinct multiples of [`RANK_GAP`],
-/// so the rules inserted between two anchors (a run) always have room to be respread.
+/// What a table's owner keeps with each rule, in the rule's row (the engine: what the rule
+/// does), so that it takes no second list: a few bytes fit in the row's padding. `()` for none.
+pub trait Payload: Copy + Default + PartialEq + std::fmt::Debug {
+    /// Whether the row opens a group: groups are numbered by counting ([`RuleTable::numbered`]).
+    fn opens_group(&self) -> bool {
+        true
+    }
+}
+
+impl Payload for () {}
+
+/// A rule with its rank and payload. Anchored rules (those ranked by the last build, and
+/// appended ones) keep their rank until the next build; their ranks are distinct multiples of
+/// [`RANK_GAP`], so the rules inserted between two anchors (a run) always have room to be
+/// respread.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Ranked {
+pub(crate) struct Ranked<P = ()> {
     rank: Rank,
     rule: Rule,
     anchored: bool,
+    payload: P,
 }
 
-impl Item for Ranked {}
+impl<P: Payload> Item for Ranked<P> {
+    fn opens_group(&self) -> bool {
+        self.payload.opens_group()
+    }
+}
+
+impl<P: Copy> Ranked<P> {
+    pub(crate) fn payload(&self) -> P {
+        self.payload
+    }
+}
 
 /// Marks a tree rule removed since the trees were built.
 pub const DEAD: u32 = u32::MAX;
@@ -127,9 +150,9 @@ pub const SMALL_RULES: usize = 8;
 /// shrinks to it drops its index. Cloning is cheap (rules, trees and buckets are shared), so a
 /// live update can patch a copy.
 #[derive(Debug, Clone, Default)]
-pub struct RuleTable {
+pub struct RuleTable<P = ()> {
     /// The rules in order; while indexed, ranks strictly increase (a small table's are unused).
-    rows: Chunked<Ranked>,
+    rows: Chunked<Ranked<P>>,
     /// `None` while the table is small; boxed, so that a small table holds 8 bytes of it.
     indexed: Option<Box<Indexed>>,
     /// Set by an owner that rebuilds worn trees itself, off its update path
@@ -161,20 +184,57 @@ struct Indexed {
 
 /// The first of `rows` that matches `key`: a small table's lookup.
 #[inline]
-pub(crate) fn first_match(rows: &[Ranked], key: &Key) -> Option<usize> {
+pub(crate) fn first_match<P>(rows: &[Ranked<P>], key: &Key) -> Option<usize> {
     rows.iter().position(|row| row.rule.matches(key))
 }
 
 impl RuleTable {
     /// Errors name the rule refused (`rule 3`).
     pub fn new(rules: Vec<Rule>) -> Result<Self, CoreError> {
-        for (index, rule) in rules.iter().enumerate() {
-            rule.check().map_err(|err| err.within(format!("rule {index}")))?;
+        RuleTable::with_payloads(rules.into_iter().map(|rule| (rule, ())))
+    }
+}
+
+impl<P: Payload> RuleTable<P> {
+    /// A table of these rules, each with its payload; errors name the rule refused (`rule 3`).
+    pub fn with_payloads(rows: impl IntoIterator<Item = (Rule, P)>) -> Result<Self, CoreError> {
+        let rows: Vec<Ranked<P>> = rows.into_iter().map(|(rule, payload)| Ranked { rank: 0, rule, anchored: true, payload }).collect();
+        for (index, row) in rows.iter().enumerate() {
+            row.rule.check().map_err(|err| err.within(format!("rule {index}")))?;
         }
-        let rows = rules.into_iter().map(|rule| Ranked { rank: 0, rule, anchored: true }).collect();
-        let mut table = RuleTable { rows, ..RuleTable::default() };
+        let mut table = RuleTable { rows: rows.into_iter().collect(), indexed: None, rebuilds_elsewhere: false };
         table.rebuild();
         Ok(table)
+    }
+
+    /// Row `row`'s payload and its group: the groups opened by it and the rows before it, less one.
+    pub fn numbered(&self, row: usize) -> (usize, P) {
+        let (group, found) = self.rows.numbered(row);
+        (group, found.payload)
+    }
+
+    /// The index of the row that opens `group`, or the length if there is no such group.
+    pub fn group_start(&self, group: usize) -> usize {
+        self.rows.group_start(group)
+    }
+
+    pub fn group_count(&self) -> usize {
+        self.rows.group_count()
+    }
+
+    /// The payloads in row order.
+    pub fn payloads(&self) -> impl DoubleEndedIterator<Item = P> + '_ {
+        self.rows.iter().map(|row| row.payload)
+    }
+
+    /// Gives the rows these payloads, in order (one for each row), copying only the chunks
+    /// between the first and last that change.
+    pub fn set_payloads(&mut self, payloads: impl IntoIterator<Item = P>) {
+        let payloads: Vec<P> = payloads.into_iter().collect();
+        let changed: Vec<usize> = self.rows.iter().zip(&payloads).enumerate().filter(|(_, (row, new))| row.payload != **new).map(|(at, _)| at).collect();
+        let (Some(&first), Some(&last)) = (changed.first(), changed.last()) else { return };
+        let mut new = payloads[first..=last].iter();
+        self.rows.edit_range(first..last + 1, |row| row.payload = *new.next().expect("a payload per row"));
     }
 
     /// Ranks and anchors every rule anew, compiles the IPv4 rules into fresh trees and files
@@ -229,7 +289,7 @@ impl RuleTable {
 
     /// A small table's rules in order, shared with it, for a caller that scans them itself
     /// ([`first_match`]); `None` if the table is indexed or empty.
-    pub(crate) fn small_rows(&self) -> Option<Arc<[Ranked]>> {
+    pub(crate) fn small_rows(&self) -> Option<Arc<[Ranked<P>]>> {
         (self.indexed.is_none() && !self.rows.is_empty()).then(|| self.rows.shared_slice())
     }
 
@@ -320,11 +380,16 @@ impl RuleTable {
     /// Inserts `rule` at `index`: it is checked before the rules from `index` on, which move
     /// down by one.
     pub fn insert(&mut self, index: usize, rule: Rule) -> Result<(), CoreError> {
+        self.insert_with(index, rule, P::default())
+    }
+
+    /// [`RuleTable::insert`] with the row's payload.
+    pub fn insert_with(&mut self, index: usize, rule: Rule, payload: P) -> Result<(), CoreError> {
         rule.check()?;
         if index > self.rows.len() {
             return Err(CoreError::RuleIndex { what: "rule", index: index as i64, rules: self.rows.len(), insert: true });
         }
-        self.insert_row(index, rule);
+        self.insert_row(index, rule, payload);
         self.settle();
         Ok(())
     }
@@ -339,15 +404,16 @@ impl RuleTable {
         Ok(rule)
     }
 
-    /// Replaces the rule at `index` (a removal and an insertion at the same place, with no
-    /// change of form between them).
+    /// Replaces the rule at `index`, its payload kept (a removal and an insertion at the same
+    /// place, with no change of form between them).
     pub fn replace(&mut self, index: usize, rule: Rule) -> Result<Rule, CoreError> {
         rule.check()?;
         if index >= self.rows.len() {
             return Err(CoreError::RuleIndex { what: "rule", index: index as i64, rules: self.rows.len(), insert: false });
         }
+        let payload = self.rows[index].payload;
         let old = self.remove_row(index);
-        self.insert_row(index, rule);
+        self.insert_row(index, rule, payload);
         self.settle();
         Ok(old)
     }
@@ -364,14 +430,14 @@ impl RuleTable {
     }
 
     /// Puts `rule` at `index` in the rows and, if the table is indexed, in its tuple space.
-    fn insert_row(&mut self, index: usize, rule: Rule) {
+    fn insert_row(&mut self, index: usize, rule: Rule, payload: P) {
         if self.indexed.is_none() {
-            self.rows.insert(index, Ranked { rank: 0, rule, anchored: true });
+            self.rows.insert(index, Ranked { rank: 0, rule, anchored: true, payload });
             return;
         }
         let appended = index == self.rows.len();
         let rank = if appended { self.appended_rank() } else { self.rank_before(index) };
-        self.rows.insert(index, Ranked { rank, rule, anchored: appended });
+        self.rows.insert(index, Ranked { rank, rule, anchored: appended, payload });
         let Some(indexed) = self.indexed.as_deref_mut() else { return };
         indexed.renumber_tree_rules(|at| if at != DEAD && at as usize >= index { at + 1 } else { at });
         if tree::matches_ipv4(&rule) {
@@ -384,7 +450,7 @@ impl RuleTable {
 
     /// Takes the rule at `index` out of the rows and, if the table is indexed, out of its index.
     fn remove_row(&mut self, index: usize) -> Rule {
-        let Ranked { rank, rule, anchored } = self.rows.remove(index);
+        let Ranked { rank, rule, anchored, .. } = self.rows.remove(index);
         let Some(indexed) = self.indexed.as_deref_mut() else { return rule };
         if !tree::matches_ipv4(&rule) {
             indexed.ipv6.remove(rank, &rule);
@@ -411,7 +477,7 @@ impl RuleTable {
     /// A free rank between rules `index - 1` and `index`: halfway, after respreading the run
     /// there if there is no room (after ~32 inserts at one place).
     fn rank_before(&mut self, index: usize) -> Rank {
-        let neighbours = |rows: &Chunked<Ranked>| (if index == 0 { 0 } else { rows[index - 1].rank }, rows[index].rank);
+        let neighbours = |rows: &Chunked<Ranked<P>>| (if index == 0 { 0 } else { rows[index - 1].rank }, rows[index].rank);
         let (mut below, mut above) = neighbours(&self.rows);
         if above - below < 2 {
             self.respread_run(index);
@@ -458,7 +524,7 @@ impl RuleTable {
     }
 
     /// This table with its trees rebuilt over its current rules.
-    pub fn rebuilt(&self) -> RuleTable {
+    pub fn rebuilt(&self) -> Self {
         let mut table = self.clone();
         table.rebuild();
         table
@@ -488,7 +554,7 @@ impl Indexed {
     /// where the key's address is IPv6; such a prefix holds every IPv4 address, and the trees
     /// file it under any. So the trees are walked if they hold such prefixes, and `ipv6` holds
     /// the other rules that can match.
-    fn find_beyond_ipv4(&self, rows: &Chunked<Ranked>, key: &Key) -> Option<Match> {
+    fn find_beyond_ipv4<P: Payload>(&self, rows: &Chunked<Ranked<P>>, key: &Key) -> Option<Match> {
         let [src_reach, dst_reach] = self.trees_reach_ipv6;
         let walk = (src_reach || is_ipv4_mapped(key.src)) && (dst_reach || is_ipv4_mapped(key.dst));
         let found = self.with_fresh(rows, key, if walk { self.tree_match_beyond_ipv4(rows, key) } else { tree::NO_RULE });
@@ -501,7 +567,7 @@ impl Indexed {
 
     /// The trees' first match of a key with an IPv6 address: walked with `0.0.0.0` in place of
     /// each IPv6 address, every candidate checked in full.
-    fn tree_match_beyond_ipv4(&self, rows: &Chunked<Ranked>, key: &Key) -> u32 {
+    fn tree_match_beyond_ipv4<P: Payload>(&self, rows: &Chunked<Ranked<P>>, key: &Key) -> u32 {
         let as_ipv4 = |address: u128| if is_ipv4_mapped(address) { address } else { ipv4_mapped(0) };
         let fields = Fields::new(as_ipv4(key.src), as_ipv4(key.dst), key.src_port, key.dst_port, key.proto, key.dscp).expect("IPv4 addresses");
         let matches = |id: u32| match self.tree_index[id as usize] {
@@ -514,7 +580,7 @@ impl Indexed {
     /// The first match, given the trees' best `id` for the key: a rule added since the trees
     /// were built may come first.
     #[inline]
-    fn with_fresh(&self, rows: &Chunked<Ranked>, key: &Key, id: u32) -> Option<Match> {
+    fn with_fresh<P: Payload>(&self, rows: &Chunked<Ranked<P>>, key: &Key, id: u32) -> Option<Match> {
         let from_trees = (id != tree::NO_RULE).then_some(Match::Tree(id));
         if self.fresh.is_empty() {
             return from_trees;
@@ -530,7 +596,7 @@ impl Indexed {
 }
 
 /// The index of the rule with `rank`.
-fn index_of(rows: &Chunked<Ranked>, rank: Rank) -> usize {
+fn index_of<P: Payload>(rows: &Chunked<Ranked<P>>, rank: Rank) -> usize {
     rows.partition_point(|row| row.rank < rank)
 }
 

@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use rustc_hash::FxHashMap;
 
 use crate::chunked_vec::{ChunkedVec, GroupedVec};
-use crate::classify::{first_match, prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Ranked, Rule, RuleTable, DEAD, NO_RULE};
+use crate::classify::{first_match, prefix_mask, Fields, Forest, Key, Match, Payload, Ranked, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosInputs, QosSpec, QosStats, StatsKey};
 use crate::error::CoreError;
 use crate::memory::prefetch;
@@ -48,16 +48,13 @@ pub struct TenantSpec {
     pub default_class: u16,
 }
 
-/// A tenant as the engine keeps it: its rules in a [`RuleTable`] and what each table row does
-/// beside them, both in chunks that an edited copy shares (an edit copies kilobytes, not the
-/// tenant).
+/// A tenant as the engine keeps it: its rules in a [`RuleTable`], each row with what it does,
+/// in chunks that an edited copy shares (an edit copies kilobytes, not the tenant).
 #[derive(Debug, Clone)]
 pub struct TenantTables {
     /// Shared with the counters' names (a tenant's name is held once).
     pub name: Arc<str>,
-    pub table: RuleTable,
-    /// Per table row, in the table's order.
-    rows: Chunked<RowOutcome>,
+    pub table: RuleTable<RowOutcome>,
     default_action: u8,
     default_class: u16,
     /// Its rules by EtherType, read from the rows (`engine/frames.rs`), if it has any: here, not
@@ -67,14 +64,14 @@ pub struct TenantTables {
 
 /// What a table row does. The first row of each policy rule opens a group, so that policy rules
 /// are numbered by counting (inserting or removing one renumbers nothing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct RowOutcome {
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowOutcome {
     action: u8,
     class: u16,
     first_of_policy_rule: bool,
 }
 
-impl Item for RowOutcome {
+impl Payload for RowOutcome {
     fn opens_group(&self) -> bool {
         self.first_of_policy_rule
     }
@@ -99,12 +96,9 @@ pub enum RuleEdit {
 impl TenantTables {
     /// The tables of `spec`, whose rules `table` holds (`spec` checked by [`check_tenant`]; its
     /// rules may have been taken).
-    fn new(spec: TenantSpec, table: RuleTable) -> TenantTables {
-        let first = |row: usize| row == 0 || spec.policy_rules[row] != spec.policy_rules[row - 1];
-        let outcome = |row: usize| RowOutcome { action: spec.actions[row], class: spec.classes[row], first_of_policy_rule: first(row) };
-        let rows = (0..spec.actions.len()).map(outcome).collect();
-        let mut tables =
-            TenantTables { rows, table, name: spec.name.into(), default_action: spec.default_action, default_class: spec.default_class, frames: None };
+    fn new(spec: TenantSpec, mut table: RuleTable<RowOutcome>) -> TenantTables {
+        table.set_payloads(outcomes(&spec));
+        let mut tables = TenantTables { table, name: spec.name.into(), default_action: spec.default_action, default_class: spec.default_class, frames: None };
         tables.frames = tables.read_frames();
         tables
     }
@@ -131,31 +125,31 @@ impl TenantTables {
     }
 
     /// These tables with `table` in place of theirs.
-    fn with_table(&self, table: RuleTable) -> TenantTables {
-        TenantTables { name: self.name.clone(), table, rows: self.rows.clone(), frames: self.frames.clone(), ..*self }
+    fn with_table(&self, table: RuleTable<RowOutcome>) -> TenantTables {
+        TenantTables { name: self.name.clone(), table, frames: self.frames.clone(), ..*self }
     }
 
     /// Every table row with its policy rule, in order.
     fn numbered_rows(&self) -> impl Iterator<Item = (i32, RowOutcome)> + '_ {
-        self.rows.iter().scan(-1, |policy_rule, row| {
+        self.table.payloads().scan(-1, |policy_rule, row| {
             *policy_rule += i32::from(row.first_of_policy_rule);
-            Some((*policy_rule, *row))
+            Some((*policy_rule, row))
         })
     }
 
     /// Table row `row`'s policy rule and what it does.
     fn outcome(&self, row: usize) -> (i32, RowOutcome) {
-        let (policy_rule, outcome) = self.rows.numbered(row);
-        (policy_rule as i32, *outcome)
+        let (policy_rule, outcome) = self.table.numbered(row);
+        (policy_rule as i32, outcome)
     }
 
     fn policy_rule_count(&self) -> i32 {
-        self.rows.group_count() as i32
+        self.table.group_count() as i32
     }
 
     /// The table rows policy rule `at` compiled to (they are contiguous: rules compile in order).
     fn rows_of(&self, at: usize) -> std::ops::Range<usize> {
-        self.rows.group_start(at)..self.rows.group_start(at + 1)
+        self.table.group_start(at)..self.table.group_start(at + 1)
     }
 
     fn apply(&mut self, edit: RuleEdit) -> Result<(), CoreError> {
@@ -177,8 +171,8 @@ impl TenantTables {
         }
         let start = self.rows_of(at as usize).start;
         for (offset, row) in rows.into_iter().enumerate() {
-            self.table.insert(start + offset, row.rule)?;
-            self.rows.insert(start + offset, RowOutcome { action: row.action, class: row.class, first_of_policy_rule: offset == 0 });
+            let outcome = RowOutcome { action: row.action, class: row.class, first_of_policy_rule: offset == 0 };
+            self.table.insert_with(start + offset, row.rule, outcome)?;
         }
         Ok(())
     }
@@ -190,7 +184,6 @@ impl TenantTables {
         let rows = self.rows_of(at as usize);
         for _ in rows.clone() {
             self.table.remove(rows.start)?;
-            self.rows.remove(rows.start);
         }
         Ok(())
     }
@@ -210,11 +203,10 @@ struct Outcome {
 #[derive(Debug, Clone)]
 enum HotTenant {
     Trees(TreeTenant),
-    /// A small table's rules and what each of its rows does, both shared with the tenant's
-    /// tables (held once): scanned in order.
+    /// A small table's rules, each with what it does, shared with the tenant's table (held
+    /// once): scanned in order.
     Small {
-        rules: Arc<[Ranked]>,
-        rows: Arc<[RowOutcome]>,
+        rules: Arc<[Ranked<RowOutcome>]>,
     },
     /// No rules: the tenant's head says so, and nothing reads this.
     Ruleless,
@@ -270,7 +262,7 @@ impl HotTenant {
     fn of(tenant: &TenantTables) -> HotTenant {
         match (tenant.table.trees(), tenant.table.small_rows()) {
             (Some((trees, indices)), _) => HotTenant::Trees(TreeTenant::of(tenant, trees, indices)),
-            (None, Some(rules)) => HotTenant::Small { rules, rows: tenant.rows.shared_slice() },
+            (None, Some(rules)) => HotTenant::Small { rules },
             (None, None) => HotTenant::Ruleless,
         }
     }
@@ -280,7 +272,7 @@ impl HotTenant {
     fn prefetch(&self, fields: &Fields) {
         match self {
             HotTenant::Trees(tenant) => tenant.trees.prefetch(fields),
-            HotTenant::Small { rules, .. } => prefetch(&rules[0]),
+            HotTenant::Small { rules } => prefetch(&rules[0]),
             HotTenant::Ruleless => {}
         }
     }
@@ -300,18 +292,19 @@ impl HotTenant {
     fn first_match(&self, fields: &Fields) -> Option<u32> {
         match self {
             HotTenant::Trees(tenant) => tenant.tree_match(fields),
-            HotTenant::Small { rules, .. } => Some(first_match(rules, &fields.key()).map_or(NO_RULE, |row| row as u32)),
+            HotTenant::Small { rules } => Some(first_match(rules, &fields.key()).map_or(NO_RULE, |row| row as u32)),
             HotTenant::Ruleless => Some(NO_RULE),
         }
     }
 
-    /// Asks the cache for what match `id` does.
+    /// Asks the cache for what tree match `id` does (a small table's match read it already).
     #[inline]
     fn prefetch_outcome(&self, id: u32) {
-        match self {
-            HotTenant::Trees(tenant) => tenant.outcomes.get(id as usize).map_or((), prefetch),
-            HotTenant::Small { rows, .. } => rows.get(id as usize).map_or((), prefetch),
-            HotTenant::Ruleless => {}
+        if let Some(outcome) = match self {
+            HotTenant::Trees(tenant) => tenant.outcomes.get(id as usize),
+            _ => None,
+        } {
+            prefetch(outcome);
         }
     }
 
@@ -323,10 +316,10 @@ impl HotTenant {
                 Some(o) => (o.policy_rule, o.class, o.action),
                 None => return head.default_verdict(tenant),
             },
-            HotTenant::Small { rows, .. } => match rows.get(..=id as usize) {
+            HotTenant::Small { rules } => match rules.get(..=id as usize) {
                 Some(before) => {
-                    let row = before[before.len() - 1];
-                    (before.iter().filter(|row| row.first_of_policy_rule).count() as i32 - 1, row.class, row.action)
+                    let row = before[before.len() - 1].payload();
+                    (before.iter().filter(|rule| rule.payload().first_of_policy_rule).count() as i32 - 1, row.class, row.action)
                 }
                 None => return head.default_verdict(tenant),
             },
@@ -835,16 +828,23 @@ fn check_tenant(tenant: &TenantSpec) -> Result<(), CoreError> {
     Ok(())
 }
 
+/// What each row of `spec` does (`spec` checked by [`check_tenant`]).
+fn outcomes(spec: &TenantSpec) -> impl Iterator<Item = RowOutcome> + '_ {
+    let first = |row: usize| row == 0 || spec.policy_rules[row] != spec.policy_rules[row - 1];
+    (0..spec.actions.len()).map(move |row| RowOutcome { action: spec.actions[row], class: spec.classes[row], first_of_policy_rule: first(row) })
+}
+
 fn build(mut tenant: TenantSpec, index: usize) -> Result<TenantTables, CoreError> {
     let rules = std::mem::take(&mut tenant.rules);
-    let mut table = RuleTable::new(rules).map_err(|err| err.within(format!("tenant {index} ({})", tenant.name)))?;
+    let table = RuleTable::with_payloads(rules.into_iter().zip(outcomes(&tenant)));
+    let mut table = table.map_err(|err| err.within(format!("tenant {index} ({})", tenant.name)))?;
     table.rebuild_elsewhere(); // the engine rebuilds worn trees in the background
     Ok(TenantTables::new(tenant, table))
 }
 
 /// The old table with the one rule that differs inserted, removed or replaced; `None` when
 /// the rule lists differ by more than that.
-fn incremental(old: &TenantTables, new: &TenantSpec) -> Option<RuleTable> {
+fn incremental(old: &TenantTables, new: &TenantSpec) -> Option<RuleTable<RowOutcome>> {
     let b = &new.rules;
     let (old_len, shorter) = (old.table.len(), old.table.len().min(b.len()));
     let head = old.table.rules().zip(b).take_while(|(x, y)| x == *y).count();
