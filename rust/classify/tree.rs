@@ -206,18 +206,24 @@ impl Node {
     /// The node whose header is at word `at` of the arena.
     #[inline]
     fn at(words: &[u32], at: usize) -> Node {
-        let packed = words[at + 1];
-        Node { low: words[at], base: (at + Node::HEADER_WORDS) as u32, mask: packed as u16, field: (packed >> 16) as u8, shift: (packed >> 24) as u8 }
+        Node::of_header([words[at], words[at + 1]], at)
+    }
+
+    /// The node with this header at word `at` of the arena.
+    #[inline]
+    fn of_header([low, packed]: [u32; 2], at: usize) -> Node {
+        Node { low, base: (at + Node::HEADER_WORDS) as u32, mask: packed as u16, field: (packed >> 16) as u8, shift: (packed >> 24) as u8 }
     }
 }
 
-/// A tree's entry, kept in the forest itself (no load to find it): its root node, or its only
+/// A tree's entry, kept in the forest itself (no load to find it): its root node's header (16
+/// bytes a root where a whole node takes 20: a forest is inline in every tenant), or its only
 /// leaf.
 #[derive(Debug, Clone, Copy, Default)]
 struct Root {
-    /// A leaf reference, or (`LEAF` clear) the arena word of `node`.
+    /// A leaf reference, or (`LEAF` clear) the arena word of the node `header` is of.
     child: u32,
-    node: Node,
+    header: [u32; 2],
     /// The tree's best (smallest) id: a lookup skips the tree once it has a better match.
     best: u32,
 }
@@ -228,7 +234,12 @@ impl Root {
         if self.child & LEAF != 0 {
             return self.child;
         }
-        words[self.node.child(fields)]
+        words[self.node().child(fields)]
+    }
+
+    #[inline]
+    fn node(&self) -> Node {
+        Node::of_header(self.header, self.child as usize)
     }
 }
 
@@ -246,7 +257,7 @@ struct Block([u32; 8]);
 pub struct Forest {
     arena: Arc<[Block]>,
     roots: [Root; MAX_TREES],
-    trees: usize,
+    trees: u32,
     /// The leaf with no rule (ends a walk that a better match made pointless).
     empty_leaf: u32,
 }
@@ -280,7 +291,7 @@ impl Forest {
     pub fn lookup(&self, fields: &Fields, bound: u32, alive: impl Fn(u32) -> bool) -> u32 {
         let words: &[u32] = bytemuck::cast_slice(&self.arena);
         let mut best = bound;
-        for root in &self.roots[..self.trees] {
+        for root in &self.roots[..self.trees as usize] {
             if root.best >= best {
                 break;
             }
@@ -299,7 +310,7 @@ impl Forest {
     #[inline]
     pub fn lookup_group<const N: usize>(&self, fields: &[Fields; N], best: &mut [u32; N], alive: impl Fn(u32) -> bool) {
         let words: &[u32] = bytemuck::cast_slice(&self.arena);
-        for root in &self.roots[..self.trees] {
+        for root in &self.roots[..self.trees as usize] {
             let mut child: [u32; N] = std::array::from_fn(|p| select_unpredictable(root.best < best[p], root.first_child(words, &fields[p]), self.empty_leaf));
             while child.iter().fold(LEAF, |all, &c| all & c) == 0 {
                 for (child, fields) in child.iter_mut().zip(fields) {
@@ -328,10 +339,10 @@ impl Forest {
     /// it a few packets ahead.
     #[inline]
     pub fn prefetch(&self, fields: &Fields) {
-        let Some(root) = self.roots[..self.trees].first() else { return };
+        let Some(root) = self.roots[..self.trees as usize].first() else { return };
         if root.child & LEAF == 0 {
             let words: &[u32] = bytemuck::cast_slice(&self.arena);
-            if let Some(slot) = words.get(root.node.child(fields)) {
+            if let Some(slot) = words.get(root.node().child(fields)) {
                 prefetch(slot);
             }
         }
@@ -341,7 +352,7 @@ impl Forest {
     /// there by now, from [`Forest::prefetch`]).
     #[inline]
     pub fn prefetch_second(&self, fields: &Fields) {
-        let Some(root) = self.roots[..self.trees].first() else { return };
+        let Some(root) = self.roots[..self.trees as usize].first() else { return };
         let words: &[u32] = bytemuck::cast_slice(&self.arena);
         let child = root.first_child(words, fields);
         let at = match child & LEAF {
@@ -377,7 +388,7 @@ impl Forest {
     }
 
     pub fn tree_count(&self) -> usize {
-        self.trees
+        self.trees as usize
     }
 }
 
@@ -424,12 +435,12 @@ impl Draft {
         }
         let leaf_blocks: &mut [LeafRule] = bytemuck::cast_slice_mut(&mut arena[first_leaf..]);
         leaf_blocks.copy_from_slice(&self.leaves);
-        let mut forest = Forest { arena: arena.into(), trees: roots.len(), empty_leaf: relink(LEAF), ..Forest::default() };
+        let mut forest = Forest { arena: arena.into(), trees: roots.len() as u32, empty_leaf: relink(LEAF), ..Forest::default() };
         let words: &[u32] = bytemuck::cast_slice(&forest.arena);
         for (root, &(child, best)) in forest.roots.iter_mut().zip(roots) {
             let child = relink(child);
-            let node = if child & LEAF == 0 { Node::at(words, child as usize) } else { Node::default() };
-            *root = Root { child, node, best };
+            let header = if child & LEAF == 0 { [words[child as usize], words[child as usize + 1]] } else { [0; 2] };
+            *root = Root { child, header, best };
         }
         forest
     }
