@@ -629,9 +629,9 @@ impl Engine {
     /// Every tenant's counters (`None`: packets no tenant claimed), including tenants no
     /// longer in the policy: every packet `classify` or `process` classified, by verdict.
     pub fn counters(&self) -> FxHashMap<Option<String>, Counters> {
-        let names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner());
+        let names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner()).names();
         let totals = self.counters.totals();
-        let counted = names.names.iter().zip(&totals).filter(|(_, c)| c.packets != [0, 0]);
+        let counted = names.iter().zip(&totals).filter(|(_, c)| c.packets != [0, 0]);
         counted.map(|(name, counters)| (name.as_deref().map(String::from), counters.clone())).collect()
     }
 
@@ -719,7 +719,7 @@ impl Engine {
         let mut names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner());
         let heads = tenants.iter().map(|t| TenantHead::of(t, names.slot(&t.name))).collect();
         let hot = tenants.iter().map(|t| HotTenant::of(t)).collect();
-        let counter_slots = names.names.len();
+        let counter_slots = names.len();
         drop(names);
         let mut tables = EngineTables {
             tenants: tenants.into(),
