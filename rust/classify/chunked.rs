@@ -119,6 +119,12 @@ impl<T: Item> Chunked<T> {
         self.chunks.iter().flat_map(|chunk| chunk.items.iter())
     }
 
+    /// The chunks' items, each chunk's shared.
+    #[cfg(test)]
+    pub fn chunks(&self) -> impl Iterator<Item = &Arc<[T]>> + '_ {
+        self.chunks.iter().map(|chunk| &chunk.items)
+    }
+
     /// The items as one slice: the lone chunk's, shared, or a copy of several chunks'.
     pub fn shared_slice(&self) -> Arc<[T]> {
         match &self.chunks {

@@ -172,6 +172,64 @@ fn a_table_changes_form_at_small_rules_both_ways_and_answers_alike() {
     assert!(!table.is_worn(), "an indexed table just built is not worn");
 }
 
+/// A payload that opens a group when `opens`, numbered by counting as the engine's policy rules are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tagged {
+    tag: u16,
+    opens: bool,
+}
+
+impl Payload for Tagged {
+    fn opens_group(&self) -> bool {
+        self.opens
+    }
+}
+
+/// Payloads ride in the rows through inserts, removals, replacements (which keep theirs) and
+/// changes of form; setting them copies only the chunks that change, and a row stays 64 bytes.
+#[test]
+fn payloads_stay_with_their_rules_and_number_groups() {
+    assert_eq!(std::mem::size_of::<Ranked<Tagged>>(), std::mem::size_of::<Ranked>());
+    let rule = |port: u16| Rule { dst_ports: (port, port), ..Rule::ANY };
+    let tagged = |tag: u16| Tagged { tag, opens: tag.is_multiple_of(2) };
+    let mut table = RuleTable::with_payloads((0..300).map(|k| (rule(k), tagged(k)))).unwrap();
+    let expected = |payloads: &[Tagged]| {
+        payloads
+            .iter()
+            .scan(-1i64, |group, p| {
+                *group += i64::from(p.opens);
+                Some((*group as usize, *p))
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut reference: Vec<Tagged> = (0..300).map(tagged).collect();
+    let check = |table: &RuleTable<Tagged>, reference: &[Tagged]| {
+        assert_eq!(table.payloads().collect::<Vec<_>>(), reference);
+        assert_eq!((0..reference.len()).map(|row| table.numbered(row)).collect::<Vec<_>>(), expected(reference));
+        assert_eq!(table.group_count(), reference.iter().filter(|p| p.opens).count());
+    };
+    check(&table, &reference);
+    table.insert_with(5, rule(1000), tagged(1000)).unwrap();
+    reference.insert(5, tagged(1000));
+    table.replace(7, rule(1001)).unwrap(); // keeps row 7's payload
+    table.remove(0).unwrap();
+    reference.remove(0);
+    check(&table, &reference);
+    assert_eq!(table.lookup(&Key { dst_port: 1001, ..Key::default() }), Some(6));
+    let before = table.clone();
+    reference[250] = tagged(3);
+    table.set_payloads(reference.iter().copied());
+    check(&table, &reference);
+    let shared = table.rows.chunks().filter(|chunk| before.rows.chunks().any(|old| Arc::ptr_eq(old, chunk))).count();
+    assert_eq!(shared, table.rows.chunks().count() - 1, "only the chunk of row 250 was copied");
+    while table.len() > SMALL_RULES {
+        table.remove(table.len() - 1).unwrap();
+        reference.pop();
+    }
+    assert!(table.small_rows().is_some());
+    check(&table, &reference);
+}
+
 #[test]
 fn impossible_rules_are_refused_with_their_index() {
     let reversed = Rule { dst_ports: (90, 80), ..Rule::ANY };
