@@ -199,26 +199,18 @@ struct Outcome {
 }
 
 /// The part of a tenant the data path reads, kept inline in the engine's tables so that a
-/// packet goes from its tenant straight to its rules.
+/// packet goes from its tenant straight to the trees: the trees, and per tree rule its outcome
+/// (in place of three lookups through the rule's current index); or a small table's rows. One
+/// shape for both, so that the trees' path checks no variant.
 #[derive(Debug, Clone)]
-enum HotTenant {
-    Trees(TreeTenant),
-    /// A small table's rules, each with what it does, shared with the tenant's table (held
-    /// once): scanned in order.
-    Small {
-        rules: Arc<[Ranked<RowOutcome>]>,
-    },
-    /// No rules: the tenant's head says so, and nothing reads this.
-    Ruleless,
-}
-
-/// An indexed table's trees, and per tree rule its outcome (in place of three lookups through
-/// the rule's current index).
-#[derive(Debug, Clone)]
-struct TreeTenant {
+struct HotTenant {
     trees: Forest,
     outcomes: Arc<[Outcome]>,
-    /// Whether rules were added since the trees were built (the tenant's table has them).
+    /// A small table's rules, each with what it does, shared with the tenant's table (held
+    /// once): scanned in order. No trees then.
+    small: Option<Arc<[Ranked<RowOutcome>]>>,
+    /// Whether the trees do not hold every rule: rules were added since they were built (the
+    /// tenant's table has them), or the table is small.
     fresh: bool,
     /// Whether every tree rule is live: a match needs no outcome to be checked.
     all_live: bool,
@@ -260,77 +252,10 @@ impl TenantHead {
 
 impl HotTenant {
     fn of(tenant: &TenantTables) -> HotTenant {
-        match (tenant.table.trees(), tenant.table.small_rows()) {
-            (Some((trees, indices)), _) => HotTenant::Trees(TreeTenant::of(tenant, trees, indices)),
-            (None, Some(rules)) => HotTenant::Small { rules },
-            (None, None) => HotTenant::Ruleless,
-        }
-    }
-
-    /// Asks the cache for the first step of an IPv4 packet's walk.
-    #[inline]
-    fn prefetch(&self, fields: &Fields) {
-        match self {
-            HotTenant::Trees(tenant) => tenant.trees.prefetch(fields),
-            HotTenant::Small { rules } => prefetch(&rules[0]),
-            HotTenant::Ruleless => {}
-        }
-    }
-
-    /// Asks the cache for the second step of an IPv4 packet's walk.
-    #[inline]
-    fn prefetch_second(&self, fields: &Fields) {
-        if let HotTenant::Trees(tenant) = self {
-            tenant.trees.prefetch_second(fields);
-        }
-    }
-
-    /// The first live rule matching an IPv4 packet ([`NO_RULE`]: none), by tree id or a small
-    /// table's row, if the tenant's rules here are all its rules (else the tenant's table
-    /// answers: see [`EngineTables::classify_by_table`]).
-    #[inline]
-    fn first_match(&self, fields: &Fields) -> Option<u32> {
-        match self {
-            HotTenant::Trees(tenant) => tenant.tree_match(fields),
-            HotTenant::Small { rules } => Some(first_match(rules, &fields.key()).map_or(NO_RULE, |row| row as u32)),
-            HotTenant::Ruleless => Some(NO_RULE),
-        }
-    }
-
-    /// Asks the cache for what tree match `id` does (a small table's match read it already).
-    #[inline]
-    fn prefetch_outcome(&self, id: u32) {
-        if let Some(outcome) = match self {
-            HotTenant::Trees(tenant) => tenant.outcomes.get(id as usize),
-            _ => None,
-        } {
-            prefetch(outcome);
-        }
-    }
-
-    /// The verdict of match `id` from [`HotTenant::first_match`] ([`NO_RULE`]: the default).
-    #[inline]
-    fn verdict(&self, head: &TenantHead, tenant: i32, id: u32) -> Verdict {
-        let (policy_rule, class, action) = match self {
-            HotTenant::Trees(hot) => match hot.outcomes.get(id as usize) {
-                Some(o) => (o.policy_rule, o.class, o.action),
-                None => return head.default_verdict(tenant),
-            },
-            HotTenant::Small { rules } => match rules.get(..=id as usize) {
-                Some(before) => {
-                    let row = before[before.len() - 1].payload();
-                    (before.iter().filter(|rule| rule.payload().first_of_policy_rule).count() as i32 - 1, row.class, row.action)
-                }
-                None => return head.default_verdict(tenant),
-            },
-            HotTenant::Ruleless => return head.default_verdict(tenant),
+        let Some((trees, indices)) = tenant.table.trees() else {
+            let small = tenant.table.small_rows();
+            return HotTenant { trees: Forest::default(), outcomes: no_outcomes(), small, fresh: true, all_live: true };
         };
-        Verdict { tenant, rule: policy_rule, cls: class_id(class), action, reason: Reason::Rule as u8 }
-    }
-}
-
-impl TreeTenant {
-    fn of(tenant: &TenantTables, trees: &Forest, indices: &[u32]) -> TreeTenant {
         // Live tree rules are in row order: one pass over the rows numbers their policy rules.
         let (mut rows, mut next_row) = (tenant.numbered_rows(), 0);
         let mut outcome = |index: u32| match index {
@@ -341,20 +266,22 @@ impl TreeTenant {
                 Outcome { policy_rule, class: row.class, action: row.action, live: true }
             }
         };
-        TreeTenant {
+        HotTenant {
             trees: trees.clone(),
             outcomes: indices.iter().map(|&index| outcome(index)).collect(),
+            small: None,
             fresh: tenant.table.has_fresh(),
             all_live: !indices.contains(&DEAD),
         }
     }
 
-    /// The tree id of the first live rule matching an IPv4 packet ([`NO_RULE`]: none), if the
-    /// trees hold every rule.
+    /// The first live rule matching an IPv4 packet ([`NO_RULE`]: none), by tree id or a small
+    /// table's row, if the tenant's rules here are all its rules (else the tenant's table
+    /// answers: see [`EngineTables::classify_by_table`]).
     #[inline]
     fn tree_match(&self, fields: &Fields) -> Option<u32> {
         if self.fresh {
-            return None;
+            return self.small.as_ref().map(|rules| first_match(rules, &fields.key()).map_or(NO_RULE, |row| row as u32));
         }
         if self.all_live {
             return Some(self.trees.lookup(fields, NO_RULE, |_| true));
@@ -362,6 +289,31 @@ impl TreeTenant {
         let outcomes = &self.outcomes;
         Some(self.trees.lookup(fields, NO_RULE, |id| outcomes[id as usize].live))
     }
+
+    /// The verdict of match `id` from [`HotTenant::tree_match`] ([`NO_RULE`]: the default).
+    #[inline]
+    fn verdict(&self, head: &TenantHead, tenant: i32, id: u32) -> Verdict {
+        let (policy_rule, class, action) = match (self.outcomes.get(id as usize), &self.small) {
+            (Some(o), _) => (o.policy_rule, o.class, o.action),
+            // Its policy rule: the policy rules its rows and those before it open, less one.
+            (None, Some(rules)) => match rules.get(..=id as usize) {
+                Some(through @ [.., last]) => {
+                    let opened = through.iter().filter(|rule| rule.payload().first_of_policy_rule).count();
+                    (opened as i32 - 1, last.payload().class, last.payload().action)
+                }
+                _ => return head.default_verdict(tenant),
+            },
+            (None, None) => return head.default_verdict(tenant),
+        };
+        Verdict { tenant, rule: policy_rule, cls: class_id(class), action, reason: Reason::Rule as u8 }
+    }
+}
+
+/// The outcomes of a tenant without trees: one empty list that they all share (a list each
+/// would be 16 bytes a small tenant).
+fn no_outcomes() -> Arc<[Outcome]> {
+    static NONE: std::sync::OnceLock<Arc<[Outcome]>> = std::sync::OnceLock::new();
+    Arc::clone(NONE.get_or_init(|| Arc::from([])))
 }
 
 /// VNI to tenant over the 24-bit space: a direct index in 4096 blocks of 4096, a block
@@ -455,7 +407,7 @@ impl EngineTables {
                 match head.flags {
                     0 => {
                         if let Some(found) = fields_of(info) {
-                            self.hot[*tenant as usize].prefetch(fields.insert(found));
+                            self.hot[*tenant as usize].trees.prefetch(fields.insert(found));
                         }
                     }
                     RULELESS => *id = Some(NO_RULE), // its default, whatever the packet's fields
@@ -464,14 +416,14 @@ impl EngineTables {
             }
             for (tenant, fields, _) in &packets[..records.len()] {
                 if let (Some(hot), Some(fields)) = (self.hot_of(*tenant), fields) {
-                    hot.prefetch_second(fields);
+                    hot.trees.prefetch_second(fields);
                 }
             }
             for (tenant, fields, id) in &mut packets[..records.len()] {
                 if let (Some(hot), Some(fields)) = (self.hot_of(*tenant), fields) {
-                    *id = hot.first_match(fields);
-                    if let Some(id) = *id {
-                        hot.prefetch_outcome(id);
+                    *id = hot.tree_match(fields);
+                    if let Some(outcome) = id.and_then(|id| hot.outcomes.get(id as usize)) {
+                        prefetch(outcome);
                     }
                 }
             }

@@ -329,10 +329,14 @@ fn editing_one_policy_rule_shifts_later_ones_and_keeps_other_tenants() {
 fn a_small_tenant_edited_past_small_rules_gets_trees_and_loses_them_again() {
     use crate::classify::SMALL_RULES;
     let engine = Engine::new(spec()).unwrap();
-    let form = || match &engine.tables().hot[0] {
-        HotTenant::Trees(_) => "trees",
-        HotTenant::Small { .. } => "small",
-        HotTenant::Ruleless => "ruleless",
+    let form = || {
+        let tables = engine.tables();
+        let hot = &tables.hot[0];
+        match (hot.trees.tree_count(), &hot.small) {
+            (0, Some(_)) => "small",
+            (0, None) => "ruleless",
+            _ => "trees",
+        }
     };
     let check = |expected_form: &str| {
         let red = engine.tables().tenants[0].spec();
