@@ -206,24 +206,18 @@ impl Node {
     /// The node whose header is at word `at` of the arena.
     #[inline]
     fn at(words: &[u32], at: usize) -> Node {
-        Node::of_header([words[at], words[at + 1]], at)
-    }
-
-    /// The node with this header at word `at` of the arena.
-    #[inline]
-    fn of_header([low, packed]: [u32; 2], at: usize) -> Node {
-        Node { low, base: (at + Node::HEADER_WORDS) as u32, mask: packed as u16, field: (packed >> 16) as u8, shift: (packed >> 24) as u8 }
+        let packed = words[at + 1];
+        Node { low: words[at], base: (at + Node::HEADER_WORDS) as u32, mask: packed as u16, field: (packed >> 16) as u8, shift: (packed >> 24) as u8 }
     }
 }
 
-/// A tree's entry, kept in the forest itself (no load to find it): its root node's header (16
-/// bytes a root where a whole node takes 20: a forest is inline in every tenant), or its only
+/// A tree's entry, kept in the forest itself (no load to find it): its root node, or its only
 /// leaf.
 #[derive(Debug, Clone, Copy, Default)]
 struct Root {
-    /// A leaf reference, or (`LEAF` clear) the arena word of the node `header` is of.
+    /// A leaf reference, or (`LEAF` clear) the arena word of `node`.
     child: u32,
-    header: [u32; 2],
+    node: Node,
     /// The tree's best (smallest) id: a lookup skips the tree once it has a better match.
     best: u32,
 }
@@ -234,12 +228,7 @@ impl Root {
         if self.child & LEAF != 0 {
             return self.child;
         }
-        words[self.node().child(fields)]
-    }
-
-    #[inline]
-    fn node(&self) -> Node {
-        Node::of_header(self.header, self.child as usize)
+        words[self.node.child(fields)]
     }
 }
 
@@ -253,13 +242,22 @@ struct Block([u32; 8]);
 /// Every node and leaf is in one allocation (the arena), each node's children right after its
 /// header, so that a step down a tree is one load where the parts are close; the roots are
 /// inline. Cloning shares the arena.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Forest {
     arena: Arc<[Block]>,
     roots: [Root; MAX_TREES],
-    trees: u32,
+    trees: usize,
     /// The leaf with no rule (ends a walk that a better match made pointless).
     empty_leaf: u32,
+}
+
+/// No trees: every empty forest shares one empty arena (a small rule table has none, and an
+/// arena each would be 32 bytes a tenant).
+impl Default for Forest {
+    fn default() -> Self {
+        static EMPTY: std::sync::OnceLock<Arc<[Block]>> = std::sync::OnceLock::new();
+        Forest { arena: Arc::clone(EMPTY.get_or_init(|| Arc::from([]))), roots: [Root::default(); MAX_TREES], trees: 0, empty_leaf: 0 }
+    }
 }
 
 impl Forest {
@@ -291,7 +289,7 @@ impl Forest {
     pub fn lookup(&self, fields: &Fields, bound: u32, alive: impl Fn(u32) -> bool) -> u32 {
         let words: &[u32] = bytemuck::cast_slice(&self.arena);
         let mut best = bound;
-        for root in &self.roots[..self.trees as usize] {
+        for root in &self.roots[..self.trees] {
             if root.best >= best {
                 break;
             }
@@ -310,7 +308,7 @@ impl Forest {
     #[inline]
     pub fn lookup_group<const N: usize>(&self, fields: &[Fields; N], best: &mut [u32; N], alive: impl Fn(u32) -> bool) {
         let words: &[u32] = bytemuck::cast_slice(&self.arena);
-        for root in &self.roots[..self.trees as usize] {
+        for root in &self.roots[..self.trees] {
             let mut child: [u32; N] = std::array::from_fn(|p| select_unpredictable(root.best < best[p], root.first_child(words, &fields[p]), self.empty_leaf));
             while child.iter().fold(LEAF, |all, &c| all & c) == 0 {
                 for (child, fields) in child.iter_mut().zip(fields) {
@@ -339,10 +337,10 @@ impl Forest {
     /// it a few packets ahead.
     #[inline]
     pub fn prefetch(&self, fields: &Fields) {
-        let Some(root) = self.roots[..self.trees as usize].first() else { return };
+        let Some(root) = self.roots[..self.trees].first() else { return };
         if root.child & LEAF == 0 {
             let words: &[u32] = bytemuck::cast_slice(&self.arena);
-            if let Some(slot) = words.get(root.node().child(fields)) {
+            if let Some(slot) = words.get(root.node.child(fields)) {
                 prefetch(slot);
             }
         }
@@ -352,7 +350,7 @@ impl Forest {
     /// there by now, from [`Forest::prefetch`]).
     #[inline]
     pub fn prefetch_second(&self, fields: &Fields) {
-        let Some(root) = self.roots[..self.trees as usize].first() else { return };
+        let Some(root) = self.roots[..self.trees].first() else { return };
         let words: &[u32] = bytemuck::cast_slice(&self.arena);
         let child = root.first_child(words, fields);
         let at = match child & LEAF {
@@ -388,7 +386,7 @@ impl Forest {
     }
 
     pub fn tree_count(&self) -> usize {
-        self.trees as usize
+        self.trees
     }
 }
 
@@ -435,12 +433,12 @@ impl Draft {
         }
         let leaf_blocks: &mut [LeafRule] = bytemuck::cast_slice_mut(&mut arena[first_leaf..]);
         leaf_blocks.copy_from_slice(&self.leaves);
-        let mut forest = Forest { arena: arena.into(), trees: roots.len() as u32, empty_leaf: relink(LEAF), ..Forest::default() };
+        let mut forest = Forest { arena: arena.into(), trees: roots.len(), empty_leaf: relink(LEAF), ..Forest::default() };
         let words: &[u32] = bytemuck::cast_slice(&forest.arena);
         for (root, &(child, best)) in forest.roots.iter_mut().zip(roots) {
             let child = relink(child);
-            let header = if child & LEAF == 0 { [words[child as usize], words[child as usize + 1]] } else { [0; 2] };
-            *root = Root { child, header, best };
+            let node = if child & LEAF == 0 { Node::at(words, child as usize) } else { Node::default() };
+            *root = Root { child, node, best };
         }
         forest
     }
