@@ -88,17 +88,40 @@ type Rank = u64;
 /// the rules inserted there are respread.
 const RANK_GAP: Rank = 1 << 32;
 
-/// A rule with its rank. Anchored rules (those ranked by the last build, and appended ones)
-/// keep their rank until the next build; their ranks are distinct multiples of [`RANK_GAP`],
-/// so the rules inserted between two anchors (a run) always have room to be respread.
+/// What a table's owner keeps with each rule, in the rule's row (the engine: what the rule
+/// does), so that it takes no second list: a few bytes fit in the row's padding. `()` for none.
+pub trait Payload: Copy + Default + PartialEq + std::fmt::Debug {
+    /// Whether the row opens a group: groups are numbered by counting ([`RuleTable::numbered`]).
+    fn opens_group(&self) -> bool {
+        true
+    }
+}
+
+impl Payload for () {}
+
+/// A rule with its rank and payload. Anchored rules (those ranked by the last build, and
+/// appended ones) keep their rank until the next build; their ranks are distinct multiples of
+/// [`RANK_GAP`], so the rules inserted between two anchors (a run) always have room to be
+/// respread.
 #[derive(Debug, Clone, Copy)]
-struct Ranked {
+pub(crate) struct Ranked<P = ()> {
     rank: Rank,
     rule: Rule,
     anchored: bool,
+    payload: P,
 }
 
-impl Item for Ranked {}
+impl<P: Payload> Item for Ranked<P> {
+    fn opens_group(&self) -> bool {
+        self.payload.opens_group()
+    }
+}
+
+impl<P: Copy> Ranked<P> {
+    pub(crate) fn payload(&self) -> P {
+        self.payload
+    }
+}
 
 /// Marks a tree rule removed since the trees were built.
 pub const DEAD: u32 = u32::MAX;
@@ -111,18 +134,35 @@ pub enum Match {
     Row(usize),
 }
 
+/// Tables of at most this many rules keep no index: a lookup scans their rules in order, which
+/// for so few is about as fast as the trees and costs none of their memory (a tenant of one
+/// rule holds its rule once, in 64 bytes, instead of ~500 bytes of trees and ranks).
+pub const SMALL_RULES: usize = 8;
+
 /// An ordered rule set: index 0 is checked first, and the first match wins.
 ///
-/// IPv4 rules (rules that can match a packet with IPv4 addresses) are compiled into decision
-/// trees ([`tree`]), which look up fast but cannot be edited; edits go to tuple space
-/// ([`tuples`]), which takes one rule in microseconds: a new rule joins `fresh`, a removed
+/// A table of up to [`SMALL_RULES`] rules is scanned in order, and edited in place. A larger
+/// one is indexed: IPv4 rules (rules that can match a packet with IPv4 addresses) are compiled
+/// into decision trees ([`tree`]), which look up fast but cannot be edited; edits go to tuple
+/// space ([`tuples`]), which takes one rule in microseconds: a new rule joins `fresh`, a removed
 /// tree rule is marked dead, and once enough edits pile up the trees are rebuilt. The other
-/// rules live in tuple space only. Cloning is cheap (rules, trees and buckets are shared), so a
+/// rules live in tuple space only. A table that grows past [`SMALL_RULES`] is indexed, one that
+/// shrinks to it drops its index. Cloning is cheap (rules, trees and buckets are shared), so a
 /// live update can patch a copy.
 #[derive(Debug, Clone, Default)]
-pub struct RuleTable {
-    /// The rules in order; ranks strictly increase.
-    rows: Chunked<Ranked>,
+pub struct RuleTable<P = ()> {
+    /// The rules in order; while indexed, ranks strictly increase (a small table's are unused).
+    rows: Chunked<Ranked<P>>,
+    /// `None` while the table is small; boxed, so that a small table holds 8 bytes of it.
+    indexed: Option<Box<Indexed>>,
+    /// Set by an owner that rebuilds worn trees itself, off its update path
+    /// ([`RuleTable::rebuilt`]): edits then rebuild in line only when long past due.
+    rebuilds_elsewhere: bool,
+}
+
+/// What a table of more than [`SMALL_RULES`] rules looks its rules up through.
+#[derive(Debug, Clone, Default)]
+struct Indexed {
     /// The IPv4 rules as of the last build, their ids in rank order.
     trees: Forest,
     /// Rank of each tree id (sorted): finds a removed rule's id.
@@ -140,26 +180,70 @@ pub struct RuleTable {
     /// Of those, how many were inserted between two rules since the build (an edit the next
     /// build undoes: it anchors them).
     ipv6_inserted: u32,
-    /// Set by an owner that rebuilds worn trees itself, off its update path
-    /// ([`RuleTable::rebuilt`]): edits then rebuild in line only when long past due.
-    rebuilds_elsewhere: bool,
+}
+
+/// The first of `rows` that matches `key`: a small table's lookup.
+#[inline]
+pub(crate) fn first_match<P>(rows: &[Ranked<P>], key: &Key) -> Option<usize> {
+    rows.iter().position(|row| row.rule.matches(key))
 }
 
 impl RuleTable {
     /// Errors name the rule refused (`rule 3`).
     pub fn new(rules: Vec<Rule>) -> Result<Self, CoreError> {
-        for (index, rule) in rules.iter().enumerate() {
-            rule.check().map_err(|err| err.within(format!("rule {index}")))?;
+        RuleTable::with_payloads(rules.into_iter().map(|rule| (rule, ())))
+    }
+}
+
+impl<P: Payload> RuleTable<P> {
+    /// A table of these rules, each with its payload; errors name the rule refused (`rule 3`).
+    pub fn with_payloads(rows: impl IntoIterator<Item = (Rule, P)>) -> Result<Self, CoreError> {
+        let rows: Vec<Ranked<P>> = rows.into_iter().map(|(rule, payload)| Ranked { rank: 0, rule, anchored: true, payload }).collect();
+        for (index, row) in rows.iter().enumerate() {
+            row.rule.check().map_err(|err| err.within(format!("rule {index}")))?;
         }
-        let rows = rules.into_iter().map(|rule| Ranked { rank: 0, rule, anchored: true }).collect();
-        let mut table = RuleTable { rows, ..RuleTable::default() };
+        let mut table = RuleTable { rows: rows.into_iter().collect(), indexed: None, rebuilds_elsewhere: false };
         table.rebuild();
         Ok(table)
     }
 
+    /// Row `row`'s payload and its group: the groups opened by it and the rows before it, less one.
+    pub fn numbered(&self, row: usize) -> (usize, P) {
+        let (group, found) = self.rows.numbered(row);
+        (group, found.payload)
+    }
+
+    /// The index of the row that opens `group`, or the length if there is no such group.
+    pub fn group_start(&self, group: usize) -> usize {
+        self.rows.group_start(group)
+    }
+
+    pub fn group_count(&self) -> usize {
+        self.rows.group_count()
+    }
+
+    /// The payloads in row order.
+    pub fn payloads(&self) -> impl DoubleEndedIterator<Item = P> + '_ {
+        self.rows.iter().map(|row| row.payload)
+    }
+
+    /// Gives the rows these payloads, in order (one for each row), copying only the chunks
+    /// between the first and last that change.
+    pub fn set_payloads(&mut self, payloads: impl IntoIterator<Item = P>) {
+        let payloads: Vec<P> = payloads.into_iter().collect();
+        let changed: Vec<usize> = self.rows.iter().zip(&payloads).enumerate().filter(|(_, (row, new))| row.payload != **new).map(|(at, _)| at).collect();
+        let (Some(&first), Some(&last)) = (changed.first(), changed.last()) else { return };
+        let mut new = payloads[first..=last].iter();
+        self.rows.edit_range(first..last + 1, |row| row.payload = *new.next().expect("a payload per row"));
+    }
+
     /// Ranks and anchors every rule anew, compiles the IPv4 rules into fresh trees and files
-    /// the others in `ipv6`; the edit buffers empty.
+    /// the others in `ipv6`; the edit buffers empty. A small table drops its index instead.
     fn rebuild(&mut self) {
+        if self.rows.len() <= SMALL_RULES {
+            self.indexed = None;
+            return;
+        }
         let (mut ranks, mut rules, mut indices, mut ipv6) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         self.rows = self.rows.iter().enumerate().map(|(index, row)| Ranked { rank: (index as Rank + 1) * RANK_GAP, anchored: true, ..*row }).collect();
         for (index, row) in self.rows.iter().enumerate() {
@@ -171,15 +255,15 @@ impl RuleTable {
                 ipv6.push((row.rank, row.rule));
             }
         }
-        self.trees_reach_ipv6 = [rules.iter().any(|rule| rule.src_len < 96), rules.iter().any(|rule| rule.dst_len < 96)];
-        self.trees = Forest::new(&rules);
-        self.tree_ranks = ranks.into();
-        self.tree_index = indices.into();
-        self.dead = 0;
-        self.fresh = TupleSpace::default();
-        self.ipv6 = TupleSpace::default();
-        self.ipv6.extend(ipv6);
-        self.ipv6_inserted = 0;
+        let mut indexed = Indexed {
+            trees_reach_ipv6: [rules.iter().any(|rule| rule.src_len < 96), rules.iter().any(|rule| rule.dst_len < 96)],
+            trees: Forest::new(&rules),
+            tree_ranks: ranks.into(),
+            tree_index: indices.into(),
+            ..Indexed::default()
+        };
+        indexed.ipv6.extend(ipv6);
+        self.indexed = Some(Box::new(indexed));
     }
 
     pub fn len(&self) -> usize {
@@ -197,26 +281,40 @@ impl RuleTable {
 
     /// The trees and each tree id's current rule index ([`DEAD`] once removed), for a caller
     /// that walks them itself with what it keeps per rule beside them; they answer alone only
-    /// while no rule was added since they were built ([`RuleTable::has_fresh`]).
-    pub fn trees(&self) -> (&Forest, &[u32]) {
-        (&self.trees, &self.tree_index)
+    /// while no rule was added since they were built ([`RuleTable::has_fresh`]). `None` for a
+    /// small table, which has no trees ([`RuleTable::small_rows`]).
+    pub fn trees(&self) -> Option<(&Forest, &[u32])> {
+        self.indexed.as_deref().map(|indexed| (&indexed.trees, &*indexed.tree_index))
+    }
+
+    /// A small table's rules in order, shared with it, for a caller that scans them itself
+    /// ([`first_match`]); `None` if the table is indexed or empty.
+    pub(crate) fn small_rows(&self) -> Option<Arc<[Ranked<P>]>> {
+        (self.indexed.is_none() && !self.rows.is_empty()).then(|| self.rows.shared_slice())
     }
 
     /// Whether rules were added since the trees were built.
     pub fn has_fresh(&self) -> bool {
-        !self.fresh.is_empty()
+        self.indexed.as_deref().is_some_and(|indexed| !indexed.fresh.is_empty())
     }
 
-    /// How many structures a lookup may visit: trees plus tuple tables.
+    /// How many structures a lookup may visit: trees plus tuple tables (a small table's rules
+    /// are one).
     pub fn table_count(&self) -> usize {
-        self.trees.tree_count() + self.fresh.table_count() + self.ipv6.table_count()
+        match self.indexed.as_deref() {
+            None => usize::from(!self.rows.is_empty()),
+            Some(indexed) => indexed.trees.tree_count() + indexed.fresh.table_count() + indexed.ipv6.table_count(),
+        }
     }
 
     /// Bytes held by the rules, trees and tuple tables (buckets counted at their capacity).
     pub fn memory_bytes(&self) -> usize {
         let rules = self.rows.len() * std::mem::size_of::<Ranked>();
-        let trees = self.trees.memory_bytes() + self.tree_ranks.len() * std::mem::size_of::<Rank>() + self.tree_index.len() * 4;
-        rules + trees + self.fresh.memory_bytes() + self.ipv6.memory_bytes()
+        let index = |indexed: &Indexed| {
+            let trees = indexed.trees.memory_bytes() + indexed.tree_ranks.len() * std::mem::size_of::<Rank>() + indexed.tree_index.len() * 4;
+            std::mem::size_of::<Indexed>() + trees + indexed.fresh.memory_bytes() + indexed.ipv6.memory_bytes()
+        };
+        rules + self.indexed.as_deref().map_or(0, index)
     }
 
     /// The first rule matching `key`, if any.
@@ -229,69 +327,35 @@ impl RuleTable {
     /// keeps what each tree rule does by tree id needs no row.
     #[inline]
     pub fn find(&self, key: &Key) -> Option<Match> {
-        let Some(fields) = Fields::of(key) else {
-            return self.find_beyond_ipv4(key);
+        let Some(indexed) = self.indexed.as_deref() else {
+            return self.rows.iter().position(|row| row.rule.matches(key)).map(Match::Row);
         };
-        let tree_index = &self.tree_index;
-        let id = self.trees.lookup(&fields, tree::NO_RULE, |id| tree_index[id as usize] != DEAD);
-        self.with_fresh(key, id)
+        let Some(fields) = Fields::of(key) else {
+            return indexed.find_beyond_ipv4(&self.rows, key);
+        };
+        let tree_index = &indexed.tree_index;
+        let id = indexed.trees.lookup(&fields, tree::NO_RULE, |id| tree_index[id as usize] != DEAD);
+        indexed.with_fresh(&self.rows, key, id)
     }
 
     fn row_of(&self, found: Match) -> usize {
         match found {
-            Match::Tree(id) => self.tree_index[id as usize] as usize,
             Match::Row(row) => row,
+            // Only an indexed table finds rules in trees.
+            Match::Tree(id) => self.indexed.as_deref().map_or(id as usize, |indexed| indexed.tree_index[id as usize] as usize),
         }
-    }
-
-    /// The first match of a key with an IPv6 address. An IPv4 rule matches it only through
-    /// prefixes that reach beyond IPv4 (shorter than 96 bits: `::/0`, none given), on each side
-    /// where the key's address is IPv6; such a prefix holds every IPv4 address, and the trees
-    /// file it under any. So the trees are walked if they hold such prefixes, and `ipv6` holds
-    /// the other rules that can match.
-    fn find_beyond_ipv4(&self, key: &Key) -> Option<Match> {
-        let [src_reach, dst_reach] = self.trees_reach_ipv6;
-        let walk = (src_reach || is_ipv4_mapped(key.src)) && (dst_reach || is_ipv4_mapped(key.dst));
-        let found = self.with_fresh(key, if walk { self.tree_match_beyond_ipv4(key) } else { tree::NO_RULE });
-        let bound = found.map_or(Rank::MAX, |found| match found {
-            Match::Tree(id) => self.tree_ranks[id as usize],
-            Match::Row(row) => self.rows[row].rank,
-        });
-        self.ipv6.lookup(key, bound).map(|rank| Match::Row(self.index_of(rank))).or(found)
-    }
-
-    /// The trees' first match of a key with an IPv6 address: walked with `0.0.0.0` in place of
-    /// each IPv6 address, every candidate checked in full.
-    fn tree_match_beyond_ipv4(&self, key: &Key) -> u32 {
-        let as_ipv4 = |address: u128| if is_ipv4_mapped(address) { address } else { ipv4_mapped(0) };
-        let fields = Fields::new(as_ipv4(key.src), as_ipv4(key.dst), key.src_port, key.dst_port, key.proto, key.dscp).expect("IPv4 addresses");
-        let matches = |id: u32| match self.tree_index[id as usize] {
-            DEAD => false,
-            index => self.rows[index as usize].rule.matches(key),
-        };
-        self.trees.lookup(&fields, tree::NO_RULE, matches)
-    }
-
-    /// The first match, given the trees' best `id` for the key: a rule added since the trees
-    /// were built may come first.
-    #[inline]
-    fn with_fresh(&self, key: &Key, id: u32) -> Option<Match> {
-        let from_trees = (id != tree::NO_RULE).then_some(Match::Tree(id));
-        if self.fresh.is_empty() {
-            return from_trees;
-        }
-        let bound = self.tree_ranks.get(id as usize).copied().unwrap_or(Rank::MAX);
-        self.fresh.lookup(key, bound).map(|rank| Match::Row(self.index_of(rank))).or(from_trees)
-    }
-
-    fn index_of(&self, rank: Rank) -> usize {
-        self.rows.partition_point(|row| row.rank < rank)
     }
 
     /// The first match of each key (-1 for none); IPv4 keys are looked up a group at a time.
     pub fn lookup_all(&self, keys: &[Key], out: &mut [i32]) {
         const GROUP: usize = 8;
         let as_index = |found: Option<usize>| found.map_or(-1, |index| index as i32);
+        let Some(indexed) = self.indexed.as_deref() else {
+            for (key, slot) in keys.iter().zip(out) {
+                *slot = as_index(self.lookup(key));
+            }
+            return;
+        };
         let (mut key_groups, mut out_groups) = (keys.chunks_exact(GROUP), out.chunks_exact_mut(GROUP));
         for (keys, out) in key_groups.by_ref().zip(out_groups.by_ref()) {
             let keys: &[Key; GROUP] = keys.try_into().expect("chunks_exact");
@@ -302,10 +366,10 @@ impl RuleTable {
                 continue;
             };
             let mut best = [tree::NO_RULE; GROUP];
-            let tree_index = &self.tree_index;
-            self.trees.lookup_group(&fields, &mut best, |id| tree_index[id as usize] != DEAD);
+            let tree_index = &indexed.tree_index;
+            indexed.trees.lookup_group(&fields, &mut best, |id| tree_index[id as usize] != DEAD);
             for ((key, id), slot) in keys.iter().zip(best).zip(out) {
-                *slot = as_index(self.with_fresh(key, id).map(|found| self.row_of(found)));
+                *slot = as_index(indexed.with_fresh(&self.rows, key, id).map(|found| self.row_of(found)));
             }
         }
         for (key, slot) in key_groups.remainder().iter().zip(out_groups.into_remainder()) {
@@ -316,22 +380,92 @@ impl RuleTable {
     /// Inserts `rule` at `index`: it is checked before the rules from `index` on, which move
     /// down by one.
     pub fn insert(&mut self, index: usize, rule: Rule) -> Result<(), CoreError> {
+        self.insert_with(index, rule, P::default())
+    }
+
+    /// [`RuleTable::insert`] with the row's payload.
+    pub fn insert_with(&mut self, index: usize, rule: Rule, payload: P) -> Result<(), CoreError> {
         rule.check()?;
         if index > self.rows.len() {
             return Err(CoreError::RuleIndex { what: "rule", index: index as i64, rules: self.rows.len(), insert: true });
         }
+        self.insert_row(index, rule, payload);
+        self.settle();
+        Ok(())
+    }
+
+    /// Removes the rule at `index`; the rules after it move up by one.
+    pub fn remove(&mut self, index: usize) -> Result<Rule, CoreError> {
+        if index >= self.rows.len() {
+            return Err(CoreError::RuleIndex { what: "rule", index: index as i64, rules: self.rows.len(), insert: false });
+        }
+        let rule = self.remove_row(index);
+        self.settle();
+        Ok(rule)
+    }
+
+    /// Replaces the rule at `index`, its payload kept (a removal and an insertion at the same
+    /// place, with no change of form between them).
+    pub fn replace(&mut self, index: usize, rule: Rule) -> Result<Rule, CoreError> {
+        rule.check()?;
+        if index >= self.rows.len() {
+            return Err(CoreError::RuleIndex { what: "rule", index: index as i64, rules: self.rows.len(), insert: false });
+        }
+        let payload = self.rows[index].payload;
+        let old = self.remove_row(index);
+        self.insert_row(index, rule, payload);
+        self.settle();
+        Ok(old)
+    }
+
+    /// Indexes a table grown past [`SMALL_RULES`], drops the index of one shrunk to it, and
+    /// rebuilds worn trees.
+    fn settle(&mut self) {
+        match (self.indexed.is_some(), self.rows.len() <= SMALL_RULES) {
+            (true, true) => self.indexed = None,
+            (false, false) => self.rebuild(),
+            (true, false) => self.rebuild_if_worn(),
+            (false, true) => {}
+        }
+    }
+
+    /// Puts `rule` at `index` in the rows and, if the table is indexed, in its tuple space.
+    fn insert_row(&mut self, index: usize, rule: Rule, payload: P) {
+        if self.indexed.is_none() {
+            self.rows.insert(index, Ranked { rank: 0, rule, anchored: true, payload });
+            return;
+        }
         let appended = index == self.rows.len();
         let rank = if appended { self.appended_rank() } else { self.rank_before(index) };
-        self.rows.insert(index, Ranked { rank, rule, anchored: appended });
-        self.renumber_tree_rules(|at| if at != DEAD && at as usize >= index { at + 1 } else { at });
+        self.rows.insert(index, Ranked { rank, rule, anchored: appended, payload });
+        let Some(indexed) = self.indexed.as_deref_mut() else { return };
+        indexed.renumber_tree_rules(|at| if at != DEAD && at as usize >= index { at + 1 } else { at });
         if tree::matches_ipv4(&rule) {
-            self.fresh.insert(rank, rule);
+            indexed.fresh.insert(rank, rule);
         } else {
-            self.ipv6.insert(rank, rule);
-            self.ipv6_inserted += u32::from(!appended);
+            indexed.ipv6.insert(rank, rule);
+            indexed.ipv6_inserted += u32::from(!appended);
         }
-        self.rebuild_if_worn();
-        Ok(())
+    }
+
+    /// Takes the rule at `index` out of the rows and, if the table is indexed, out of its index.
+    fn remove_row(&mut self, index: usize) -> Rule {
+        let Ranked { rank, rule, anchored, .. } = self.rows.remove(index);
+        let Some(indexed) = self.indexed.as_deref_mut() else { return rule };
+        if !tree::matches_ipv4(&rule) {
+            indexed.ipv6.remove(rank, &rule);
+            indexed.ipv6_inserted -= u32::from(!anchored);
+        } else if !indexed.fresh.remove(rank, &rule) && indexed.tree_ranks.binary_search(&rank).is_ok() {
+            indexed.dead += 1;
+        }
+        // The tree rule at `index`, if it is one, dies; the ones after it move up.
+        indexed.renumber_tree_rules(|at| match at {
+            DEAD => DEAD,
+            at if at as usize == index => DEAD,
+            at if at as usize > index => at - 1,
+            at => at,
+        });
+        rule
     }
 
     /// An appended rule's rank: the next multiple of [`RANK_GAP`], an anchor.
@@ -343,7 +477,7 @@ impl RuleTable {
     /// A free rank between rules `index - 1` and `index`: halfway, after respreading the run
     /// there if there is no room (after ~32 inserts at one place).
     fn rank_before(&mut self, index: usize) -> Rank {
-        let neighbours = |rows: &Chunked<Ranked>| (if index == 0 { 0 } else { rows[index - 1].rank }, rows[index].rank);
+        let neighbours = |rows: &Chunked<Ranked<P>>| (if index == 0 { 0 } else { rows[index - 1].rank }, rows[index].rank);
         let (mut below, mut above) = neighbours(&self.rows);
         if above - below < 2 {
             self.respread_run(index);
@@ -369,50 +503,16 @@ impl RuleTable {
         let old: Vec<Rank> = run.iter().map(|&(rank, _)| rank).collect();
         let new_rank = |rank: Rank| old.binary_search(&rank).map_or(rank, |k| floor + step * (k as Rank + 1));
         let (ipv4, others): (Vec<_>, Vec<_>) = run.into_iter().partition(|(_, rule)| tree::matches_ipv4(rule));
-        self.fresh.rerank(&ipv4, new_rank);
-        self.ipv6.rerank(&others, new_rank);
+        if let Some(indexed) = self.indexed.as_deref_mut() {
+            indexed.fresh.rerank(&ipv4, new_rank);
+            indexed.ipv6.rerank(&others, new_rank);
+        }
         self.rows.edit_range(start..end, |row| row.rank = new_rank(row.rank));
-    }
-
-    /// Removes the rule at `index`; the rules after it move up by one.
-    pub fn remove(&mut self, index: usize) -> Result<Rule, CoreError> {
-        if index >= self.rows.len() {
-            return Err(CoreError::RuleIndex { what: "rule", index: index as i64, rules: self.rows.len(), insert: false });
-        }
-        let Ranked { rank, rule, anchored } = self.rows.remove(index);
-        if !tree::matches_ipv4(&rule) {
-            self.ipv6.remove(rank, &rule);
-            self.ipv6_inserted -= u32::from(!anchored);
-        } else if !self.fresh.remove(rank, &rule) && self.tree_ranks.binary_search(&rank).is_ok() {
-            self.dead += 1;
-        }
-        // The tree rule at `index`, if it is one, dies; the ones after it move up.
-        self.renumber_tree_rules(|at| match at {
-            DEAD => DEAD,
-            at if at as usize == index => DEAD,
-            at if at as usize > index => at - 1,
-            at => at,
-        });
-        self.rebuild_if_worn();
-        Ok(rule)
-    }
-
-    /// Replaces the rule at `index` (a removal and an insertion at the same place).
-    pub fn replace(&mut self, index: usize, rule: Rule) -> Result<Rule, CoreError> {
-        rule.check()?;
-        let old = self.remove(index)?;
-        self.insert(index, rule)?;
-        Ok(old)
-    }
-
-    /// Gives every tree rule its new index, in one pass over a copy (readers keep theirs).
-    fn renumber_tree_rules(&mut self, new_index: impl Fn(u32) -> u32) {
-        self.tree_index = self.tree_index.iter().map(|&at| new_index(at)).collect();
     }
 
     /// Whether the edits since the last build slow lookups down enough to rebuild the trees:
     /// every fresh rule is a tuple probe away, every dead one a wasted check (and rules
-    /// inserted between others wait for the build to anchor them).
+    /// inserted between others wait for the build to anchor them). Never for a small table.
     pub fn is_worn(&self) -> bool {
         self.edits_since_build() > self.edits_due()
     }
@@ -424,14 +524,14 @@ impl RuleTable {
     }
 
     /// This table with its trees rebuilt over its current rules.
-    pub fn rebuilt(&self) -> RuleTable {
+    pub fn rebuilt(&self) -> Self {
         let mut table = self.clone();
         table.rebuild();
         table
     }
 
     fn edits_since_build(&self) -> usize {
-        self.fresh.len() + self.dead as usize + self.ipv6_inserted as usize
+        self.indexed.as_deref().map_or(0, |indexed| indexed.fresh.len() + indexed.dead as usize + indexed.ipv6_inserted as usize)
     }
 
     /// Edits a table takes before a rebuild is due (more for large tables: 1/16 of their rules,
@@ -446,6 +546,58 @@ impl RuleTable {
             self.rebuild();
         }
     }
+}
+
+impl Indexed {
+    /// The first match of a key with an IPv6 address. An IPv4 rule matches it only through
+    /// prefixes that reach beyond IPv4 (shorter than 96 bits: `::/0`, none given), on each side
+    /// where the key's address is IPv6; such a prefix holds every IPv4 address, and the trees
+    /// file it under any. So the trees are walked if they hold such prefixes, and `ipv6` holds
+    /// the other rules that can match.
+    fn find_beyond_ipv4<P: Payload>(&self, rows: &Chunked<Ranked<P>>, key: &Key) -> Option<Match> {
+        let [src_reach, dst_reach] = self.trees_reach_ipv6;
+        let walk = (src_reach || is_ipv4_mapped(key.src)) && (dst_reach || is_ipv4_mapped(key.dst));
+        let found = self.with_fresh(rows, key, if walk { self.tree_match_beyond_ipv4(rows, key) } else { tree::NO_RULE });
+        let bound = found.map_or(Rank::MAX, |found| match found {
+            Match::Tree(id) => self.tree_ranks[id as usize],
+            Match::Row(row) => rows[row].rank,
+        });
+        self.ipv6.lookup(key, bound).map(|rank| Match::Row(index_of(rows, rank))).or(found)
+    }
+
+    /// The trees' first match of a key with an IPv6 address: walked with `0.0.0.0` in place of
+    /// each IPv6 address, every candidate checked in full.
+    fn tree_match_beyond_ipv4<P: Payload>(&self, rows: &Chunked<Ranked<P>>, key: &Key) -> u32 {
+        let as_ipv4 = |address: u128| if is_ipv4_mapped(address) { address } else { ipv4_mapped(0) };
+        let fields = Fields::new(as_ipv4(key.src), as_ipv4(key.dst), key.src_port, key.dst_port, key.proto, key.dscp).expect("IPv4 addresses");
+        let matches = |id: u32| match self.tree_index[id as usize] {
+            DEAD => false,
+            index => rows[index as usize].rule.matches(key),
+        };
+        self.trees.lookup(&fields, tree::NO_RULE, matches)
+    }
+
+    /// The first match, given the trees' best `id` for the key: a rule added since the trees
+    /// were built may come first.
+    #[inline]
+    fn with_fresh<P: Payload>(&self, rows: &Chunked<Ranked<P>>, key: &Key, id: u32) -> Option<Match> {
+        let from_trees = (id != tree::NO_RULE).then_some(Match::Tree(id));
+        if self.fresh.is_empty() {
+            return from_trees;
+        }
+        let bound = self.tree_ranks.get(id as usize).copied().unwrap_or(Rank::MAX);
+        self.fresh.lookup(key, bound).map(|rank| Match::Row(index_of(rows, rank))).or(from_trees)
+    }
+
+    /// Gives every tree rule its new index, in one pass over a copy (readers keep theirs).
+    fn renumber_tree_rules(&mut self, new_index: impl Fn(u32) -> u32) {
+        self.tree_index = self.tree_index.iter().map(|&at| new_index(at)).collect();
+    }
+}
+
+/// The index of the rule with `rank`.
+fn index_of<P: Payload>(rows: &Chunked<Ranked<P>>, rank: Rank) -> usize {
+    rows.partition_point(|row| row.rank < rank)
 }
 
 const REBUILD_EDITS: usize = 64;

@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use rustc_hash::FxHashMap;
 
 use crate::chunked_vec::{GroupedVec, PairedVec};
-use crate::classify::{prefix_mask, Chunked, Fields, Forest, Item, Key, Match, Rule, RuleTable, DEAD, NO_RULE};
+use crate::classify::{first_match, prefix_mask, Fields, Forest, Key, Match, Payload, Ranked, Rule, RuleTable, DEAD, NO_RULE};
 use crate::enforce::{Processed, QosInputs, QosSpec, QosStats, StatsKey};
 use crate::error::CoreError;
 use crate::memory::prefetch;
@@ -48,16 +48,13 @@ pub struct TenantSpec {
     pub default_class: u16,
 }
 
-/// A tenant as the engine keeps it: its rules in a [`RuleTable`] and what each table row does
-/// beside them, both in chunks that an edited copy shares (an edit copies kilobytes, not the
-/// tenant).
+/// A tenant as the engine keeps it: its rules in a [`RuleTable`], each row with what it does,
+/// in chunks that an edited copy shares (an edit copies kilobytes, not the tenant).
 #[derive(Debug, Clone)]
 pub struct TenantTables {
     /// Shared with the counters' names (a tenant's name is held once).
     pub name: Arc<str>,
-    pub table: RuleTable,
-    /// Per table row, in the table's order.
-    rows: Chunked<RowOutcome>,
+    pub table: RuleTable<RowOutcome>,
     default_action: u8,
     default_class: u16,
     /// Its rules by EtherType, read from the rows (`engine/frames.rs`), if it has any: here, not
@@ -67,14 +64,14 @@ pub struct TenantTables {
 
 /// What a table row does. The first row of each policy rule opens a group, so that policy rules
 /// are numbered by counting (inserting or removing one renumbers nothing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct RowOutcome {
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowOutcome {
     action: u8,
     class: u16,
     first_of_policy_rule: bool,
 }
 
-impl Item for RowOutcome {
+impl Payload for RowOutcome {
     fn opens_group(&self) -> bool {
         self.first_of_policy_rule
     }
@@ -99,12 +96,9 @@ pub enum RuleEdit {
 impl TenantTables {
     /// The tables of `spec`, whose rules `table` holds (`spec` checked by [`check_tenant`]; its
     /// rules may have been taken).
-    fn new(spec: TenantSpec, table: RuleTable) -> TenantTables {
-        let first = |row: usize| row == 0 || spec.policy_rules[row] != spec.policy_rules[row - 1];
-        let outcome = |row: usize| RowOutcome { action: spec.actions[row], class: spec.classes[row], first_of_policy_rule: first(row) };
-        let rows = (0..spec.actions.len()).map(outcome).collect();
-        let mut tables =
-            TenantTables { rows, table, name: spec.name.into(), default_action: spec.default_action, default_class: spec.default_class, frames: None };
+    fn new(spec: TenantSpec, mut table: RuleTable<RowOutcome>) -> TenantTables {
+        table.set_payloads(outcomes(&spec));
+        let mut tables = TenantTables { table, name: spec.name.into(), default_action: spec.default_action, default_class: spec.default_class, frames: None };
         tables.frames = tables.read_frames();
         tables
     }
@@ -131,31 +125,31 @@ impl TenantTables {
     }
 
     /// These tables with `table` in place of theirs.
-    fn with_table(&self, table: RuleTable) -> TenantTables {
-        TenantTables { name: self.name.clone(), table, rows: self.rows.clone(), frames: self.frames.clone(), ..*self }
+    fn with_table(&self, table: RuleTable<RowOutcome>) -> TenantTables {
+        TenantTables { name: self.name.clone(), table, frames: self.frames.clone(), ..*self }
     }
 
     /// Every table row with its policy rule, in order.
     fn numbered_rows(&self) -> impl Iterator<Item = (i32, RowOutcome)> + '_ {
-        self.rows.iter().scan(-1, |policy_rule, row| {
+        self.table.payloads().scan(-1, |policy_rule, row| {
             *policy_rule += i32::from(row.first_of_policy_rule);
-            Some((*policy_rule, *row))
+            Some((*policy_rule, row))
         })
     }
 
     /// Table row `row`'s policy rule and what it does.
     fn outcome(&self, row: usize) -> (i32, RowOutcome) {
-        let (policy_rule, outcome) = self.rows.numbered(row);
-        (policy_rule as i32, *outcome)
+        let (policy_rule, outcome) = self.table.numbered(row);
+        (policy_rule as i32, outcome)
     }
 
     fn policy_rule_count(&self) -> i32 {
-        self.rows.group_count() as i32
+        self.table.group_count() as i32
     }
 
     /// The table rows policy rule `at` compiled to (they are contiguous: rules compile in order).
     fn rows_of(&self, at: usize) -> std::ops::Range<usize> {
-        self.rows.group_start(at)..self.rows.group_start(at + 1)
+        self.table.group_start(at)..self.table.group_start(at + 1)
     }
 
     fn apply(&mut self, edit: RuleEdit) -> Result<(), CoreError> {
@@ -177,8 +171,8 @@ impl TenantTables {
         }
         let start = self.rows_of(at as usize).start;
         for (offset, row) in rows.into_iter().enumerate() {
-            self.table.insert(start + offset, row.rule)?;
-            self.rows.insert(start + offset, RowOutcome { action: row.action, class: row.class, first_of_policy_rule: offset == 0 });
+            let outcome = RowOutcome { action: row.action, class: row.class, first_of_policy_rule: offset == 0 };
+            self.table.insert_with(start + offset, row.rule, outcome)?;
         }
         Ok(())
     }
@@ -190,7 +184,6 @@ impl TenantTables {
         let rows = self.rows_of(at as usize);
         for _ in rows.clone() {
             self.table.remove(rows.start)?;
-            self.rows.remove(rows.start);
         }
         Ok(())
     }
@@ -207,12 +200,17 @@ struct Outcome {
 
 /// The part of a tenant the data path reads, kept inline in the engine's tables so that a
 /// packet goes from its tenant straight to the trees: the trees, and per tree rule its outcome
-/// (in place of three lookups through the rule's current index).
+/// (in place of three lookups through the rule's current index); or a small table's rows. One
+/// shape for both, so that the trees' path checks no variant.
 #[derive(Debug, Clone)]
 struct HotTenant {
     trees: Forest,
     outcomes: Arc<[Outcome]>,
-    /// Whether rules were added since the trees were built (the tenant's table has them).
+    /// A small table's rules, each with what it does, shared with the tenant's table (held
+    /// once): scanned in order. No trees then.
+    small: Option<Arc<[Ranked<RowOutcome>]>>,
+    /// Whether the trees do not hold every rule: rules were added since they were built (the
+    /// tenant's table has them), or the table is small.
     fresh: bool,
     /// Whether every tree rule is live: a match needs no outcome to be checked.
     all_live: bool,
@@ -254,7 +252,10 @@ impl TenantHead {
 
 impl HotTenant {
     fn of(tenant: &TenantTables) -> HotTenant {
-        let (trees, indices) = tenant.table.trees();
+        let Some((trees, indices)) = tenant.table.trees() else {
+            let small = tenant.table.small_rows();
+            return HotTenant { trees: Forest::default(), outcomes: no_outcomes(), small, fresh: true, all_live: true };
+        };
         // Live tree rules are in row order: one pass over the rows numbers their policy rules.
         let (mut rows, mut next_row) = (tenant.numbered_rows(), 0);
         let mut outcome = |index: u32| match index {
@@ -268,18 +269,19 @@ impl HotTenant {
         HotTenant {
             trees: trees.clone(),
             outcomes: indices.iter().map(|&index| outcome(index)).collect(),
+            small: None,
             fresh: tenant.table.has_fresh(),
             all_live: !indices.contains(&DEAD),
         }
     }
 
-    /// The tree id of the first live rule matching an IPv4 packet ([`NO_RULE`]: none), if the
-    /// trees hold every rule (else the tenant's table answers: see
-    /// [`EngineTables::classify_by_table`]).
+    /// The first live rule matching an IPv4 packet ([`NO_RULE`]: none), by tree id or a small
+    /// table's row, if the tenant's rules here are all its rules (else the tenant's table
+    /// answers: see [`EngineTables::classify_by_table`]).
     #[inline]
     fn tree_match(&self, fields: &Fields) -> Option<u32> {
         if self.fresh {
-            return None;
+            return self.small.as_ref().map(|rules| first_match(rules, &fields.key()).map_or(NO_RULE, |row| row as u32));
         }
         if self.all_live {
             return Some(self.trees.lookup(fields, NO_RULE, |_| true));
@@ -288,14 +290,30 @@ impl HotTenant {
         Some(self.trees.lookup(fields, NO_RULE, |id| outcomes[id as usize].live))
     }
 
-    /// The verdict of tree rule `id` ([`NO_RULE`]: the default).
+    /// The verdict of match `id` from [`HotTenant::tree_match`] ([`NO_RULE`]: the default).
     #[inline]
     fn verdict(&self, head: &TenantHead, tenant: i32, id: u32) -> Verdict {
-        match self.outcomes.get(id as usize) {
-            Some(o) => Verdict { tenant, rule: o.policy_rule, cls: class_id(o.class), action: o.action, reason: Reason::Rule as u8 },
-            None => head.default_verdict(tenant),
-        }
+        let (policy_rule, class, action) = match (self.outcomes.get(id as usize), &self.small) {
+            (Some(o), _) => (o.policy_rule, o.class, o.action),
+            // Its policy rule: the policy rules its rows and those before it open, less one.
+            (None, Some(rules)) => match rules.get(..=id as usize) {
+                Some(through @ [.., last]) => {
+                    let opened = through.iter().filter(|rule| rule.payload().first_of_policy_rule).count();
+                    (opened as i32 - 1, last.payload().class, last.payload().action)
+                }
+                _ => return head.default_verdict(tenant),
+            },
+            (None, None) => return head.default_verdict(tenant),
+        };
+        Verdict { tenant, rule: policy_rule, cls: class_id(class), action, reason: Reason::Rule as u8 }
     }
+}
+
+/// The outcomes of a tenant without trees: one empty list that they all share (a list each
+/// would be 16 bytes a small tenant).
+fn no_outcomes() -> Arc<[Outcome]> {
+    static NONE: std::sync::OnceLock<Arc<[Outcome]>> = std::sync::OnceLock::new();
+    Arc::clone(NONE.get_or_init(|| Arc::from([])))
 }
 
 /// VNI to tenant over the 24-bit space: a direct index in 4096 blocks of 4096, a block
@@ -562,9 +580,9 @@ impl Engine {
     /// Every tenant's counters (`None`: packets no tenant claimed), including tenants no
     /// longer in the policy: every packet `classify` or `process` classified, by verdict.
     pub fn counters(&self) -> FxHashMap<Option<String>, Counters> {
-        let names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner());
+        let names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner()).names();
         let totals = self.counters.totals();
-        let counted = names.names.iter().zip(&totals).filter(|(_, c)| c.packets != [0, 0]);
+        let counted = names.iter().zip(&totals).filter(|(_, c)| c.packets != [0, 0]);
         counted.map(|(name, counters)| (name.as_deref().map(String::from), counters.clone())).collect()
     }
 
@@ -651,7 +669,7 @@ impl Engine {
         }
         let mut names = self.counter_names.lock().unwrap_or_else(|p| p.into_inner());
         let data_path = tenants.iter().map(|t| (TenantHead::of(t, names.slot(&t.name)), Some(HotTenant::of(t)))).collect();
-        let counter_slots = names.names.len();
+        let counter_slots = names.len();
         drop(names);
         let mut tables = EngineTables {
             tenants: tenants.into(),
@@ -759,16 +777,23 @@ fn check_tenant(tenant: &TenantSpec) -> Result<(), CoreError> {
     Ok(())
 }
 
+/// What each row of `spec` does (`spec` checked by [`check_tenant`]).
+fn outcomes(spec: &TenantSpec) -> impl Iterator<Item = RowOutcome> + '_ {
+    let first = |row: usize| row == 0 || spec.policy_rules[row] != spec.policy_rules[row - 1];
+    (0..spec.actions.len()).map(move |row| RowOutcome { action: spec.actions[row], class: spec.classes[row], first_of_policy_rule: first(row) })
+}
+
 fn build(mut tenant: TenantSpec, index: usize) -> Result<TenantTables, CoreError> {
     let rules = std::mem::take(&mut tenant.rules);
-    let mut table = RuleTable::new(rules).map_err(|err| err.within(format!("tenant {index} ({})", tenant.name)))?;
+    let table = RuleTable::with_payloads(rules.into_iter().zip(outcomes(&tenant)));
+    let mut table = table.map_err(|err| err.within(format!("tenant {index} ({})", tenant.name)))?;
     table.rebuild_elsewhere(); // the engine rebuilds worn trees in the background
     Ok(TenantTables::new(tenant, table))
 }
 
 /// The old table with the one rule that differs inserted, removed or replaced; `None` when
 /// the rule lists differ by more than that.
-fn incremental(old: &TenantTables, new: &TenantSpec) -> Option<RuleTable> {
+fn incremental(old: &TenantTables, new: &TenantSpec) -> Option<RuleTable<RowOutcome>> {
     let b = &new.rules;
     let (old_len, shorter) = (old.table.len(), old.table.len().min(b.len()));
     let head = old.table.rules().zip(b).take_while(|(x, y)| x == *y).count();

@@ -119,6 +119,20 @@ impl<T: Item> Chunked<T> {
         self.chunks.iter().flat_map(|chunk| chunk.items.iter())
     }
 
+    /// The chunks' items, each chunk's shared.
+    #[cfg(test)]
+    pub fn chunks(&self) -> impl Iterator<Item = &Arc<[T]>> + '_ {
+        self.chunks.iter().map(|chunk| &chunk.items)
+    }
+
+    /// The items as one slice: the lone chunk's, shared, or a copy of several chunks'.
+    pub fn shared_slice(&self) -> Arc<[T]> {
+        match &self.chunks {
+            ChunkList::One(chunk) => Arc::clone(&chunk.items),
+            ChunkList::Many(_) => self.iter().cloned().collect(),
+        }
+    }
+
     /// The number of items before the first for which `pred` is false (`pred` must be true
     /// of a prefix of the sequence only, as for a slice's `partition_point`).
     pub fn partition_point(&self, pred: impl Fn(&T) -> bool) -> usize {

@@ -12,6 +12,11 @@ fn v4(address: [u8; 4]) -> u128 {
     ipv4_mapped(u32::from_be_bytes(address))
 }
 
+/// The index of a table of more than [`SMALL_RULES`] rules.
+fn indexed(table: &RuleTable) -> &Indexed {
+    table.indexed.as_deref().expect("an indexed table")
+}
+
 #[test]
 fn first_match_wins_and_wildcards_match_everything() {
     let web = Rule { dst: v4([10, 0, 0, 0]), dst_len: 104, dst_ports: (80, 80), proto: 6, proto_mask: 0xff, ..Rule::ANY };
@@ -44,7 +49,8 @@ fn updates_shift_later_rules() {
 #[test]
 fn many_inserts_at_one_place_use_up_the_rank_gap_and_still_order_right() {
     let rule = |port: u16| Rule { dst_ports: (port, port), ..Rule::ANY };
-    let mut reference = vec![rule(1), Rule::ANY];
+    // Indexed from the start (more than SMALL_RULES rules), the inserts all going between the first two.
+    let mut reference: Vec<Rule> = [rule(1)].into_iter().chain((0..SMALL_RULES as u16).map(|k| rule(60_000 + k))).chain([Rule::ANY]).collect();
     let mut table = RuleTable::new(reference.clone()).unwrap();
     table.rebuild_elsewhere(); // so that only running out of ranks could rebuild the trees
     for port in 2..42 {
@@ -60,7 +66,7 @@ fn many_inserts_at_one_place_use_up_the_rank_gap_and_still_order_right() {
         }
     }
     // Ranks were respread (40 inserts at one place), but the trees were never rebuilt.
-    assert_eq!(table.fresh.len(), 40);
+    assert_eq!(indexed(&table).fresh.len(), 40);
 }
 
 /// A rule with an IPv4 prefix on one side and none on the other (a policy rule that names only
@@ -70,9 +76,10 @@ fn many_inserts_at_one_place_use_up_the_rank_gap_and_still_order_right() {
 fn ipv4_rules_with_an_open_side_stay_out_of_ipv6_tuple_space_and_still_match_ipv6_keys() {
     let web = |third: u8| Rule { dst: v4([10, 0, third, 0]), dst_len: 120, dst_ports: (80, 80), ..Rule::ANY };
     let ipv6_src = Rule { src: 0x2001_0db8u128 << 96, src_len: 32, ..Rule::ANY };
-    let rules = vec![web(1), ipv6_src, web(2), Rule::ANY];
+    // Rules after the catch-all (never matched) make the table large enough to be indexed.
+    let rules: Vec<Rule> = [web(1), ipv6_src, web(2), Rule::ANY].into_iter().chain((100..100 + SMALL_RULES as u8).map(web)).collect();
     let table = RuleTable::new(rules.clone()).unwrap();
-    assert_eq!(table.ipv6.len(), 1, "only the rule with no IPv4 address on a side");
+    assert_eq!(indexed(&table).ipv6.len(), 1, "only the rule with no IPv4 address on a side");
     let ipv6 = (0x2001_0db8u128 << 96) | 7;
     let mixed = |src, third| Key { src, dst: v4([10, 0, third, 9]), dst_port: 80, ..Key::default() };
     for key in [mixed(ipv6, 2), mixed(ipv6 ^ (1 << 100), 2), mixed(ipv6, 3), mixed(v4([1, 2, 3, 4]), 1), Key { src: ipv6, dst: ipv6, ..Key::default() }] {
@@ -90,7 +97,7 @@ fn respreading_moves_only_the_run_of_inserted_rules() {
     let mut reference: Vec<Rule> = (0..50).map(port_rule).collect();
     let mut table = RuleTable::new(reference.clone()).unwrap();
     table.rebuild_elsewhere();
-    let (trees_before, anchors_before) = (table.tree_ranks.clone(), table.rows.iter().map(|row| row.rank).collect::<Vec<_>>());
+    let (trees_before, anchors_before) = (indexed(&table).tree_ranks.clone(), table.rows.iter().map(|row| row.rank).collect::<Vec<_>>());
     for n in 0..120u16 {
         // At the front, in the middle and at the end (no anchor after the run there).
         let at = [0, reference.len() / 2, reference.len() - 1][usize::from(n % 3)];
@@ -108,11 +115,119 @@ fn respreading_moves_only_the_run_of_inserted_rules() {
             }
         }
     }
-    assert!(Arc::ptr_eq(&trees_before, &table.tree_ranks), "no tree rule moved, no rebuild");
+    assert!(Arc::ptr_eq(&trees_before, &indexed(&table).tree_ranks), "no tree rule moved, no rebuild");
     let anchors: Vec<Rank> = table.rows.iter().filter(|row| row.anchored).map(|row| row.rank).collect();
     assert_eq!(anchors, anchors_before[..49], "the anchors kept their ranks (but the removed last)");
     let ranks: Vec<Rank> = table.rows.iter().map(|row| row.rank).collect();
     assert!(ranks.windows(2).all(|pair| pair[0] < pair[1]));
+}
+
+/// A table scanned while it has at most SMALL_RULES rules is indexed once it has more, and
+/// scanned again once it has no more: inserts, removals and replacements on either side of
+/// the boundary, each form checked against a plain scan, and a clone made before a change of
+/// form keeps answering for its own rules.
+#[test]
+fn a_table_changes_form_at_small_rules_both_ways_and_answers_alike() {
+    let rule = |port: u16| Rule { dst: v4([10, 0, (port % 4) as u8, 0]), dst_len: 120, dst_ports: (port, port + 2), ..Rule::ANY };
+    let ipv6_rule = Rule { dst: 0x2001_0db8u128 << 96, dst_len: 32, dst_ports: (5, 5), ..Rule::ANY };
+    let mut reference: Vec<Rule> = (0..SMALL_RULES as u16 - 1).map(|k| rule(10 * k)).collect();
+    reference.push(ipv6_rule);
+    let mut table = RuleTable::new(reference.clone()).unwrap();
+    let check = |table: &RuleTable, reference: &[Rule], what: &str| {
+        assert_eq!(table.indexed.is_some(), reference.len() > SMALL_RULES, "{what}: {} rules", reference.len());
+        assert_eq!((table.trees().is_some(), table.small_rows().is_some()), (reference.len() > SMALL_RULES, (1..=SMALL_RULES).contains(&reference.len())));
+        assert_eq!(table.rules().collect::<Vec<_>>(), reference, "{what}");
+        for port in 0..100 {
+            for dst in [v4([10, 0, (port % 4) as u8, 1]), v4([10, 0, 1, 1]), (0x2001_0db8u128 << 96) | 1] {
+                let key = Key { dst, dst_port: port, ..Key::default() };
+                assert_eq!(table.lookup(&key), brute_force(reference, &key), "{what}: port {port} to {dst:x}");
+            }
+        }
+    };
+    check(&table, &reference, "small, at the boundary");
+    let before_growing = (table.clone(), reference.clone());
+    for (step, at) in [(0u16, 3usize), (1, 0), (2, 9)] {
+        table.insert(at, rule(31 + step)).unwrap();
+        reference.insert(at, rule(31 + step));
+        check(&table, &reference, &format!("insert {step}"));
+    }
+    check(&before_growing.0, &before_growing.1, "the clone from before the table grew");
+    // From SMALL_RULES + 2 rules down to SMALL_RULES - 2: a replacement just past the boundary
+    // stays indexed, one at it stays small; a removal crosses it.
+    for removed in [0usize, 4, 2, 0] {
+        table.replace(1, rule(7)).unwrap();
+        reference[1] = rule(7);
+        check(&table, &reference, "replace");
+        let before = (table.clone(), reference.clone());
+        assert_eq!(table.remove(removed).unwrap(), reference.remove(removed));
+        check(&table, &reference, &format!("removed down to {}", reference.len()));
+        check(&before.0, &before.1, "the clone from before the removal");
+    }
+    // Grown past the boundary again, the form follows the count once more.
+    table.insert(reference.len(), Rule::ANY).unwrap();
+    reference.push(Rule::ANY);
+    table.insert(0, ipv6_rule).unwrap();
+    reference.insert(0, ipv6_rule);
+    check(&table, &reference, "grown again");
+    assert!(!table.is_worn(), "an indexed table just built is not worn");
+}
+
+/// A payload that opens a group when `opens`, numbered by counting as the engine's policy rules are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tagged {
+    tag: u16,
+    opens: bool,
+}
+
+impl Payload for Tagged {
+    fn opens_group(&self) -> bool {
+        self.opens
+    }
+}
+
+/// Payloads ride in the rows through inserts, removals, replacements (which keep theirs) and
+/// changes of form; setting them copies only the chunks that change, and a row stays 64 bytes.
+#[test]
+fn payloads_stay_with_their_rules_and_number_groups() {
+    assert_eq!(std::mem::size_of::<Ranked<Tagged>>(), std::mem::size_of::<Ranked>());
+    let rule = |port: u16| Rule { dst_ports: (port, port), ..Rule::ANY };
+    let tagged = |tag: u16| Tagged { tag, opens: tag.is_multiple_of(2) };
+    let mut table = RuleTable::with_payloads((0..300).map(|k| (rule(k), tagged(k)))).unwrap();
+    let expected = |payloads: &[Tagged]| {
+        payloads
+            .iter()
+            .scan(-1i64, |group, p| {
+                *group += i64::from(p.opens);
+                Some((*group as usize, *p))
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut reference: Vec<Tagged> = (0..300).map(tagged).collect();
+    let check = |table: &RuleTable<Tagged>, reference: &[Tagged]| {
+        assert_eq!(table.payloads().collect::<Vec<_>>(), reference);
+        assert_eq!((0..reference.len()).map(|row| table.numbered(row)).collect::<Vec<_>>(), expected(reference));
+        assert_eq!(table.group_count(), reference.iter().filter(|p| p.opens).count());
+    };
+    check(&table, &reference);
+    table.insert_with(5, rule(1000), tagged(1000)).unwrap();
+    reference.insert(5, tagged(1000));
+    table.replace(7, rule(1001)).unwrap(); // keeps row 7's payload
+    table.remove(0).unwrap();
+    reference.remove(0);
+    check(&table, &reference);
+    assert_eq!(table.lookup(&Key { dst_port: 1001, ..Key::default() }), Some(6));
+    let before = table.clone();
+    reference[250] = tagged(3);
+    table.set_payloads(reference.iter().copied());
+    check(&table, &reference);
+    let shared = table.rows.chunks().filter(|chunk| before.rows.chunks().any(|old| Arc::ptr_eq(old, chunk))).count();
+    assert_eq!(shared, table.rows.chunks().count() - 1, "only the chunk of row 250 was copied");
+    while table.len() > SMALL_RULES {
+        table.remove(table.len() - 1).unwrap();
+        reference.pop();
+    }
+    assert!(table.small_rows().is_some());
+    check(&table, &reference);
 }
 
 #[test]

@@ -69,6 +69,20 @@ impl Fields {
         let values = [mapped(src)?, mapped(dst)?, u32::from(src_port), u32::from(dst_port), u32::from(proto)];
         Some(Fields { values, dscp })
     }
+
+    /// The key these fields are of.
+    #[inline]
+    pub fn key(&self) -> Key {
+        let [src, dst, src_port, dst_port, proto] = self.values;
+        Key {
+            src: super::ipv4_mapped(src),
+            dst: super::ipv4_mapped(dst),
+            src_port: src_port as u16,
+            dst_port: dst_port as u16,
+            proto: proto as u8,
+            dscp: self.dscp,
+        }
+    }
 }
 
 /// A rule as ranges over the IPv4 fields (`value - low <= span` is one compare), 32 bytes.
@@ -228,13 +242,22 @@ struct Block([u32; 8]);
 /// Every node and leaf is in one allocation (the arena), each node's children right after its
 /// header, so that a step down a tree is one load where the parts are close; the roots are
 /// inline. Cloning shares the arena.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Forest {
     arena: Arc<[Block]>,
     roots: [Root; MAX_TREES],
     trees: usize,
     /// The leaf with no rule (ends a walk that a better match made pointless).
     empty_leaf: u32,
+}
+
+/// No trees: every empty forest shares one empty arena (a small rule table has none, and an
+/// arena each would be 32 bytes a tenant).
+impl Default for Forest {
+    fn default() -> Self {
+        static EMPTY: std::sync::OnceLock<Arc<[Block]>> = std::sync::OnceLock::new();
+        Forest { arena: Arc::clone(EMPTY.get_or_init(|| Arc::from([]))), roots: [Root::default(); MAX_TREES], trees: 0, empty_leaf: 0 }
+    }
 }
 
 impl Forest {

@@ -44,14 +44,15 @@ pub(super) const UNKNOWN_SLOT: u32 = 0;
 /// outlive policy updates, so a tenant's counts run on.
 #[derive(Debug)]
 pub(super) struct CounterNames {
-    /// Shared with the tables' names.
-    pub(super) names: Vec<Option<Arc<str>>>,
+    /// Names shared with the tables'. The names by slot are read from it, rarely: a list of
+    /// them beside it cost 16-32 bytes a tenant.
     slot_of: FxHashMap<Arc<str>, u32>,
+    slots: u32,
 }
 
 impl Default for CounterNames {
     fn default() -> Self {
-        CounterNames { names: vec![None], slot_of: FxHashMap::default() }
+        CounterNames { slot_of: FxHashMap::default(), slots: UNKNOWN_SLOT + 1 }
     }
 }
 
@@ -60,10 +61,24 @@ impl CounterNames {
         if let Some(&slot) = self.slot_of.get(name) {
             return slot;
         }
-        let slot = self.names.len() as u32;
-        self.names.push(Some(Arc::clone(name)));
+        let slot = self.slots;
+        self.slots += 1;
         self.slot_of.insert(Arc::clone(name), slot);
         slot
+    }
+
+    /// How many slots there are, [`UNKNOWN_SLOT`] among them.
+    pub(super) fn len(&self) -> usize {
+        self.slots as usize
+    }
+
+    /// The name of each slot (`None`: [`UNKNOWN_SLOT`]).
+    pub(super) fn names(&self) -> Vec<Option<Arc<str>>> {
+        let mut names = vec![None; self.len()];
+        for (name, &slot) in &self.slot_of {
+            names[slot as usize] = Some(Arc::clone(name));
+        }
+        names
     }
 }
 

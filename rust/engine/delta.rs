@@ -319,7 +319,7 @@ impl Edit<'_> {
             self.next.sources = routes.flat_map(|(t, r)| r.sources().iter().map(move |&(address, len)| (address, len, t as i32))).collect();
         }
         self.next.unknown_action = unknown_action;
-        self.next.counter_slots = self.engine.counter_names.lock().unwrap_or_else(|p| p.into_inner()).names.len();
+        self.next.counter_slots = self.engine.counter_names.lock().unwrap_or_else(|p| p.into_inner()).len();
         // Tenants the ops did not touch are shared as they are.
         self.report.kept = self.next.tenants.len() - self.report.incremental - self.report.rebuilt;
         Ok((self.next, self.report))

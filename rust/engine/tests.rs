@@ -322,6 +322,50 @@ fn editing_one_policy_rule_shifts_later_ones_and_keeps_other_tenants() {
     assert_eq!((red.policy_rules.clone(), red.rules.len(), red.actions.len(), red.classes.len()), (vec![0, 1], 2, 2, 2));
 }
 
+/// A tenant of up to SMALL_RULES rows is scanned in rows it shares with its tables; edited past
+/// that it gets trees, and back down to it loses them. Policy rules of two rows each, so that
+/// the scan numbers policy rules as the trees do; verdicts agree with a plain scan throughout.
+#[test]
+fn a_small_tenant_edited_past_small_rules_gets_trees_and_loses_them_again() {
+    use crate::classify::SMALL_RULES;
+    let engine = Engine::new(spec()).unwrap();
+    let form = || {
+        let tables = engine.tables();
+        let (_, hot) = tables.parts_of(0).expect("tenant 0");
+        match (hot.trees.tree_count(), &hot.small) {
+            (0, Some(_)) => "small",
+            (0, None) => "ruleless",
+            _ => "trees",
+        }
+    };
+    let check = |expected_form: &str| {
+        let red = engine.tables().tenants[0].spec();
+        assert_eq!(form(), expected_form, "{} rows", red.rules.len());
+        for port in [22, 80, 443].into_iter().chain(1000..1030) {
+            let info = packet(100, port);
+            let key = Key { src: u128::from_be_bytes(info.src), dst: u128::from_be_bytes(info.dst), src_port: 999, dst_port: port, proto: 6, dscp: 0 };
+            assert_eq!(classify_one(&engine, info), expected_verdict(0, &red, &key), "port {port}, {} rows", red.rules.len());
+        }
+    };
+    check("small");
+    let pair =
+        |k: u16| vec![RuleRow { rule: web_rule(1000 + 2 * k), action: DROP, class: k }, RuleRow { rule: web_rule(1001 + 2 * k), action: ALLOW, class: k }];
+    let mut rows = 2;
+    for k in 0..5 {
+        engine.edit_tenant("red", RuleEdit::Insert { at: 1, rows: pair(k) }).unwrap();
+        rows += 2;
+        check(if rows > SMALL_RULES { "trees" } else { "small" });
+    }
+    while rows > 2 {
+        engine.edit_tenant("red", RuleEdit::Remove { at: 2 }).unwrap();
+        rows -= 2;
+        check(if rows > SMALL_RULES { "trees" } else { "small" });
+    }
+    engine.edit_tenant("red", RuleEdit::Remove { at: 0 }).unwrap();
+    engine.edit_tenant("red", RuleEdit::Remove { at: 0 }).unwrap();
+    check("ruleless");
+}
+
 /// A packet of the tenant with `vni` carrying `key`'s fields.
 fn packet_with(vni: i32, key: &Key) -> PacketInfo {
     let ipv4 = key.src >> 32 == 0xffff && key.dst >> 32 == 0xffff;
