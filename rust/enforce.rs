@@ -15,6 +15,7 @@ mod adaptive;
 mod chunks;
 mod inputs;
 mod kept;
+mod metered;
 mod observe;
 mod spec;
 mod stats;
@@ -42,6 +43,7 @@ use chunks::Given;
 pub use chunks::{Chunks, Classified};
 pub use inputs::{BurstRow, ClassInput, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
 use kept::{Kept, TermsPool};
+use metered::{shape, Metered};
 pub use spec::{
     Arrival, BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos,
 };
@@ -782,54 +784,5 @@ impl Enforcer {
 }
 
 /// The statistics rows' keys: every class of the tenants with a contract, every tenant, none.
-/// What the meters did to a packet so far.
-struct Metered {
-    /// The worst colour any meter gave (green if none).
-    color: Color,
-    /// What the next colour-aware meter takes: the packet's DSCP colour, then the colour the
-    /// meter before it gave.
-    incoming: Color,
-    /// The DSCP a remark wrote (the last one, if both meters remark).
-    dscp: Option<u8>,
-    dropped: bool,
-}
-
-impl Metered {
-    fn new(incoming: Color) -> Self {
-        Metered { color: Color::Green, incoming, dscp: None, dropped: false }
-    }
-
-    /// One meter (the tenant's, then the class's) and its action for the colour it gives.
-    #[inline]
-    fn meter(&mut self, (consts, spec): &(MeterConsts, MeterSpec), state: &mut MeterState, info: &Arrival, now: u64) {
-        let color = state.mark_with(consts, now, spec.count.bytes(info), self.incoming);
-        self.color = self.color.max(color);
-        self.incoming = color;
-        match spec.actions[color as usize] {
-            ColorAction::Pass => {}
-            ColorAction::Remark(dscp) => self.dscp = Some(dscp),
-            ColorAction::Drop => self.dropped = true,
-        }
-    }
-}
-
-/// The release time under the tenant's shaper and the class's (the later of the two, as EDT
-/// composes), or the first one's reason to drop; a dropped packet changes neither shaper (a
-/// shaper that drops changes nothing itself, so only the tenant's waits for the class's).
-#[inline]
-fn shape(now: u64, bytes: u32, tenant: Option<(&ShaperConsts, &mut Stage)>, class: Option<(&ShaperConsts, &mut Stage)>) -> Result<u64, ShapeDrop> {
-    match (tenant, class) {
-        (None, None) => Ok(now),
-        (Some((consts, stage)), None) | (None, Some((consts, stage))) => stage.shaper.shape_with(consts, now, bytes),
-        (Some((tenant_consts, tenant)), Some((class_consts, class))) => {
-            let mut tenant_state = tenant.shaper;
-            let tenant_release = tenant_state.shape_with(tenant_consts, now, bytes)?;
-            let class_release = class.shaper.shape_with(class_consts, now, bytes)?;
-            tenant.shaper = tenant_state;
-            Ok(tenant_release.max(class_release))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests;
