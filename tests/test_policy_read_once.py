@@ -9,7 +9,6 @@ import gc
 import ipaddress
 import pickle
 import sys
-import weakref
 from typing import Any
 
 import pytest
@@ -90,6 +89,21 @@ def test_rules_hold_ipv4_prefixes_compactly_and_give_networks_back() -> None:
     assert P.Rule("allow").src is None
 
 
+def test_tenants_hold_one_vni_and_one_rule_as_the_item_and_give_tuples_back() -> None:
+    one = quiet(tenants({"rules": [{"dst": "10.0.0.0/8", "action": "drop"}]})).tenants[0]
+    assert one.vnis == (1,) and type(one.rules) is tuple and len(one.rules) == 1
+    assert P.Tenant.__dict__["vnis"].held(one) == 1 and P.Tenant.__dict__["rules"].held(one) is one.rules[0]
+    two = dataclasses.replace(one, vnis=(1, 2), rules=())
+    assert two.vnis == (1, 2) and two.rules == () and P.Tenant.__dict__["vnis"].held(two) == (1, 2)
+    assert pickle.loads(pickle.dumps(one)) == one and hash(dataclasses.replace(one)) == hash(one)
+    assert Policy.from_dict(quiet(tenants({})).to_dict()).tenants[0].vnis == (1,)
+
+
+def test_a_vni_claimed_twice_names_where_it_was_claimed_first() -> None:
+    data = {"tenants": [{"name": "a", "vnis": [5, 7]}, {"name": "b", "vnis": [6]}, {"name": "c", "vnis": [7]}]}
+    assert errors_of(data) == [("tenants[2].vnis[0]", "VNI 7 is claimed by both 'a' (tenants[0].vnis[1]) and 'c'")]
+
+
 def test_compact_prefixes_compile_to_the_same_rows() -> None:
     data = tenants({"rules": [{"src": "10.1.0.0/16", "dst": "192.0.2.7", "action": "allow"}, {"dst": "::ffff:10.0.0.0/104", "action": "drop"}]})
     tenant = quiet(data).tenants[0]
@@ -110,10 +124,10 @@ def test_a_document_read_again_shares_the_tenants_of_the_policies_alive() -> Non
 def test_tenants_are_not_kept_for_reading_once_no_policy_holds_them() -> None:
     data = tenants({"rate": "1Mbps"})
     first = quiet(data)
-    held = weakref.ref(first.tenants[0])
+    held = first.tenants[0]
     del first
     gc.collect()
-    assert held() is None  # no table of what was read holds a tenant
+    assert sys.getrefcount(held) == 2  # `held` and the call's argument: no table of what was read holds a tenant
 
 
 def test_with_tenant_of_the_same_data_keeps_the_tenant() -> None:

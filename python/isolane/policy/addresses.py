@@ -6,12 +6,13 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
+
+from isolane.policy.compact import CompactField
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 PortRange = tuple[int, int]
-_C = TypeVar("_C")
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
@@ -112,47 +113,29 @@ def _mapped(network: Network | None) -> tuple[bytes, int]:
     return network.network_address.packed, network.prefixlen
 
 
-class CompactPrefix:
-    """A prefix field of a slotted dataclass that holds an IPv4 prefix as one integer (its address
-    shifted left by 8, or its length: 32 bytes) instead of an ``ipaddress`` network and its address
-    (about 184 bytes), and gives the network back when read. A policy of 100,000 one-rule tenants
-    holds 100,000 of them. Other values (``None``, IPv6 prefixes) are held as they are."""
+class CompactPrefix(CompactField):
+    """A prefix field that holds an IPv4 prefix as one integer (its address shifted left by 8, or
+    its length: 32 bytes) instead of an ``ipaddress`` network and its address (about 184 bytes),
+    and gives the network back when read. A policy of 100,000 one-rule tenants holds 100,000 of
+    them. Other values (``None``, IPv6 prefixes) are held as they are."""
 
-    __slots__ = ("_slot",)
+    __slots__ = ()
 
-    def __init__(self, slot: Any) -> None:
-        self._slot = slot  # the dataclass's own slot, which holds the value
-
-    def __get__(self, owner: Any, kind: type | None = None) -> Any:
-        if owner is None:
-            return self
-        held = self._slot.__get__(owner, kind)
-        return ipaddress.IPv4Network((held >> 8, held & 0xFF)) if held.__class__ is int else held
-
-    def __set__(self, owner: Any, value: Any) -> None:
+    def pack(self, value: Any) -> Any:
         """``value``: a network, ``None``, or an IPv4 prefix already as one integer (:func:`_parse_rule_prefix`)."""
         if value.__class__ is ipaddress.IPv4Network:
-            value = int(value.network_address) << 8 | value.prefixlen
-        self._slot.__set__(owner, value)
+            return int(value.network_address) << 8 | value.prefixlen
+        return value
+
+    def expand(self, held: Any) -> Any:
+        return ipaddress.IPv4Network((held >> 8, held & 0xFF)) if held.__class__ is int else held
 
     def mapped(self, owner: Any) -> tuple[bytes, int]:
         """``_mapped`` of the prefix ``owner`` holds, without making the network."""
-        held = self._slot.__get__(owner, None)
+        held = self.held(owner)
         if held.__class__ is int:
             return _MAPPED_HEAD + (held >> 8).to_bytes(4, "big"), 96 + (held & 0xFF)
         return _mapped(held)
-
-
-def compact_prefixes(*names: str) -> Callable[[type[_C]], type[_C]]:
-    """A class decorator for a slotted dataclass: its fields ``names`` hold prefixes compactly
-    (:class:`CompactPrefix`)."""
-
-    def compact(cls: type[_C]) -> type[_C]:
-        for name in names:
-            setattr(cls, name, CompactPrefix(cls.__dict__[name]))
-        return cls
-
-    return compact
 
 
 def _families(network: int | Network | None) -> frozenset[int]:

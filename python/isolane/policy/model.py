@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
-from isolane.policy.addresses import Network, PortRange, compact_prefixes
+from isolane.policy.addresses import CompactPrefix, Network, PortRange
+from isolane.policy.compact import SingleItem, compact_fields
 from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, DEFAULT_STAGGER_NS, ETHERTYPES, ActionName, CountMode, MeterKind, PortMode
 from isolane.policy.units import format_duration, format_rate, format_size
 
@@ -272,7 +273,7 @@ class TrafficClass:
         return out
 
 
-@compact_prefixes("src", "dst")  # the most numerous objects of a large policy
+@compact_fields(CompactPrefix, "src", "dst")  # the most numerous objects of a large policy
 @dataclass(frozen=True, slots=True)
 class Rule:
     """One policy rule. ``None`` matches anything; ``src_ports``/``dst_ports`` are sorted,
@@ -338,7 +339,8 @@ def _ports_to_data(ports: tuple[PortRange, ...]) -> int | str | list[str]:
     return texts
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)
+@compact_fields(SingleItem, "vnis", "rules")  # most tenants have one of each
+@dataclass(frozen=True, slots=True)
 class Tenant:
     """A tenant: what selects its traffic (``vnis``; ``vlans`` and ``sources`` for untunnelled
     traffic), its classes, rules (first match wins), default action and contract."""
@@ -361,10 +363,9 @@ class Tenant:
     on_overload: Profile | None = None
     """Taken while the port is overloaded (``Port.overload``)."""
     # What is made from the tenant once, kept on it (it is immutable) by the modules that make it.
-    _source: bytes | None = field(default=None, init=False, repr=False, compare=False)
-    """A digest of the data it was read from (``isolane.policy.reuse``)."""
-    _read: tuple[str, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)
-    """Where it was read and what reading it warned, if it warned (``isolane.policy.reuse``)."""
+    _source: bytes | tuple[bytes, str, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)
+    """A digest of the data it was read from; with where it was read and what reading it
+    warned, if it warned (``isolane.policy.reuse``). One field: a tenant's every slot counts."""
     _tables: Any = field(default=None, init=False, repr=False, compare=False)
     """Its ``TenantTables`` (``isolane.policy.compile.tenant_tables``)."""
     _compiled_qos: Any = field(default=None, init=False, repr=False, compare=False)

@@ -35,7 +35,7 @@ from isolane.policy.errors import PolicyError, PolicyWarning, _int_text
 from isolane.policy.model import Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file
-from isolane.policy.reuse import _LIVE, read_tenant, tenants_to_share
+from isolane.policy.reuse import _LIVE, read_tenant, source_digest, tenants_to_share
 from isolane.policy.tenants import Tenants, as_tenants
 from isolane.policy.units import format_size
 from isolane.policy.validate import _Checker, _comparable_name, _spelt_apart
@@ -148,7 +148,7 @@ class Policy:
         at = self._slot(old)
         ck = _Checker()
         ck.largest_frame, ck.egress = self.largest_frame, self.port
-        new = read_tenant(ck, data, f"tenants[{at}]", {old._source: old} if old is not None and old._source is not None else {})
+        new = read_tenant(ck, data, f"tenants[{at}]", {digest: old} if old is not None and (digest := source_digest(old)) is not None else {})
         if new is not None and not ck.errors:
             old = claims.names.get(new.name)  # the name as read (normalised)
             at = self._slot(old)
@@ -269,10 +269,21 @@ def _label(index: int, name: str | None) -> str:
     return repr(name) if name is not None else f"tenants[{index}]"
 
 
-def _owner_text(owner: tuple[int, str | None, int], key: str) -> str:
-    """The tenant that claimed a VNI or VLAN id first, and where: "'a' (tenants[0].vnis[1])"."""
-    index, name, k = owner
-    return f"{_label(index, name)} (tenants[{index}].{key}[{k}])"
+def _owner_text(items: Sequence[Any], index: int, key: str, value: int) -> str:
+    """The tenant that claimed a VNI or VLAN id first, and where: "'a' (tenants[0].vnis[1])",
+    read again from its item (only a message needs it)."""
+    raw = _raw_mapping(items[index])
+    k = next(k for k, v in enumerate(raw[key]) if _is_int(v) and v == value)
+    return f"{_label(index, _comparable_name(raw.get('name')))} (tenants[{index}].{key}[{k}])"
+
+
+def _raw_mapping(item: Any) -> Mapping[str, Any]:
+    """A tenant's item as far as the checks across tenants read it: a mapping, even if it is not one."""
+    return item if type(item) is dict or isinstance(item, Mapping) else {}
+
+
+def _is_int(value: Any) -> bool:
+    return value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _build(data: Any, source: str | None) -> Policy:
@@ -294,34 +305,35 @@ def _build(data: Any, source: str | None) -> Policy:
 
     tenants: list[Tenant | None] = []
     items = ck.sequence(top["tenants"], "tenants", "tenants (mappings)") if "tenants" in top else None
-    names: dict[str, tuple[int, str]] = {}  # each tenant name (NFC): where it is, and as written there
-    # Each VNI and VLAN id: (tenant index, its name or None, index in its list). Text for a
-    # message is made only for a message: most policies have none.
-    vni_owner: dict[int, tuple[int, str | None, int]] = {}
-    vlan_owner: dict[int, tuple[int, str | None, int]] = {}
-    known = tenants_to_share(len(items or ()))
-    for i, item in enumerate(items or []):
+    # Each tenant name (NFC), VNI and VLAN id: the index of the tenant that has it first. Only
+    # the index is kept (these live through the whole read, amid the tenants that stay): a
+    # message reads the rest again from that tenant's item.
+    names: dict[str, int] = {}
+    vni_owner: dict[int, int] = {}
+    vlan_owner: dict[int, int] = {}
+    items = items or ()
+    known = tenants_to_share(len(items))
+    for i, item in enumerate(items):
         tenant = read_tenant(ck, item, f"tenants[{i}]", known)
         tenants.append(tenant)
         # Cross-tenant checks, on what could be read even if the tenant has other errors.
-        raw = item if type(item) is dict or isinstance(item, Mapping) else {}
+        raw = _raw_mapping(item)
         name = _comparable_name(raw.get("name"))
         if name is not None:
-            if name in names:
-                first, written = names[name]
+            first = names.setdefault(name, i)
+            if first != i:
+                written = _raw_mapping(items[first])["name"]
                 ck.error(f"tenants[{i}].name", f"{name!r} is already the name of tenants[{first}]{_spelt_apart(written, raw['name'])}")
-            else:
-                names[name] = (i, raw["name"])
         for key, owners, what in (("vnis", vni_owner, "VNI"), ("vlans", vlan_owner, "VLAN id")):
             values = raw.get(key)
             if values.__class__ is not list and not isinstance(values, (list, tuple)):
                 continue
             for k, v in enumerate(values):
-                if v.__class__ is not int and (isinstance(v, bool) or not isinstance(v, int)):
+                if not _is_int(v):
                     continue
-                owner = owners.setdefault(v, (i, name, k))  # a tenant's own repeats are reported where it is read
-                if owner[0] != i:
-                    ck.error(f"tenants[{i}].{key}[{k}]", f"{what} {_int_text(v)} is claimed by both {_owner_text(owner, key)} and {_label(i, name)}")
+                owner = owners.setdefault(v, i)  # a tenant's own repeats are reported where it is read
+                if owner != i:
+                    ck.error(f"tenants[{i}].{key}[{k}]", f"{what} {_int_text(v)} is claimed by both {_owner_text(items, owner, key, v)} and {_label(i, name)}")
 
     if not ck.errors:
         _port_checks(ck, [t for t in tenants if t is not None])

@@ -30,13 +30,13 @@ hash every tenant)."""
 def source_key(ck: _Checker, item: Any) -> bytes | None:
     """A digest of what a tenant's reading depends on: its data, as its ``repr`` spells it
     (which tells ``1`` from ``1.0`` and ``True``, and keeps the order of keys), and the
-    policy-wide settings the checker reads (a 160-bit digest rather than the text: a tenant's
-    key stays small). ``None`` for data that is not plain (only documents' dicts are kept)."""
+    policy-wide settings the checker reads (a 120-bit digest rather than the text: a tenant's
+    key stays small, 48 bytes). ``None`` for data that is not plain (only documents' dicts are kept)."""
     if type(item) is not dict:
         return None
     try:
         text = repr((ck.largest_frame, ck.egress, item))
-        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=15).digest()
     except (ValueError, RecursionError):  # an integer too long to print, data too deep: read it as it is
         return None
 
@@ -66,8 +66,14 @@ def live_tenants() -> dict[bytes, Tenant]:
         for chunk in policy._tenants.chunks:
             if id(chunk) not in seen:
                 seen.add(id(chunk))
-                found.update((t._source, t) for t in chunk if t._source is not None)
+                found.update((digest, t) for t in chunk if (digest := source_digest(t)) is not None)
     return found
+
+
+def source_digest(tenant: Tenant) -> bytes | None:
+    """The digest of the data ``tenant`` was read from, if it was read from plain data."""
+    source = tenant._source
+    return source[0] if isinstance(source, tuple) else source
 
 
 def read_tenant(ck: _Checker, item: Any, path: str, known: Mapping[bytes, Tenant]) -> Tenant | None:
@@ -76,13 +82,13 @@ def read_tenant(ck: _Checker, item: Any, path: str, known: Mapping[bytes, Tenant
     key = source_key(ck, item)
     tenant = known.get(key) if key is not None else None
     if tenant is not None:
-        read_at, found = tenant._read or ("", ())
+        source = tenant._source
+        _, read_at, found = source if isinstance(source, tuple) else (key, "", ())
         ck.warnings.extend(path + w[len(read_at) :] if w.startswith(read_at) else w for w in found)
         return tenant
     errors, warnings = len(ck.errors), len(ck.warnings)
     tenant = ck.tenant(item, path)
     if tenant is not None and key is not None and len(ck.errors) == errors:
-        if len(ck.warnings) > warnings:
-            object.__setattr__(tenant, "_read", (path, tuple(ck.warnings[warnings:])))
-        object.__setattr__(tenant, "_source", key)
+        warned = tuple(ck.warnings[warnings:])
+        object.__setattr__(tenant, "_source", (key, path, warned) if warned else key)
     return tenant
