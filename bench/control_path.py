@@ -1,6 +1,7 @@
 """The control path at N tenants: full load (file to a running engine), an identical update,
-one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee) and a
-tenant added; with ``--rules N``, one tenant of N rules from file to a running engine.
+one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee), a
+tenant added and removed, and one with a microburst setting; with ``--rules N``, one tenant of
+N rules from file to a running engine.
 
     python bench/control_path.py 100 1000 10000 100000 --rules 100000
 """
@@ -92,6 +93,17 @@ def run(count: int) -> None:
     engine.update(engine.policy.without_tenant(added[0].name))
     removed = time.perf_counter() - start
     print(f"  a tenant added: median {1e3 * statistics.median(times):.3f} ms; one removed: {1e3 * removed:.3f} ms")
+    added_times, removed_times = [], []
+    for k in range(20):  # a tenant the burst detector watches, added at the end and removed again
+        watched = dict(tenant(count + 100 + k), microburst={"window": "10us", "threshold": "5Gbps"})
+        start = time.perf_counter()
+        engine.update(engine.policy.with_tenant(watched))
+        added_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        engine.update(engine.policy.without_tenant(watched["name"]))
+        removed_times.append(time.perf_counter() - start)
+    added_ms, removed_ms = 1e3 * statistics.median(added_times), 1e3 * statistics.median(removed_times)
+    print(f"  a tenant with a microburst setting added: median {added_ms:.3f} ms; removed: {removed_ms:.3f} ms")
 
 
 def run_rules(count: int) -> None:

@@ -170,6 +170,16 @@ struct TenantSlots {
     classes: u32,
 }
 
+impl TenantSlots {
+    /// A tenant with no scope.
+    const NONE: TenantSlots = TenantSlots { tenant: NONE, first_class: 0, classes: 0 };
+
+    /// Where its classes' monitors are in `class_slots`.
+    fn class_range(&self) -> std::ops::Range<usize> {
+        self.first_class as usize..(self.first_class + self.classes) as usize
+    }
+}
+
 /// The detector of one engine; see the module documentation.
 #[derive(Debug, Default)]
 pub struct Detector {
@@ -236,7 +246,7 @@ impl Detector {
                 }
                 None => None,
             };
-            let seen = Seen { scope, tenant, cls, window_ns: config.window_ns };
+            let seen = Seen::new(scope, tenant, cls, &config);
             let (hot, monitor) = kept.unwrap_or_else(|| (Hot::new(&config), Monitor::new(key, seen, config, depth, &spec.poll_ns)));
             hots.push(hot);
             monitors.push(monitor);
@@ -247,7 +257,7 @@ impl Detector {
         let mut class_slots = Vec::new();
         for (index, name) in names.iter().enumerate() {
             let Some(settings) = by_name.get(name.as_str()) else {
-                tenants.push(TenantSlots { tenant: NONE, first_class: 0, classes: 0 });
+                tenants.push(TenantSlots::NONE);
                 continue;
             };
             let id = self.name_id(name);
@@ -261,20 +271,13 @@ impl Detector {
             }
             tenants.push(TenantSlots { tenant, first_class, classes });
         }
-        // Scopes whose setting changed or that went away: their events end, their totals stay.
         retired.extend(old.into_values());
-        retired.sort_by(|a, b| a.1.key.cmp(&b.1.key));
-        for (mut hot, mut monitor) in retired {
-            monitor.close(&mut hot, now, &mut self.sink);
-            let archived = self.archive.entry(monitor.key.clone()).or_insert((monitor.config, Totals::default()));
-            archived.0 = monitor.config;
-            archived.1.add(&monitor.totals(&hot));
-        }
+        self.retire(retired, now);
         self.queues = queues
             .iter()
             .zip(&old_depths)
             .map(|(&(tenant, cls), &depth)| {
-                let slots = tenants.get(tenant).copied().unwrap_or(TenantSlots { tenant: NONE, first_class: 0, classes: 0 });
+                let slots = tenants.get(tenant).copied().unwrap_or(TenantSlots::NONE);
                 let class = if u32::from(cls) < slots.classes { class_slots[(slots.first_class + u32::from(cls)) as usize] } else { NONE };
                 QueueSlots { monitors: [slots.tenant, class], depth }
             })
@@ -283,26 +286,125 @@ impl Detector {
         (self.hot, self.monitors, self.port, self.tenants, self.class_slots) = (hots, monitors, port, tenants, class_slots);
     }
 
-    /// Follows a tenant put in at `index` with no microburst setting (so no scope of its own),
-    /// whose classes have the port queues `queues`: the later tenants and queues number up.
-    pub fn insert_tenant(&mut self, index: usize, queues: std::ops::Range<usize>) {
-        self.tenants.insert(index, TenantSlots { tenant: NONE, first_class: 0, classes: 0 });
-        let none = QueueSlots { monitors: [NONE; 2], depth: 0 };
-        self.queues.splice(queues.start..queues.start, std::iter::repeat_n(none, queues.len()));
+    /// Scopes whose setting changed or that went away: their open events end at `now` (in
+    /// key order, so that event ids do not depend on where the scopes were), their totals stay.
+    fn retire(&mut self, mut retired: Vec<(Hot, Monitor)>, now: u64) {
+        retired.sort_by(|a, b| a.1.key.cmp(&b.1.key));
+        for (mut hot, mut monitor) in retired {
+            monitor.close(&mut hot, now, &mut self.sink);
+            let archived = self.archive.entry(monitor.key.clone()).or_insert((monitor.config, Totals::default()));
+            archived.0 = monitor.config;
+            archived.1.add(&monitor.totals(&hot));
+        }
     }
 
-    /// Whether tenant `index` may go by [`Detector::remove_tenant`]: it has no scope of its own
-    /// and its port queues (`queues`) hold no bytes.
+    /// Follows a tenant put in at `index`, whose classes have the port queues `queues` (class
+    /// `c` at `queues.start + c`; none without a port): its scopes (`settings`, if it has a
+    /// microburst setting) start as a new scope does in [`Detector::retarget`], and the later
+    /// tenants and queues number up. No other scope changes.
+    pub fn insert_tenant(&mut self, index: usize, queues: std::ops::Range<usize>, settings: Option<&TenantBursts>) {
+        let slots = settings.map_or(TenantSlots::NONE, |settings| self.add_scopes(settings, |_, _, _| None));
+        self.tenants.insert(index, slots);
+        let scopes: Vec<QueueSlots> = (0..queues.len()).map(|c| QueueSlots { monitors: [slots.tenant, self.class_monitor(slots, c)], depth: 0 }).collect();
+        self.queues.splice(queues.start..queues.start, scopes);
+    }
+
+    /// A tenant's scopes, after the others: its own and its classes' (a block of
+    /// `class_slots` at the end); `kept` gives the monitor of a scope that keeps its state (by
+    /// class id, `None` for the tenant's own), if there is one.
+    fn add_scopes(&mut self, settings: &TenantBursts, kept: impl Fn(&Detector, Option<u16>, &BurstConfig) -> Option<u32>) -> TenantSlots {
+        let (name, id) = (&settings.name, self.name_id(&settings.name));
+        let tenant = match settings.tenant {
+            Some(config) => {
+                kept(self, None, &config).unwrap_or_else(|| self.add_scope(ScopeKey::Tenant(name.clone()), Seen::new(Scope::Tenant, id, -1, &config), config))
+            }
+            None => NONE,
+        };
+        let classes = settings.classes.iter().map(|(cls, _)| u32::from(*cls) + 1).max().unwrap_or(0);
+        let first_class = self.class_slots.len() as u32;
+        self.class_slots.resize(self.class_slots.len() + classes as usize, NONE);
+        for &(cls, config) in &settings.classes {
+            let seen = Seen::new(Scope::Class, id, i32::from(cls), &config);
+            let m = kept(self, Some(cls), &config).unwrap_or_else(|| self.add_scope(ScopeKey::Class(name.clone(), cls), seen, config));
+            self.class_slots[(first_class + u32::from(cls)) as usize] = m;
+        }
+        TenantSlots { tenant, first_class, classes }
+    }
+
+    fn add_scope(&mut self, key: ScopeKey, seen: Seen, config: BurstConfig) -> u32 {
+        self.hot.push(Hot::new(&config));
+        self.monitors.push(Monitor::new(key, seen, config, 0, self.clock.intervals_ns()));
+        (self.monitors.len() - 1) as u32
+    }
+
+    /// The monitor of class `c` of a tenant with `slots` ([`NONE`] if it is not watched).
+    fn class_monitor(&self, slots: TenantSlots, c: usize) -> u32 {
+        if c < slots.classes as usize {
+            self.class_slots[slots.first_class as usize + c]
+        } else {
+            NONE
+        }
+    }
+
+    /// Whether tenant `index` may go by [`Detector::remove_tenant`]: its port queues
+    /// (`queues`) hold no bytes (the queue views' depths would lose them).
     pub fn removable(&self, index: usize, queues: std::ops::Range<usize>) -> bool {
-        let no_scope = self.tenants.get(index).is_some_and(|slots| slots.tenant == NONE && slots.classes == 0);
-        no_scope && self.queues.get(queues).is_some_and(|queues| queues.iter().all(|q| q.depth == 0))
+        index < self.tenants.len() && self.queues.get(queues).is_some_and(|queues| queues.iter().all(|q| q.depth == 0))
     }
 
     /// Follows tenant `index` gone, with its port queues `queues` (the later tenants and queues
-    /// number down): no scope changes.
-    pub fn remove_tenant(&mut self, index: usize, queues: std::ops::Range<usize>) {
-        self.tenants.remove(index);
+    /// number down): its scopes go as in [`Detector::retarget`] (their open events end at
+    /// `now`, their totals stay); no other scope changes. Whether it had scopes.
+    pub fn remove_tenant(&mut self, index: usize, queues: std::ops::Range<usize>, now: u64) -> bool {
+        let slots = self.tenants.remove(index);
         self.queues.drain(queues);
+        let gone: Vec<u32> = self.class_slots[slots.class_range()].iter().copied().chain([slots.tenant]).filter(|&m| m != NONE).collect();
+        let had_scopes = !gone.is_empty();
+        self.take_out(slots.class_range(), gone, now);
+        had_scopes
+    }
+
+    /// Follows tenant `index`'s microburst settings changed to `settings`, its classes having
+    /// the port queues `queues`: as in [`Detector::retarget`], a scope whose setting did not
+    /// change keeps its state, a changed or gone one ends its open events at `now` and keeps its
+    /// totals, a new one starts empty. No other scope changes.
+    pub fn rescope_tenant(&mut self, index: usize, queues: std::ops::Range<usize>, settings: Option<&TenantBursts>, now: u64) {
+        let old = self.tenants[index];
+        let unchanged = |d: &Detector, cls: Option<u16>, config: &BurstConfig| {
+            let m = cls.map_or(old.tenant, |cls| d.class_monitor(old, usize::from(cls)));
+            (m != NONE && d.monitors[m as usize].config == *config).then_some(m)
+        };
+        let slots = settings.map_or(TenantSlots::NONE, |settings| self.add_scopes(settings, unchanged));
+        self.tenants[index] = slots;
+        for (c, queue) in queues.enumerate() {
+            self.queues[queue].monitors = [slots.tenant, self.class_monitor(slots, c)];
+        }
+        let in_use = |m: &u32| *m == slots.tenant || self.class_slots[slots.class_range()].contains(m);
+        let gone = self.class_slots[old.class_range()].iter().chain([&old.tenant]).filter(|&m| *m != NONE && !in_use(m)).copied().collect();
+        self.take_out(old.class_range(), gone, now);
+    }
+
+    /// Takes out the class slots `classes` and the monitors `gone` (which no tenant or queue
+    /// refers to any more): their open events end at `now`, their totals stay, and the later
+    /// monitors' and class slots' indexes move down.
+    fn take_out(&mut self, classes: std::ops::Range<usize>, mut gone: Vec<u32>, now: u64) {
+        self.class_slots.drain(classes.clone());
+        gone.sort_unstable();
+        let retired = gone.iter().rev().map(|&m| (self.hot.remove(m as usize), self.monitors.remove(m as usize))).collect();
+        self.retire(retired, now);
+        self.counted.retain(|m| gone.binary_search(m).is_err());
+        let monitor = |m: u32| if m == NONE { NONE } else { m - gone.partition_point(|&g| g < m) as u32 };
+        let class_count = classes.len() as u32;
+        for slots in &mut self.tenants {
+            slots.tenant = monitor(slots.tenant);
+            if slots.first_class >= classes.end as u32 {
+                slots.first_class -= class_count;
+            }
+        }
+        for m in self.class_slots.iter_mut().chain(self.queues.iter_mut().flat_map(|q| q.monitors.iter_mut())).chain(self.counted.iter_mut()) {
+            *m = monitor(*m);
+        }
+        self.port = self.port.map(monitor);
     }
 
     fn name_id(&mut self, name: &str) -> i32 {
@@ -447,9 +549,18 @@ impl Detector {
     /// The end of the stream: every window empties, so open rate events end (the port's
     /// drain, before, ended the queue events).
     pub fn drain(&mut self) {
-        for (hot, monitor) in self.hot.iter_mut().zip(&mut self.monitors) {
-            monitor.leave_until(hot, u64::MAX, &mut self.sink);
+        for m in self.scope_order() {
+            self.monitors[m].leave_until(&mut self.hot[m], u64::MAX, &mut self.sink);
         }
+    }
+
+    /// Every monitor, the port's first, then each tenant's (in the engine's order) before its
+    /// classes' (by class id): the order a drain numbers their events in (docs/bursts.md),
+    /// wherever a tenant added or changed by itself put them.
+    fn scope_order(&self) -> Vec<usize> {
+        let classes = |slots: &TenantSlots| self.class_slots[slots.class_range()].iter().copied();
+        let tenants = self.tenants.iter().flat_map(|slots| std::iter::once(slots.tenant).chain(classes(slots)));
+        self.port.into_iter().chain(tenants).filter(|&m| m != NONE).map(|m| m as usize).collect()
     }
 
     /// Every event that ended, in id order.

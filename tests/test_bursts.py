@@ -504,6 +504,47 @@ def test_update_keeps_an_event_whose_setting_did_not_change_and_ends_one_whose_s
     assert sum(e["tenant"] == "b" for e in engine_rows(engine)) == 1
 
 
+def test_a_watched_tenant_added_and_removed_between_batches_leaves_the_others_events_as_they_were() -> None:
+    """A tenant with a microburst setting put in (before a, as a document does) and taken out again: its events
+    start and end as its scope's would in a whole update (ended at the latest packet time), its
+    totals stay, and a's event goes on as in an engine that never had it."""
+    mb = {"window": "10us", "threshold": "1Gbps"}  # L = 1250 B
+    a = {"name": "a", "vnis": [100], "microburst": mb}
+    b = {"name": "b", "vnis": [101], "microburst": mb, "rate": "1Gbps", "ceil": "10Gbps"}
+    engine, alone = Engine(make_policy({"tenants": [a]})), Engine(make_policy({"tenants": [a]}))
+    for e in (engine, alone):
+        e.process(records([100, 100], T0 + np.array([0, 100]), 1000, 1, 2, 3, 4))  # a's event opens at 100
+    engine.update(make_policy({"tenants": [b, a]}))
+    engine.process(records([101, 101, 100], T0 + np.array([200, 300, 400]), 1000, 1, 2, 3, 4))  # b's opens at 300
+    alone.process(records([100], T0 + np.array([400]), 1000, 1, 2, 3, 4))
+    engine.update(engine.policy.without_tenant("b"))
+    [b_event] = engine_rows(engine)  # ended by the removal at the latest packet time
+    assert (b_event["tenant"], b_event["start_ns"], b_event["end_ns"], b_event["packets"]) == ("b", T0 + 300, T0 + 400, 1)
+    for e in (engine, alone):
+        e.drain()
+    a_events = lambda e: [{k: v for k, v in row.items() if k != "id"} for row in engine_rows(e) if row["tenant"] == "a"]  # noqa: E731
+    assert a_events(engine) == a_events(alone) and len(a_events(alone)) == 1
+    stats = {row["tenant"]: row for row in engine.burst_stats() if row["scope"] == "tenant"}
+    assert stats["b"]["rate_events"] == 1 and stats["b"]["peak_window_bps"] == 2000 * 8 * 10**9 // 10_000
+
+
+def test_a_threshold_changed_by_with_tenant_ends_that_tenant_s_event_alone() -> None:
+    """with_tenant changing b's threshold: b's event ends at the latest packet time (as in a
+    whole update), a's goes on, and b starts empty under its new setting."""
+    mb = {"window": "10us", "threshold": "1Gbps"}  # L = 1250 B
+    a, b = ({"name": name, "vnis": [vni], "microburst": mb} for name, vni in (("a", 100), ("b", 101)))
+    engine, whole = Engine(make_policy({"tenants": [a, b]})), Engine(make_policy({"tenants": [a, b]}))
+    changed = dict(b, microburst=dict(mb, threshold="2Gbps"))
+    for e, update in ((engine, engine.policy.with_tenant(changed)), (whole, make_policy({"tenants": [a, changed]}))):
+        e.process(records([100, 101, 100, 101], T0 + np.array([0, 100, 200, 300]), 1000, 1, 2, 3, 4))  # both open
+        e.update(update)
+        e.process(records([100, 101, 101], T0 + np.array([5_000, 5_100, 5_200]), 1000, 1, 2, 3, 4))
+        e.drain()
+    rows = [{k: v for k, v in row.items() if k != "id"} for row in engine_rows(engine)]
+    assert rows == [{k: v for k, v in row.items() if k != "id"} for row in engine_rows(whole)]
+    assert [(r["tenant"], r["start_ns"], r["end_ns"]) for r in rows] == [("b", T0 + 300, T0 + 300), ("a", T0 + 200, T0 + 10_200)]
+
+
 def test_update_ends_a_changed_scope_s_event_where_its_window_fell_or_at_the_latest_packet_time() -> None:
     """docs/bursts.md: a changed scope's rate event whose window fell before the latest packet
     time ends when it fell (as drain() would date it); one still above its limit ends at the

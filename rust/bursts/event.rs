@@ -82,6 +82,12 @@ pub(super) struct Seen {
     pub window_ns: u64,
 }
 
+impl Seen {
+    pub(super) fn new(scope: Scope, tenant: i32, cls: i32, config: &super::BurstConfig) -> Seen {
+        Seen { scope, tenant, cls, window_ns: config.window_ns }
+    }
+}
+
 impl BurstEvent {
     pub(super) fn of(id: u64, seen: Seen, view: View, open: &OpenEvent, end_ns: u64, flows: u8) -> BurstEvent {
         let o = &open.outcomes;

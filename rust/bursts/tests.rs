@@ -165,3 +165,117 @@ fn a_packet_leaves_the_window_exactly_one_window_after_it_came() {
     let e = within.events()[0];
     assert_eq!((e.start_ns, e.end_ns), ((W - 1) as i64, W as i64), "ends as the first packet leaves, at 0 + W");
 }
+
+/// Tenants a and c, each watched with two classes, and b (watched, one class watched) between
+/// them; each class has a port queue, in tenant order.
+fn watched(names: &[&str]) -> (BurstSpec, Vec<String>, Vec<(usize, u16)>) {
+    let config = BurstConfig { window_ns: W, threshold_bps: 800_000_000, queue: Some(QueueThresholds { rise_bytes: 1_500, fall_bytes: 500 }) };
+    let settings = |name: &str| match name {
+        "b" => TenantBursts { name: "b".into(), tenant: Some(config), classes: vec![(1, config)] },
+        _ => TenantBursts { name: name.into(), tenant: Some(config), classes: vec![(0, config), (1, config)] },
+    };
+    let spec = BurstSpec { port: Some(config), tenants: names.iter().map(|&name| settings(name)).collect(), poll_ns: vec![4 * W] };
+    let queues = (0..names.len()).flat_map(|t| [(t, 0), (t, 1)]).collect();
+    (spec, names.iter().map(|&name| name.to_string()).collect(), queues)
+}
+
+fn watched_detector(names: &[&str]) -> Detector {
+    let (spec, names, queues) = watched(names);
+    let mut detector = Detector::default();
+    detector.retarget(&spec, &names, &queues, false, 0);
+    detector
+}
+
+/// Two detectors watching `names` (see [`watched`]), through the same `packets` from time 0.
+fn twins(names: &[&str], packets: &[(i32, i32)]) -> (Detector, Detector) {
+    let (mut one, mut other) = (watched_detector(names), watched_detector(names));
+    for d in [&mut one, &mut other] {
+        traffic(d, 0, packets);
+    }
+    (one, other)
+}
+
+/// `packets` from time 2,000 through both, then the end of the stream.
+fn finish_both(one: &mut Detector, other: &mut Detector, packets: &[(i32, i32)]) {
+    for d in [one, other] {
+        traffic(d, 2_000, packets);
+        d.drain();
+    }
+}
+
+/// Each class's port queue, in tenant order (two classes a tenant).
+fn queue_of(tenant: i32, cls: i32) -> u32 {
+    (2 * tenant + cls) as u32
+}
+
+/// Packets of tenants (by index) and classes at `start`, each also through its port queue
+/// ([`queue_of`]), enough to open rate and queue events; the queues then empty.
+fn traffic(d: &mut Detector, start: u64, packets: &[(i32, i32)]) {
+    for (k, &(tenant, cls)) in packets.iter().enumerate() {
+        let now = start + k as u64 * 100;
+        let verdict = Verdict { tenant, rule: -1, cls, action: ALLOW, reason: 0 };
+        d.observe(now, 700, &verdict, &packet(k as u16), Outcome::Pending as u8);
+        d.port_arrival(queue_of(tenant, cls), now, 700, Outcome::Pass);
+    }
+    let end = start + packets.len() as u64 * 100;
+    for &(tenant, cls) in packets {
+        d.departed(queue_of(tenant, cls), end, 700);
+    }
+}
+
+/// Events and totals by scope name, not by the detector's name ids or monitor order (which
+/// orders the events that end at one time).
+fn seen(d: &Detector) -> (Vec<String>, Vec<ScopeStats>) {
+    let name = |id: i32| if id < 0 { "port".to_string() } else { d.names()[id as usize].clone() };
+    let mut events: Vec<_> = d.events().iter().map(|e| format!("{} {} {:?}", { e.end_ns }, name(e.tenant), BurstEvent { id: 0, tenant: 0, ..*e })).collect();
+    events.sort();
+    (events, d.stats())
+}
+
+#[test]
+fn a_watched_tenant_put_in_the_middle_is_watched_as_after_a_retarget_and_the_others_carry_on() {
+    let (mut inserted, mut retargeted) = twins(&["a", "c"], &[(0, 0), (0, 1), (1, 0), (0, 0), (1, 1), (1, 1)]);
+    let (spec, names, queues) = watched(&["a", "b", "c"]);
+    inserted.insert_tenant(1, 2..4, spec.tenants.iter().find(|t| t.name == "b"));
+    retargeted.retarget(&spec, &names, &queues, false, 1_000); // the queues are empty
+    assert!(inserted.monitors.iter().any(|m| m.is_open(View::Rate)), "the others' events stay open");
+    finish_both(&mut inserted, &mut retargeted, &[(1, 1), (1, 1), (0, 0), (2, 0), (1, 0), (1, 1), (2, 1), (1, 1)]);
+    let (events, stats) = seen(&inserted);
+    assert!(events.iter().any(|e| e.contains(" b BurstEvent")) && stats.iter().any(|s| s.key == ScopeKey::Class("b".into(), 1)), "b is watched");
+    assert_eq!((events, stats), seen(&retargeted));
+}
+
+#[test]
+fn a_watched_tenant_taken_out_ends_its_events_keeps_its_totals_and_the_others_carry_on() {
+    let (mut removed, mut retargeted) = twins(&["a", "b", "c"], &[(1, 1), (1, 1), (0, 0), (1, 1), (2, 0), (1, 1)]);
+    assert!(removed.tenant_open(1) && removed.removable(1, 2..4) && !removed.removable(3, 6..8));
+    assert!(removed.remove_tenant(1, 2..4, 1_000));
+    let (spec, names, queues) = watched(&["a", "c"]);
+    retargeted.retarget(&spec, &names, &queues, false, 1_000); // the queues are empty
+    assert_eq!(seen(&removed), seen(&retargeted), "b's events ended at the removal, its totals kept");
+    finish_both(&mut removed, &mut retargeted, &[(0, 0), (1, 0), (0, 1), (1, 1), (1, 1), (0, 0), (1, 0)]);
+    assert_eq!(seen(&removed), seen(&retargeted));
+    assert!(removed.tenants.iter().all(|t| t.tenant != NONE) && removed.monitors.len() == 1 + 2 * 3, "the port's, a's and c's");
+}
+
+#[test]
+fn a_tenant_whose_settings_changed_keeps_its_unchanged_scopes_and_ends_the_others_as_a_retarget_does() {
+    let (mut rescoped, mut retargeted) = twins(&["a", "b", "c"], &[(1, 1), (1, 1), (0, 0), (1, 0), (2, 0), (1, 1)]);
+    // b keeps its own setting, its class 1's changes and its class 0 gets one.
+    let (mut spec, names, queues) = watched(&["a", "b", "c"]);
+    let config = spec.tenants[1].classes[0].1;
+    spec.tenants[1].classes = vec![(0, config), (1, BurstConfig { window_ns: 2 * W, ..config })];
+    assert!(rescoped.tenant_open(1) && rescoped.class_open(1, 1));
+    rescoped.rescope_tenant(1, 2..4, Some(&spec.tenants[1]), 1_000);
+    retargeted.retarget(&spec, &names, &queues, false, 1_000); // the queues are empty
+    assert!(rescoped.tenant_open(1) && !rescoped.class_open(1, 1), "b's own event goes on, its class 1's ended");
+    assert_eq!(seen(&rescoped), seen(&retargeted));
+    finish_both(&mut rescoped, &mut retargeted, &[(1, 0), (1, 0), (0, 1), (1, 1), (2, 1), (1, 0), (1, 1)]);
+    assert_eq!(seen(&rescoped), seen(&retargeted));
+    // And none at all: b's scopes go, its totals stay.
+    spec.tenants.remove(1);
+    rescoped.rescope_tenant(1, 2..4, None, 20_000);
+    retargeted.retarget(&spec, &names, &queues, false, 20_000);
+    assert_eq!(seen(&rescoped), seen(&retargeted));
+    assert_eq!(rescoped.monitors.len(), 1 + 2 * 3, "the port's, a's and c's, each its own and two classes'");
+}

@@ -206,7 +206,7 @@ impl QosSettings {
         Ok(colors)
     }
 
-    fn port(&self) -> Result<Option<PortConfig>, CoreError> {
+    pub(crate) fn port(&self) -> Result<Option<PortConfig>, CoreError> {
         let Some(port) = &self.port else { return Ok(None) };
         let mode = PortMode::try_from(port.mode)?;
         Ok(Some(PortConfig { line_rate: port.rate, buffer_bytes: port.buffer, mode }))
@@ -361,7 +361,8 @@ impl TenantInput {
         }
     }
 
-    fn bursts(&self) -> TenantBursts {
+    /// Its microburst settings and its classes'.
+    pub fn bursts(&self) -> TenantBursts {
         let classes = self.classes.iter().enumerate().filter_map(|(c, class)| Some((c as u16, class.microburst.as_ref()?.config()))).collect();
         TenantBursts { name: self.name.clone(), tenant: self.microburst.as_ref().map(|b| b.config()), classes }
     }

@@ -13,6 +13,7 @@ use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use super::kept::{Kept, TermsPool};
 use super::stats::RowCounters;
 use super::{ClassQos, Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
+use crate::bursts::TenantBursts;
 use crate::shaping::port::check_queues;
 use crate::shaping::{Port, PortConfig, QueueConfig};
 
@@ -144,6 +145,16 @@ impl Enforcer {
         true
     }
 
+    /// Follows tenant `index`'s microburst settings changed to `bursts` (`None`: it has none
+    /// now), its contract already replaced ([`crate::bursts::Detector::rescope_tenant`]).
+    pub fn rescope(&mut self, index: usize, bursts: Option<TenantBursts>) {
+        let queues = if self.port.is_some() { self.class_rows_of(index) } else { 0..0 };
+        self.bursts.rescope_tenant(index, queues, bursts.as_ref(), self.clock_ns);
+        let name = self.tenant_name(index).to_owned();
+        self.spec.bursts.tenants.retain(|b| b.name != name); // what a later full retarget reads
+        self.spec.bursts.tenants.extend(bursts);
+    }
+
     /// Takes tenants added after the others ([`Enforcer::insert`] at the end).
     pub fn append(&mut self, added: Vec<TenantQos>) -> bool {
         self.insert(self.tenants.len(), added)
@@ -153,11 +164,18 @@ impl Enforcer {
     /// tenant's state: their class rows take the room's first rows, moved before the later
     /// tenants' (a memmove; at the end nothing moves), their port queues go in before the later
     /// ones, their own rows before the later tenants'. Each starts as in a fresh engine, with
-    /// full buckets and zero counters. They must have no microburst setting (the detector gets
-    /// no scope for them). Changes nothing and returns false when it takes a full retarget: a
+    /// full buckets and zero counters, and no microburst scope ([`Enforcer::insert_watched`]
+    /// gives them theirs). Changes nothing and returns false when it takes a full retarget: a
     /// spec waits, a tenant has an adaptive profile or a name already given (or a hash
     /// collision), the room is too small, or the port refuses their queues.
     pub fn insert(&mut self, index: usize, added: Vec<TenantQos>) -> bool {
+        self.insert_watched(index, added, Vec::new())
+    }
+
+    /// [`Enforcer::insert`] of tenants of which those named in `bursts` have microburst
+    /// settings: their scopes start as a new scope does in a full retarget, and no other
+    /// scope changes.
+    pub fn insert_watched(&mut self, index: usize, added: Vec<TenantQos>, bursts: Vec<TenantBursts>) -> bool {
         let classes: usize = added.iter().map(|qos| qos.classes.len()).sum();
         let mut hashes = FxHashSet::default();
         let fresh = |qos: &TenantQos| {
@@ -174,8 +192,10 @@ impl Enforcer {
             return false;
         }
         for (at, qos) in (index..).zip(added) {
-            self.insert_one(at, qos);
+            let settings = bursts.iter().find(|b| b.name == qos.name);
+            self.insert_one(at, qos, settings);
         }
+        self.spec.bursts.tenants.extend(bursts); // what a later full retarget reads
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
             (state.guaranteed, state.reserved) = sums;
         }
@@ -183,7 +203,7 @@ impl Enforcer {
         true
     }
 
-    fn insert_one(&mut self, index: usize, qos: TenantQos) {
+    fn insert_one(&mut self, index: usize, qos: TenantQos, bursts: Option<&TenantBursts>) {
         let count = qos.classes.len();
         // Its class rows go before the next tenant's that has classes.
         let first = self.tenants[index..].iter().find(|t| t.classes > 0).map_or(self.class_rows, |t| t.first_row as usize);
@@ -204,7 +224,7 @@ impl Enforcer {
             }
             None => 0..0,
         };
-        self.bursts.insert_tenant(index, port_queues);
+        self.bursts.insert_tenant(index, port_queues, bursts);
         self.adaptive.insert_tenant(index, rows);
         *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
         let kept = self.terms.keep(&qos);
@@ -213,10 +233,11 @@ impl Enforcer {
 
     /// Takes tenant `index` out, touching no other tenant's state: its class stages, statistics
     /// rows and port queues go and the later ones move down (the later tenants' ids fall by one,
-    /// as the engine's do), its counters and queueing delays go to the archive as a full
-    /// retarget keeps them, and the room after the class rows grows by its classes. Changes
-    /// nothing and returns false when it takes a full retarget: a spec waits, the tenant has a
-    /// profile or a microburst scope, or packets of it are on their way to the port or queued there.
+    /// as the engine's do), its counters, queueing delays and microburst scopes' totals go to
+    /// the archive as a full retarget keeps them (its open burst events end now), and the room
+    /// after the class rows grows by its classes. Changes nothing and returns false when it
+    /// takes a full retarget: a spec waits, the tenant has a profile, or packets of it are on
+    /// their way to the port or queued there.
     pub fn remove(&mut self, index: usize) -> bool {
         if !self.removable(index) {
             return false;
@@ -245,7 +266,9 @@ impl Enforcer {
             }
         }
         let port_queues = if self.port.is_some() { rows.clone() } else { 0..0 };
-        self.bursts.remove_tenant(index, port_queues);
+        if self.bursts.remove_tenant(index, port_queues, self.clock_ns) {
+            self.spec.bursts.tenants.retain(|b| *b.name != *kept.name);
+        }
         self.adaptive.remove_tenant(index, rows);
         if kept.has_contract() {
             let hash = name_hash(&kept.name);

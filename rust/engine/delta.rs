@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::{build, check_tenant, incremental, Engine, EngineTables, HotTenant, TenantHead, TenantSpec, TenantTables, UpdateReport, VniMap};
+use crate::bursts::{BurstSpec, TenantBursts};
 use crate::chunked_vec::GroupedVec;
 use crate::enforce::{QosInputs, QosSpec, TenantInput, TenantQos};
 use crate::error::CoreError;
@@ -369,9 +370,13 @@ impl Engine {
         }
         let resolve = |at: usize| inputs.tenants[at].resolve(inputs.weights[at], inputs.settings.port.as_ref());
         let change = match shape {
-            QosShape::Replaced => QosChange::Replaced(replaced.iter().map(|&at| Ok((at, resolve(at)?))).collect::<Result<_, CoreError>>()?),
+            QosShape::Replaced(rescoped) => {
+                let contracts = replaced.iter().map(|&at| Ok((at, resolve(at)?))).collect::<Result<_, CoreError>>()?;
+                QosChange::Replaced(contracts, rescoped.into_iter().map(|at| Ok((at, watched(&inputs, at..at + 1)?.pop()))).collect::<Result<_, CoreError>>()?)
+            }
             QosShape::Inserted(first, added) => {
-                QosChange::Inserted(first, (first..first + added).map(|at| checked_alone(resolve(at)?)).collect::<Result<_, CoreError>>()?)
+                let added_qos = (first..first + added).map(|at| checked_alone(resolve(at)?)).collect::<Result<_, CoreError>>()?;
+                QosChange::Inserted(first, added_qos, watched(&inputs, first..first + added)?)
             }
             QosShape::Removed(positions) => QosChange::Removed(positions),
             QosShape::Full => QosChange::Full(Box::new(inputs.spec()?)),
@@ -393,8 +398,15 @@ impl Engine {
         let mut qos = self.lock_qos();
         let mut full_spec = None;
         let taken = match change {
-            QosChange::Replaced(changed) => qos.enforcer_mut().replace_contracts(changed),
-            QosChange::Inserted(at, added) => qos.enforcer_mut().insert(at, added),
+            QosChange::Replaced(changed, rescoped) => {
+                let enforcer = qos.enforcer_mut();
+                let taken = enforcer.replace_contracts(changed);
+                for (at, bursts) in rescoped.into_iter().filter(|_| taken) {
+                    enforcer.rescope(at, bursts);
+                }
+                taken
+            }
+            QosChange::Inserted(at, added, bursts) => qos.enforcer_mut().insert_watched(at, added, bursts),
             // One by one, in order: a refusal after some went leaves a state the retarget below aligns by name.
             QosChange::Removed(positions) => positions.into_iter().all(|at| qos.enforcer_mut().remove(at)),
             QosChange::Full(spec) => {
@@ -421,13 +433,14 @@ impl Engine {
 /// What an update changes of the QoS inputs, as far as the enforcer is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum QosShape {
-    /// Only the contracts of tenants put in place of tenants of the same name, with the same
-    /// microburst settings, and no other tenant's weight: the enforcer may take the new
-    /// contracts alone ([`crate::enforce::Enforcer::replace_contracts`]).
-    Replaced,
-    /// Only (first, count) tenants put in one after another, with no microburst setting and no
-    /// adaptive profile, and no other tenant's weight: the enforcer may take them alone
-    /// ([`crate::enforce::Enforcer::insert`]).
+    /// Only the contracts of tenants put in place of tenants of the same name, and no other
+    /// tenant's weight: the enforcer may take the new contracts alone
+    /// ([`crate::enforce::Enforcer::replace_contracts`]), and the microburst settings of those
+    /// at these positions, which changed ([`crate::enforce::Enforcer::rescope`]).
+    Replaced(Vec<usize>),
+    /// Only (first, count) tenants put in one after another, with no adaptive profile, and no
+    /// other tenant's weight: the enforcer may take them alone, microburst scopes and all
+    /// ([`crate::enforce::Enforcer::insert_watched`]).
     Inserted(usize, usize),
     /// Only tenants removed, and no weight set: the enforcer may take them out alone
     /// ([`crate::enforce::Enforcer::remove`]), at these positions in turn.
@@ -440,9 +453,9 @@ impl QosShape {
     fn of(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> QosShape {
         if delta.settings.is_some() {
             QosShape::Full
-        } else if let Some(replaced) = replaced_alone(delta, current, inputs) {
+        } else if let Some((replaced, rescoped)) = replaced_alone(delta, current, inputs) {
             if delta.weights.iter().all(|(at, _)| replaced.contains(at)) {
-                QosShape::Replaced
+                QosShape::Replaced(rescoped)
             } else {
                 QosShape::Full
             }
@@ -458,40 +471,38 @@ impl QosShape {
 
 /// What the enforcer is given of an update (see [`QosShape`]).
 enum QosChange {
-    Replaced(Vec<(usize, TenantQos)>),
-    /// At this position on.
-    Inserted(usize, Vec<TenantQos>),
+    /// The new contracts, and the new microburst settings (if any) of those whose settings changed.
+    Replaced(Vec<(usize, TenantQos)>, Vec<(usize, Option<TenantBursts>)>),
+    /// At this position on, with the microburst settings of those that have any.
+    Inserted(usize, Vec<TenantQos>, Vec<TenantBursts>),
     Removed(Vec<usize>),
     /// Boxed: far larger than the others.
     Full(Box<QosSpec>),
 }
 
 /// The positions `delta` replaces, if it only puts tenants in place of tenants of the same
-/// name with the same microburst settings.
-fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> Option<Vec<usize>> {
-    let mut replaced = Vec::with_capacity(delta.ops.len());
+/// name, and those of them whose microburst settings changed.
+fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> Option<(Vec<usize>, Vec<usize>)> {
+    let (mut replaced, mut rescoped) = (Vec::with_capacity(delta.ops.len()), Vec::new());
     for op in &delta.ops {
         let TenantOp::Replace { at, tenant } = op else { return None };
         let (old_tables, old) = (current.tenants.get(*at)?, inputs.tenants.get(*at)?);
         let new = &tenant.qos;
-        if *old_tables.name != tenant.tables.name || old.name != new.name || !same_bursts(old, new) {
+        if *old_tables.name != tenant.tables.name || old.name != new.name {
             return None;
         }
         replaced.push(*at);
+        if !same_bursts(old, new) {
+            rescoped.push(*at);
+        }
     }
-    Some(replaced)
+    Some((replaced, rescoped))
 }
 
 /// (first, count) of the tenants `delta` puts in one after another at a position of the `count`
-/// there are, if that is all it does: with no microburst setting or adaptive profile, and no
-/// weight set but theirs.
+/// there are, if that is all it does: with no adaptive profile, and no weight set but theirs.
 fn inserted_alone(delta: &Delta, count: usize) -> Option<(usize, usize)> {
-    let plain = |qos: &TenantInput| {
-        qos.microburst.is_none()
-            && qos.on_burst.is_none()
-            && qos.on_overload.is_none()
-            && qos.classes.iter().all(|c| c.microburst.is_none() && c.on_burst.is_none())
-    };
+    let plain = |qos: &TenantInput| qos.on_burst.is_none() && qos.on_overload.is_none() && qos.classes.iter().all(|c| c.on_burst.is_none());
     let Some(TenantOp::Insert { at: first, .. }) = delta.ops.first() else { return None };
     let (first, added) = (*first, delta.ops.len());
     let inserts = delta.ops.iter().enumerate().all(|(i, op)| matches!(op, TenantOp::Insert { at, tenant } if *at == first + i && plain(&tenant.qos)));
@@ -510,6 +521,19 @@ fn checked_alone(qos: TenantQos) -> Result<TenantQos, CoreError> {
     let spec = QosSpec { tenants: vec![qos], ..QosSpec::default() };
     spec.check()?;
     Ok(spec.tenants.into_iter().next().expect("one tenant"))
+}
+
+/// The microburst settings of the tenants at `positions` that have any, checked as
+/// [`QosSpec::check`] checks them.
+fn watched(inputs: &QosInputs, positions: std::ops::Range<usize>) -> Result<Vec<TenantBursts>, CoreError> {
+    let tenants: Vec<TenantBursts> = positions.map(|at| inputs.tenants[at].bursts()).filter(|b| b.tenant.is_some() || !b.classes.is_empty()).collect();
+    if tenants.is_empty() {
+        return Ok(tenants);
+    }
+    let bursts = BurstSpec { tenants, poll_ns: inputs.settings.poll_ns.clone(), port: None };
+    let spec = QosSpec { bursts, port: inputs.settings.port()?, ..QosSpec::default() };
+    spec.check()?;
+    Ok(spec.bursts.tenants)
 }
 
 /// Whether two tenants have the same microburst settings, their own and their classes'.
