@@ -21,9 +21,20 @@ pub trait Item: Clone {
 struct Chunk<T> {
     items: Arc<[T]>,
     /// Items, and groups opened, in this chunk and those before it (a chunk's own groups are
-    /// the difference from the chunk before: kept once, a one-chunk tenant's list is 32 B).
-    end: usize,
-    groups_end: usize,
+    /// the difference from the chunk before: kept once, and in 32 bits, a one-chunk tenant's
+    /// list is 24 B).
+    end: u32,
+    groups_end: u32,
+}
+
+impl<T> Chunk<T> {
+    fn end(&self) -> usize {
+        self.end as usize
+    }
+
+    fn groups_end(&self) -> usize {
+        self.groups_end as usize
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -34,16 +45,16 @@ pub struct Chunked<T> {
 
 impl<T> Default for Chunked<T> {
     fn default() -> Self {
-        Chunked { chunks: ChunkList::Many(Vec::new()) }
+        Chunked { chunks: ChunkList::Many(Box::default()) }
     }
 }
 
-/// The chunks: a lone one (a tenant's few rules, the common case) inline (32 B where a list
-/// takes 24 B and a 32 B allocation); more than one in a list.
+/// The chunks: a lone one (a tenant's few rules, the common case) inline (24 B, as the list is:
+/// boxed, without a capacity, it fits beside the lone chunk's pointer); more than one in a list.
 #[derive(Debug, Clone)]
 enum ChunkList<T> {
     One(Chunk<T>),
-    Many(Vec<Chunk<T>>),
+    Many(Box<[Chunk<T>]>),
 }
 
 impl<T> std::ops::Deref for ChunkList<T> {
@@ -70,16 +81,16 @@ impl<T> ChunkList<T> {
     /// Puts `chunks` in place of `range`, as `Vec::splice` does; a list left with one chunk
     /// keeps it inline.
     fn splice(&mut self, range: std::ops::Range<usize>, chunks: Vec<Chunk<T>>) {
-        let mut all = match std::mem::replace(self, ChunkList::Many(Vec::new())) {
+        let mut all = match std::mem::replace(self, ChunkList::Many(Box::default())) {
             ChunkList::One(chunk) => vec![chunk],
-            ChunkList::Many(all) => all,
+            ChunkList::Many(all) => all.into_vec(),
         };
         // Exact: grown by doubling, a list would take room for up to twice its chunks.
         all.reserve_exact(chunks.len().saturating_sub(range.len()));
         all.splice(range, chunks);
         *self = match <[Chunk<T>; 1]>::try_from(all) {
             Ok([chunk]) => ChunkList::One(chunk),
-            Err(all) => ChunkList::Many(all),
+            Err(all) => ChunkList::Many(all.into_boxed_slice()),
         };
     }
 }
@@ -104,7 +115,7 @@ impl<T: Item> std::ops::Index<usize> for Chunked<T> {
 
 impl<T: Item> Chunked<T> {
     pub fn len(&self) -> usize {
-        self.chunks.last().map_or(0, |chunk| chunk.end)
+        self.chunks.last().map_or(0, Chunk::end)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -112,7 +123,7 @@ impl<T: Item> Chunked<T> {
     }
 
     pub fn group_count(&self) -> usize {
-        self.chunks.last().map_or(0, |chunk| chunk.groups_end)
+        self.chunks.last().map_or(0, Chunk::groups_end)
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + '_ {
@@ -147,7 +158,7 @@ impl<T: Item> Chunked<T> {
     pub fn numbered(&self, index: usize) -> (usize, &T) {
         let (chunk, offset) = self.locate(index);
         let (groups_before, found) = (self.groups_start(chunk), &self.chunks[chunk]);
-        if found.groups_end - groups_before == found.items.len() {
+        if found.groups_end() - groups_before == found.items.len() {
             return (groups_before + offset, &found.items[offset]); // every item opens its group
         }
         let opened = found.items[..=offset].iter().filter(|item| item.opens_group()).count();
@@ -156,7 +167,7 @@ impl<T: Item> Chunked<T> {
 
     /// The index of the item that opens `group`, or the length if there is no such group.
     pub fn group_start(&self, group: usize) -> usize {
-        let chunk = self.chunks.partition_point(|chunk| chunk.groups_end <= group);
+        let chunk = self.chunks.partition_point(|chunk| chunk.groups_end() <= group);
         let Some(found) = self.chunks.get(chunk) else { return self.len() };
         let nth = group - self.groups_start(chunk);
         let offset = found.items.iter().enumerate().filter(|(_, item)| item.opens_group()).nth(nth).map(|(offset, _)| offset);
@@ -203,16 +214,16 @@ impl<T: Item> Chunked<T> {
     /// The chunk and the offset in it of item `index`.
     fn locate(&self, index: usize) -> (usize, usize) {
         assert!(index < self.len(), "index {index} past the end ({})", self.len());
-        let chunk = self.chunks.partition_point(|chunk| chunk.end <= index);
+        let chunk = self.chunks.partition_point(|chunk| chunk.end() <= index);
         (chunk, index - self.start(chunk))
     }
 
     fn start(&self, chunk: usize) -> usize {
-        chunk.checked_sub(1).map_or(0, |before| self.chunks[before].end)
+        chunk.checked_sub(1).map_or(0, |before| self.chunks[before].end())
     }
 
     fn groups_start(&self, chunk: usize) -> usize {
-        chunk.checked_sub(1).map_or(0, |before| self.chunks[before].groups_end)
+        chunk.checked_sub(1).map_or(0, |before| self.chunks[before].groups_end())
     }
 
     /// Puts `items` in place of chunk `chunk`: merged with a neighbour if few (none if none),
@@ -243,14 +254,14 @@ impl<T: Item> Chunked<T> {
             .map(|items| {
                 end += items.len();
                 groups_end += items.iter().filter(|item| item.opens_group()).count();
-                Chunk { items, end, groups_end }
+                Chunk { items, end: end as u32, groups_end: groups_end as u32 }
             })
             .collect();
         let inserted = chunks.len();
         self.chunks.splice(first..last, chunks);
         for chunk in &mut self.chunks[first + inserted..] {
-            chunk.end = chunk.end - old_end + end;
-            chunk.groups_end = chunk.groups_end - old_groups_end + groups_end;
+            chunk.end = (chunk.end() - old_end + end) as u32;
+            chunk.groups_end = (chunk.groups_end() - old_groups_end + groups_end) as u32;
         }
     }
 }
@@ -348,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_lone_chunk_is_kept_inline_and_a_list_that_shrinks_to_one_chunk_gives_its_allocation_back() {
-        assert_eq!(std::mem::size_of::<ChunkList<Value>>(), 32);
+        assert_eq!(std::mem::size_of::<ChunkList<Value>>(), 24);
         let value = |value: u32| Value { value, opens: true };
         let mut chunked: Chunked<Value> = (0..10).map(value).collect();
         assert!(matches!(chunked.chunks, ChunkList::One(_)));

@@ -6,8 +6,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use rustc_hash::FxHashMap;
-
 use crate::verdict::{Verdict, REASONS};
 
 /// Per-tenant counters, kept by tenant name so that they run on across policy updates.
@@ -44,42 +42,83 @@ pub(super) const UNKNOWN_SLOT: u32 = 0;
 /// outlive policy updates, so a tenant's counts run on.
 #[derive(Debug)]
 pub(super) struct CounterNames {
-    /// Names shared with the tables'. The names by slot are read from it, rarely: a list of
-    /// them beside it cost 16-32 bytes a tenant.
-    slot_of: FxHashMap<Arc<str>, u32>,
-    slots: u32,
+    /// The name of each slot after [`UNKNOWN_SLOT`], shared with the tables'.
+    names: Vec<Arc<str>>,
+    /// Slots by their name's hash, open-addressed ([`FREE`] marks a free bucket, probed
+    /// linearly): 4 bytes a bucket, where a map of names to slots took 24 (41 bytes a tenant).
+    buckets: Vec<u32>,
 }
+
+/// An empty bucket of [`CounterNames::buckets`].
+const FREE: u32 = u32::MAX;
 
 impl Default for CounterNames {
     fn default() -> Self {
-        CounterNames { slot_of: FxHashMap::default(), slots: UNKNOWN_SLOT + 1 }
+        CounterNames { names: Vec::new(), buckets: vec![FREE; 16] }
     }
 }
 
 impl CounterNames {
     pub(super) fn slot(&mut self, name: &Arc<str>) -> u32 {
-        if let Some(&slot) = self.slot_of.get(name) {
-            return slot;
+        let bucket = self.bucket_of(name);
+        if self.buckets[bucket] != FREE {
+            return self.buckets[bucket];
         }
-        let slot = self.slots;
-        self.slots += 1;
-        self.slot_of.insert(Arc::clone(name), slot);
+        let slot = self.len() as u32;
+        self.buckets[bucket] = slot;
+        self.push_name(Arc::clone(name));
+        if self.names.len() * 8 > self.buckets.len() * 7 {
+            self.rehash(self.buckets.len() * 2);
+        }
         slot
     }
 
     /// How many slots there are, [`UNKNOWN_SLOT`] among them.
     pub(super) fn len(&self) -> usize {
-        self.slots as usize
+        self.names.len() + 1
     }
 
     /// The name of each slot (`None`: [`UNKNOWN_SLOT`]).
     pub(super) fn names(&self) -> Vec<Option<Arc<str>>> {
-        let mut names = vec![None; self.len()];
-        for (name, &slot) in &self.slot_of {
-            names[slot as usize] = Some(Arc::clone(name));
-        }
-        names
+        std::iter::once(None).chain(self.names.iter().cloned().map(Some)).collect()
     }
+
+    /// The bucket that holds `name`'s slot, or the free one where it would go.
+    fn bucket_of(&self, name: &str) -> usize {
+        let mask = self.buckets.len() - 1;
+        let mut bucket = hash(name) as usize & mask;
+        loop {
+            match self.buckets[bucket] {
+                FREE => return bucket,
+                slot if *self.names[(slot - UNKNOWN_SLOT - 1) as usize] == *name => return bucket,
+                _ => bucket = (bucket + 1) & mask,
+            }
+        }
+    }
+
+    /// Appends a slot's name, growing the list by an eighth at a time (doubling, it would hold
+    /// up to twice the room it needs).
+    fn push_name(&mut self, name: Arc<str>) {
+        if self.names.len() == self.names.capacity() {
+            self.names.reserve_exact((self.names.len() / 8).max(16));
+        }
+        self.names.push(name);
+    }
+
+    fn rehash(&mut self, buckets: usize) {
+        self.buckets = vec![FREE; buckets];
+        for slot in UNKNOWN_SLOT + 1..self.len() as u32 {
+            let bucket = self.bucket_of(&self.names[(slot - UNKNOWN_SLOT - 1) as usize]);
+            self.buckets[bucket] = slot;
+        }
+    }
+}
+
+fn hash(name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = rustc_hash::FxHasher::default();
+    name.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Running counters by slot, in shards: a classifying thread counts a whole batch into
@@ -127,5 +166,23 @@ impl CounterShards {
             }
         }
         totals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_keeps_its_slot_as_the_buckets_grow_and_slots_are_named_in_order() {
+        let mut names = CounterNames::default();
+        let name = |i: usize| -> Arc<str> { format!("t{i}").into() };
+        let slots: Vec<u32> = (0..1000).map(|i| names.slot(&name(i))).collect();
+        assert_eq!(slots, (1..=1000).collect::<Vec<u32>>());
+        assert!((0..1000).rev().all(|i| names.slot(&name(i)) == i as u32 + 1));
+        assert_eq!(names.len(), 1001);
+        let named = names.names();
+        assert_eq!((named[0].as_deref(), named[1].as_deref(), named[1000].as_deref()), (None, Some("t0"), Some("t999")));
+        assert!(names.buckets.len() * 7 >= names.names.len() * 8 && names.names.capacity() * 8 <= names.names.len() * 9 + 128);
     }
 }

@@ -509,3 +509,15 @@ mod fuzz {
         }
     }
 }
+
+/// The data path's chunks hold a head and hot state per tenant: what they cost a tenant.
+#[test]
+fn a_tenant_takes_120_bytes_of_the_data_path() {
+    assert_eq!((std::mem::size_of::<TenantHead>(), std::mem::size_of::<Option<HotTenant>>()), (8, 112));
+}
+
+/// A tenant's tables, held by pointer: what they cost a tenant beside its rows and name.
+#[test]
+fn a_tenants_tables_take_72_bytes() {
+    assert_eq!(std::mem::size_of::<TenantTables>(), 72);
+}
