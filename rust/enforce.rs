@@ -17,6 +17,7 @@ mod inputs;
 mod kept;
 mod metered;
 mod observe;
+mod rows;
 mod spec;
 mod stats;
 mod update;
@@ -44,11 +45,12 @@ pub use chunks::{Chunks, Classified};
 pub use inputs::{BurstRow, ClassInput, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
 use kept::{Kept, TermsPool};
 use metered::{shape, Metered};
+use rows::StatsRows;
 pub use spec::{
     Arrival, BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos,
 };
+use stats::StatsNames;
 pub use stats::{stats_fields, DelayHistograms, QosCounters, QosStats, StatsKey, StatsRow};
-use stats::{RowCounters, StatsNames};
 
 /// A packet's time as the enforcer reads it (a negative timestamp is 0).
 #[inline]
@@ -254,20 +256,22 @@ pub struct Enforcer {
     /// Each tenant's name and the contract its state enforces, by the same index; their terms, each once.
     contracts: Vec<Kept>,
     terms: TermsPool,
-    /// Every class's stage, by class row (tenant by tenant, as the port queues).
+    /// Every class's stage, by class row (tenant by tenant, as the port queues), while some
+    /// tenant's classes are enforced; else none (they would never be read, and a simple policy
+    /// spares 56 bytes a class).
     class_stages: Vec<Stage>,
     /// Statistics rows: every class row, room for more (unused rows, zero), the row of packets of
     /// no tenant, then the tenants' own rows in the order they were made; [`Enforcer::row_keys`]
     /// names them. The room lets a tenant added at the end take rows without moving any other's
     /// ([`Enforcer::append`]).
-    rows: Vec<RowCounters>,
+    rows: StatsRows,
     /// Class rows in use (the port's queues, the class stages).
     class_rows: usize,
     /// The row of packets of no tenant; `class_rows..no_tenant_row` are the room.
     no_tenant_row: usize,
     /// By tenant index, its own row (packets in no class: every packet of a tenant without a
     /// contract, the classifier's drops of one with classes), or [`NO_ROW`] until its first
-    /// such packet: most tenants with classes never have one, and a row is 192 bytes.
+    /// such packet: most tenants with classes never have one, and a row is 96 bytes.
     own_rows: Vec<u32>,
     /// Own rows of tenants removed, zero, for the next tenant that needs one.
     free_rows: Vec<u32>,
@@ -512,7 +516,7 @@ impl Enforcer {
     /// Bytes of the state packets read at random: tenant lines, class stages, statistics rows.
     fn state_bytes(&self) -> usize {
         use std::mem::size_of_val;
-        size_of_val(self.tenants.as_slice()) + size_of_val(self.class_stages.as_slice()) + size_of_val(self.rows.as_slice())
+        size_of_val(self.tenants.as_slice()) + size_of_val(self.class_stages.as_slice()) + self.rows.state_bytes()
     }
 
     /// Asks the cache for the state of packets ahead, so that the misses of several packets
@@ -527,7 +531,7 @@ impl Enforcer {
         if let Some(verdict) = verdicts.get(index + AHEAD) {
             let tenant = self.tenants.get(verdict.tenant as usize);
             let Some(row) = self.row_of(verdict, tenant) else { return };
-            prefetch(&self.rows[row]);
+            self.rows.prefetch(row);
             if tenant.is_some_and(|t| t.stage.classes_enforced) && row < self.class_rows {
                 prefetch(&self.class_stages[row]);
             }
@@ -561,13 +565,7 @@ impl Enforcer {
     /// Tenant `tenant`'s own row, zero, on its first packet in no class.
     #[cold]
     fn make_own_row(&mut self, tenant: usize) -> usize {
-        let row = self.free_rows.pop().map_or_else(
-            || {
-                self.rows.push(RowCounters::zeroed());
-                self.rows.len() - 1
-            },
-            |row| row as usize,
-        );
+        let row = self.free_rows.pop().map_or_else(|| self.rows.push_zeroed(), |row| row as usize);
         self.own_rows[tenant] = row as u32;
         row
     }
@@ -588,7 +586,7 @@ impl Enforcer {
                 self.hand_departures(port); // they started before this arrival
                 self.bursts.port_arrival(packet.row, packet.release_ns, packet.bytes, outcome);
             }
-            self.rows[packet.row as usize].count_outcome(outcome, packet.bytes);
+            self.rows.count_outcome(packet.row as usize, outcome, packet.bytes);
             if packet.batch == self.batch {
                 if let Some(slot) = out.get_mut(packet.index) {
                     slot.outcome = outcome as u8;
@@ -637,7 +635,7 @@ impl Enforcer {
         const SHAPED_OUT: [Outcome; 3] = [Outcome::DropShaperBytes, Outcome::DropShaperTime, Outcome::Pass];
         let shaped_out = SHAPED_OUT[offer.drop.map_or(2, |drop| drop as usize)];
         let outcome = select_unpredictable(sent | metered_out, metered, shaped_out);
-        rows[row].count(color, outcome, bytes);
+        rows.count(row, color, outcome, bytes);
         let release_ns = select_unpredictable(sent, i64::try_from(offer.release_ns).unwrap_or(i64::MAX), -1);
         *slot = Processed { verdict, color: color as u8, outcome: outcome as u8, dscp: remark.unwrap_or(info.dscp), release_ns };
     }
@@ -650,16 +648,14 @@ impl Enforcer {
         let row = self.counting_row(&verdict);
         let Enforcer { spec, tenants, profiles, class_stages, rows, class_rows, in_flight, sequence, batch, .. } = self;
         let bytes = spec.count.bytes(info);
-        let counters = &mut rows[row];
         let mut result = Processed { verdict, color: NO_COLOR, outcome: Outcome::DropClassifier as u8, dscp: info.dscp, release_ns: -1 };
         if verdict.action == DROP {
-            counters.count_outcome(Outcome::DropClassifier, bytes);
+            rows.count_outcome(row, Outcome::DropClassifier, bytes);
             return result;
         }
         let Some(tenant) = tenants.get_mut(verdict.tenant as usize).filter(|t| t.has_contract()) else {
             // No contract: the packet passes as it came, green.
-            counters.count_color(Color::Green, bytes);
-            counters.count_outcome(Outcome::Pass, bytes);
+            rows.count(row, Color::Green, Outcome::Pass, bytes);
             return Processed { color: Color::Green as u8, outcome: Outcome::Pass as u8, release_ns: now as i64, ..result };
         };
         let in_class = row < *class_rows;
@@ -673,11 +669,11 @@ impl Enforcer {
         if let (Some(spec), Some(stage), false) = (class_profile.and_then(|p| p.meter.as_ref()), class.as_deref_mut(), metered.dropped) {
             metered.meter(spec, &mut stage.meter, info, now);
         }
-        counters.count_color(metered.color, bytes);
+        rows.count_color(row, metered.color, bytes);
         result.color = metered.color as u8;
         result.dscp = metered.dscp.unwrap_or(info.dscp);
         if metered.dropped {
-            counters.count_outcome(Outcome::DropMeter, bytes);
+            rows.count_outcome(row, Outcome::DropMeter, bytes);
             result.outcome = Outcome::DropMeter as u8;
             return result;
         }
@@ -701,7 +697,7 @@ impl Enforcer {
                 }
             }
         };
-        counters.count_outcome(outcome, bytes);
+        rows.count_outcome(row, outcome, bytes);
         result.outcome = outcome as u8;
         result
     }
@@ -736,8 +732,8 @@ impl Enforcer {
     pub fn stats(&self) -> Vec<(StatsKey, QosStats)> {
         let mut all = self.archive.clone();
         let row_keys = self.row_keys();
-        for (key, row) in row_keys.iter().zip(&self.rows) {
-            let counters = row.counters();
+        for (row, key) in row_keys.iter().enumerate() {
+            let counters = self.rows.counters(row);
             if counters.packets > 0 {
                 all.entry(key.clone()).or_default().counters.add(&counters);
             }

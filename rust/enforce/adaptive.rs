@@ -608,7 +608,7 @@ impl Enforcer {
     fn packets_of(&self, slot: u32) -> u64 {
         let sw = &self.adaptive.switchable[slot as usize];
         match sw.class {
-            Some((_, row)) => self.rows.get(row as usize).map_or(0, |row| row.counters().packets),
+            Some((_, row)) => self.row_packets(row as usize),
             None => self.tenant_packets(sw.tenant as usize),
         }
     }
@@ -617,9 +617,18 @@ impl Enforcer {
     fn tenant_packets(&self, tenant: usize) -> u64 {
         let Some(state) = self.tenants.get(tenant) else { return 0 };
         let first = state.first_row as usize;
-        let classes = self.rows[first..first + state.classes as usize].iter();
-        let own = self.own_rows.get(tenant).filter(|&&row| row != NO_ROW).map(|&row| &self.rows[row as usize]);
-        classes.chain(own).map(|row| row.counters().packets).sum()
+        let classes = first..first + state.classes as usize;
+        let own = self.own_rows.get(tenant).filter(|&&row| row != NO_ROW).map(|&row| row as usize);
+        classes.chain(own).map(|row| self.row_packets(row)).sum()
+    }
+
+    /// Packets of statistics row `row` (0 if there is none).
+    fn row_packets(&self, row: usize) -> u64 {
+        if row < self.rows.len() {
+            self.rows.counters(row).packets
+        } else {
+            0
+        }
     }
 
     /// Every tenant back in its normal profile, its counts closed (before an update, which

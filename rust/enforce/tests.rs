@@ -512,16 +512,16 @@ fn a_tenant_appended_leaves_every_other_tenants_state_in_place_and_starts_as_in_
     let (mut e, c) = enforcer_in_traffic();
     let stats_before = e.stats();
     assert!(stats_before.iter().any(|(_, s)| s.in_flight > 0), "a packet on its way to the port");
-    let before = format!("{:?} {:?} {:?}", e.tenants, e.class_stages, &e.rows[..e.class_rows]);
-    let tenant_rows_before = format!("{:?} {:?}", &e.rows[e.no_tenant_row..], e.own_rows);
+    let before = format!("{:?} {:?} {:?}", e.tenants, e.class_stages, e.rows.counters_of(0..e.class_rows));
+    let tenant_rows_before = format!("{:?} {:?}", e.rows.counters_of(e.no_tenant_row..e.rows.len()), e.own_rows);
     let queue_stats = |e: &Enforcer| (0..3).map(|q| e.port.as_ref().unwrap().port.stats(q).clone()).collect::<Vec<_>>();
     let queues_before = queue_stats(&e);
     assert!(e.append(vec![c]));
     // By value: stages with their buckets, class rows, the tenants' own rows (none yet for the
     // new one), port queues, statistics.
-    assert_eq!(format!("{:?} {:?} {:?}", &e.tenants[..2], &e.class_stages[..3], &e.rows[..3]), before);
+    assert_eq!(format!("{:?} {:?} {:?}", &e.tenants[..2], &e.class_stages[..3], e.rows.counters_of(0..3)), before);
     assert_eq!(e.own_rows[2], NO_ROW);
-    assert_eq!(format!("{:?} {:?}", &e.rows[e.no_tenant_row..], &e.own_rows[..2]), tenant_rows_before);
+    assert_eq!(format!("{:?} {:?}", e.rows.counters_of(e.no_tenant_row..e.rows.len()), &e.own_rows[..2]), tenant_rows_before);
     assert_eq!(queue_stats(&e), queues_before);
     assert_eq!(e.stats(), stats_before, "nothing counted for the new tenant yet");
     // The same as an enforcer of the final policy that saw the same packets: the new tenant's
@@ -579,9 +579,9 @@ fn state_of(e: &Enforcer) -> String {
     let port = e.port.as_ref().map(|state| format!("{:?} {} {}", state.port, state.guaranteed, state.reserved));
     // Their index in the batch they came in differs: b's packets were in it.
     let in_flight: Vec<_> = e.in_flight.clone().into_sorted_vec().into_iter().map(|Reverse(p)| InFlight { index: 0, ..p }).collect();
-    let own_rows: Vec<_> = e.own_rows.iter().map(|&row| (row != NO_ROW).then(|| e.rows[row as usize])).collect();
-    let tenant_rows = (&e.rows[e.no_tenant_row], own_rows);
-    format!("{:?} {:?} {:?} {tenant_rows:?} {port:?} {in_flight:?} {:?}", e.tenants, e.class_stages, &e.rows[..e.class_rows], e.burst_stats())
+    let own_rows: Vec<_> = e.own_rows.iter().map(|&row| (row != NO_ROW).then(|| e.rows.counters(row as usize))).collect();
+    let tenant_rows = (e.rows.counters(e.no_tenant_row), own_rows);
+    format!("{:?} {:?} {:?} {tenant_rows:?} {port:?} {in_flight:?} {:?}", e.tenants, e.class_stages, e.rows.counters_of(0..e.class_rows), e.burst_stats())
 }
 
 #[test]
@@ -696,4 +696,32 @@ fn a_timeline_gives_every_tenant_its_own_row() {
     let keys = e.row_keys();
     let names: Vec<_> = e.own_rows.iter().map(|&row| keys[row as usize].clone()).collect();
     assert_eq!(names, ["a", "b", "c"].map(|name| (Some(name.to_string()), None)));
+}
+
+/// Tenants whose classes have no contract keep no class stages; a tenant added or changed with
+/// a class contract makes them all, and the enforcer goes on as one that had them all along.
+#[test]
+fn class_stages_are_made_when_a_class_contract_first_needs_them() {
+    let (tenants, port) = tenants_a_b_c();
+    let plain = |t: &TenantQos| tenant(&t.name, t.contract, vec![Contract::default(); t.classes.len()]);
+    let mut s = spec(vec![plain(&tenants[0]), plain(&tenants[1])]);
+    s.port = Some(port);
+    let mut e = enforcer(s);
+    run(&mut e, &early_traffic());
+    assert!(e.class_stages.is_empty() && e.class_rows == 3);
+    assert!(e.append(vec![tenants[2].clone()]));
+    assert_eq!(e.class_stages.len(), 4);
+    let mut fresh = enforcer(QosSpec { port: Some(port), ..spec(vec![plain(&tenants[0]), plain(&tenants[1]), tenants[2].clone()]) });
+    run(&mut fresh, &early_traffic());
+    let later: Vec<_> = (0..12).map(|i| (packet((2 * MS + i * 100) as i64, 100), verdict((i % 3) as i32, (i % 2) as i32, ALLOW))).collect();
+    assert_eq!(run(&mut e, &later), run(&mut fresh, &later));
+    let mut changed = plain(&tenants[1]);
+    changed.classes[1].contract = tenants[1].classes[1].contract;
+    let mut e = enforcer(QosSpec { port: Some(port), ..spec(vec![plain(&tenants[0]), plain(&tenants[1])]) });
+    assert!(e.class_stages.is_empty() && e.replace_contracts(vec![(1, changed.clone())]));
+    let mut fresh = enforcer(QosSpec { port: Some(port), ..spec(vec![plain(&tenants[0]), changed]) });
+    assert_eq!(run(&mut e, &later), run(&mut fresh, &later));
+    e.drain();
+    fresh.drain();
+    assert_eq!(e.stats(), fresh.stats());
 }

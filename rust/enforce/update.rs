@@ -7,11 +7,10 @@
 use std::cmp::Reverse;
 use std::hash::BuildHasher;
 
-use bytemuck::Zeroable;
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use super::kept::{Kept, TermsPool};
-use super::stats::RowCounters;
+use super::rows::StatsRows;
 use super::{ClassQos, Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
 use crate::bursts::TenantBursts;
 use crate::shaping::port::check_queues;
@@ -37,10 +36,12 @@ impl Enforcer {
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
         // Packets read these at random: huge pages spare a TLB miss per packet when they are large.
         let class_count = names.iter().filter_map(|name| by_name.get(name.as_str())).map(|qos| qos.classes.len()).sum();
+        let keep_class_stages = names.iter().filter_map(|name| by_name.get(name.as_str())).any(|qos| classes_enforced(qos));
         // Of their exact sizes and room for tenants added later (`append`): grown by pushes,
         // they would keep up to half again as slack, and copy themselves whole on the way.
         let mut tenants = crate::memory::with_capacity(names.len() + room_for(names.len()));
-        let mut class_stages = crate::memory::with_capacity(class_count + room_for(class_count));
+        let mut class_stages = crate::memory::with_capacity(if keep_class_stages { class_count + room_for(class_count) } else { 0 });
+        let mut class_rows = 0;
         let mut contracts = Vec::with_capacity(names.len() + room_for(names.len()));
         let mut terms = TermsPool::default();
         let (mut queues, mut queue_scopes) = (Vec::with_capacity(class_count), Vec::with_capacity(class_count));
@@ -56,14 +57,16 @@ impl Enforcer {
                 .map(|(_, stage, classes)| (stage, classes))
                 .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
             stage.profile = profiles.of(&qos.contract);
-            // A class with a burst profile has a stage to switch, read as any enforced class's.
-            stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default() || c.on_burst.is_some());
-            for (class_stage, class) in classes.iter_mut().zip(&qos.classes) {
-                class_stage.profile = profiles.of(&class.contract);
-            }
+            stage.classes_enforced = classes_enforced(qos);
             stage.lane = lane(&profiles, &stage, &spec);
-            tenants.push(TenantState { stage, first_row: class_stages.len() as u32, classes: qos.classes.len() as u32 });
-            class_stages.extend(classes);
+            tenants.push(TenantState { stage, first_row: class_rows as u32, classes: qos.classes.len() as u32 });
+            class_rows += qos.classes.len();
+            if keep_class_stages {
+                for (class_stage, class) in classes.iter_mut().zip(&qos.classes) {
+                    class_stage.profile = profiles.of(&class.contract);
+                }
+                class_stages.extend(classes);
+            }
             queues.extend(qos.classes.iter().map(|class| class.queue));
             queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
             contracts.push(terms.keep(qos));
@@ -73,9 +76,9 @@ impl Enforcer {
         let queue_scopes = if spec.port.is_some() { queue_scopes } else { Vec::new() };
         self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
         self.archive_rows(&old_keys);
-        self.class_rows = class_stages.len();
+        self.class_rows = class_rows;
         self.no_tenant_row = self.class_rows + room_for(self.class_rows);
-        self.rows = crate::memory::zeroed_vec(self.no_tenant_row + 1);
+        self.rows = StatsRows::zeroed(self.no_tenant_row + 1);
         self.own_rows = Vec::with_capacity(names.len() + room_for(names.len()));
         self.own_rows.resize(names.len(), NO_ROW);
         self.free_rows = Vec::new();
@@ -128,9 +131,14 @@ impl Enforcer {
                 continue;
             }
             let stage = self.fresh_stage(&qos);
+            if stage.classes_enforced {
+                self.make_class_stages();
+            }
             let first = self.tenants[index].first_row as usize;
-            for (c, class) in qos.classes.iter().enumerate() {
-                self.class_stages[first + c] = self.fresh_class_stage(class);
+            if !self.class_stages.is_empty() {
+                for (c, class) in qos.classes.iter().enumerate() {
+                    self.class_stages[first + c] = class_stage(&mut self.profiles, class);
+                }
             }
             self.tenants[index].stage = stage;
             let kept = self.terms.keep(&qos);
@@ -209,10 +217,15 @@ impl Enforcer {
         let first = self.tenants[index..].iter().find(|t| t.classes > 0).map_or(self.class_rows, |t| t.first_row as usize);
         let rows = first..first + count;
         let stage = self.fresh_stage(&qos);
-        let class_stages: Vec<Stage> = qos.classes.iter().map(|class| self.fresh_class_stage(class)).collect();
-        self.class_stages.splice(first..first, class_stages);
+        if stage.classes_enforced {
+            self.make_class_stages();
+        }
+        if stage.classes_enforced || !self.class_stages.is_empty() {
+            let class_stages: Vec<Stage> = qos.classes.iter().map(|class| class_stage(&mut self.profiles, class)).collect();
+            self.class_stages.splice(first..first, class_stages);
+        }
         // The room's first rows (zero, unnamed) move before the later tenants' class rows.
-        self.rows[first..self.class_rows + count].rotate_right(count);
+        self.rows.rotate_right(first..self.class_rows + count, count);
         self.class_rows += count;
         self.renumber_rows(index, |row| if row >= first as u32 { row + count as u32 } else { row });
         self.tenants.insert(index, TenantState { stage, first_row: first as u32, classes: count as u32 });
@@ -250,7 +263,7 @@ impl Enforcer {
         let own_row = self.own_rows.remove(index);
         if own_row != NO_ROW {
             self.archive_row(own_row as usize, (Some(name), None));
-            self.rows[own_row as usize] = RowCounters::zeroed();
+            self.rows.zero(own_row as usize..own_row as usize + 1);
             self.free_rows.push(own_row);
         }
         self.remove_rows(index, rows.clone());
@@ -316,10 +329,11 @@ impl Enforcer {
             return;
         }
         self.renumber_rows(index, |row| if row >= rows.end as u32 { row - count as u32 } else { row });
-        self.class_stages.drain(rows.clone());
-        self.rows[rows.start..self.class_rows].rotate_left(count);
-        let freed = self.class_rows - count..self.class_rows;
-        self.rows[freed].fill(RowCounters::zeroed());
+        if !self.class_stages.is_empty() {
+            self.class_stages.drain(rows.clone());
+        }
+        self.rows.rotate_left(rows.start..self.class_rows, count);
+        self.rows.zero(self.class_rows - count..self.class_rows);
         self.class_rows -= count;
     }
 
@@ -341,16 +355,21 @@ impl Enforcer {
     fn fresh_stage(&mut self, qos: &TenantQos) -> Stage {
         let mut stage = Stage::new(&qos.contract);
         stage.profile = self.profiles.of(&qos.contract);
-        // A class with a burst profile has a stage to switch, read as any enforced class's.
-        stage.classes_enforced = qos.classes.iter().any(|c| c.contract != Contract::default() || c.on_burst.is_some());
+        stage.classes_enforced = classes_enforced(qos);
         stage.lane = lane(&self.profiles, &stage, &self.spec);
         stage
     }
 
-    fn fresh_class_stage(&mut self, class: &ClassQos) -> Stage {
-        let mut stage = Stage::new(&class.contract);
-        stage.profile = self.profiles.of(&class.contract);
-        stage
+    /// Every class row's stage, fresh, if none is kept: each was fresh while no tenant's classes
+    /// were enforced (none was ever read).
+    fn make_class_stages(&mut self) {
+        if self.class_stages.len() == self.class_rows {
+            return;
+        }
+        let Enforcer { contracts, profiles, .. } = self;
+        let mut stages = crate::memory::with_capacity(self.no_tenant_row);
+        stages.extend(contracts.iter().flat_map(|kept| kept.classes()).map(|class| class_stage(profiles, class)));
+        self.class_stages = stages;
     }
 
     /// The port queues to which `changes` give a new configuration: (queue, old, new).
@@ -396,7 +415,12 @@ impl Enforcer {
             .filter(|(_, kept)| kept.has_contract())
             .map(|(state, kept)| {
                 let first = state.first_row as usize;
-                let classes = class_stages[first..first + state.classes as usize].to_vec();
+                // None kept: each was fresh.
+                let classes = if class_stages.is_empty() {
+                    kept.classes().iter().map(|class| Stage::new(&class.contract)).collect()
+                } else {
+                    class_stages[first..first + state.classes as usize].to_vec()
+                };
                 (kept.name.clone(), (kept, state.stage, classes))
             })
             .collect()
@@ -446,7 +470,7 @@ impl Enforcer {
 
     /// Statistics row `row`'s counters, into the archive under `key` (its).
     fn archive_row(&mut self, row: usize, key: StatsKey) {
-        let counters = self.rows[row].counters();
+        let counters = self.rows.counters(row);
         if counters.packets > 0 {
             self.archive.entry(key).or_default().counters.add(&counters);
         }
@@ -494,6 +518,19 @@ impl Enforcer {
 /// The keys of the class rows of `contracts`' tenants, by row.
 fn class_keys(contracts: &[Kept]) -> Vec<StatsKey> {
     contracts.iter().flat_map(|kept| (0..kept.classes().len()).map(|c| (Some(kept.name.to_string()), Some(c as u16)))).collect()
+}
+
+/// Whether `qos`'s class stages are read: a class has a contract, or a burst profile (a stage
+/// to switch, read as any enforced class's).
+fn classes_enforced(qos: &TenantQos) -> bool {
+    qos.classes.iter().any(|c| c.contract != Contract::default() || c.on_burst.is_some())
+}
+
+/// A fresh stage for `class`, with its profile.
+fn class_stage(profiles: &mut Profiles, class: &ClassQos) -> Stage {
+    let mut stage = Stage::new(&class.contract);
+    stage.profile = profiles.of(&class.contract);
+    stage
 }
 
 /// Room for tenants or classes added after `count`, until a full retarget makes more.

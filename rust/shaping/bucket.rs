@@ -23,7 +23,9 @@ pub fn bucket_bytes(rate: u64) -> u64 {
 #[derive(Debug, Clone)]
 pub(super) struct Bucket {
     rate: NonZeroU64,
-    depth: i128,
+    /// In bytes, not units: a port's thousands of queues keep 16 bytes less each, and each use
+    /// multiplies by the unit.
+    depth_bytes: u64,
     /// Tokens at tick `at`; below zero only after a frame larger than the bucket.
     tokens: i128,
     at: Tick,
@@ -33,20 +35,26 @@ impl Bucket {
     /// A full bucket at `rate` bytes/s, `depth_bytes` deep; `unit` is the token units in a byte
     /// (1e9 x line_rate).
     pub(super) fn new(rate: NonZeroU64, depth_bytes: u64, unit: i128) -> Self {
-        let depth = i128::from(depth_bytes) * unit;
-        Bucket { rate, depth, tokens: depth, at: 0 }
+        Bucket { rate, depth_bytes, tokens: i128::from(depth_bytes) * unit, at: 0 }
     }
 
     /// This bucket at a new `rate` and `depth_bytes` from `now` on, with the tokens it holds
     /// then (at most the new depth): a change of contract neither refills nor empties it.
     pub(super) fn retuned(&self, rate: NonZeroU64, depth_bytes: u64, unit: i128, now: Tick) -> Self {
         let depth = i128::from(depth_bytes) * unit;
-        Bucket { rate, depth, tokens: self.tokens_at(now.max(self.at)).min(depth), at: now.max(self.at) }
+        Bucket { rate, depth_bytes, tokens: self.tokens_at(now.max(self.at), unit).min(depth), at: now.max(self.at) }
+    }
+
+    /// The depth in token units.
+    #[inline]
+    fn depth(&self, unit: i128) -> i128 {
+        i128::from(self.depth_bytes) * unit
     }
 
     /// Tokens at `now` (not before the last charge).
-    fn tokens_at(&self, now: Tick) -> i128 {
-        let missing = self.depth - self.tokens;
+    fn tokens_at(&self, now: Tick, unit: i128) -> i128 {
+        let depth = self.depth(unit);
+        let missing = depth - self.tokens;
         if missing <= 0 {
             return self.tokens;
         }
@@ -54,14 +62,19 @@ impl Bucket {
         // `missing` by the rate took a 128-bit division on every charge.
         match (now - self.at).checked_mul(u128::from(self.rate.get())) {
             Some(gained) if gained < missing as u128 => self.tokens + gained as i128,
-            _ => self.depth,
+            _ => depth,
         }
     }
 
     /// The first tick from which the bucket holds `need` units (or is full, if `need` is more
     /// than it can hold): from then on a frame of that size may pass.
-    pub(super) fn ready_at(&self, need: i128) -> Tick {
-        let need = need.min(self.depth);
+    pub(super) fn ready_at(&self, need: i128, unit: i128) -> Tick {
+        // Holding `need`, it holds the least of `need` and its depth: the depth is worked out
+        // (a multiplication) only when it must.
+        if self.tokens >= need {
+            return self.at;
+        }
+        let need = need.min(self.depth(unit));
         if self.tokens >= need {
             self.at
         } else {
@@ -70,8 +83,8 @@ impl Bucket {
     }
 
     /// Takes `amount` units at `now`.
-    pub(super) fn charge(&mut self, now: Tick, amount: i128) {
-        self.tokens = self.tokens_at(now) - amount;
+    pub(super) fn charge(&mut self, now: Tick, amount: i128, unit: i128) {
+        self.tokens = self.tokens_at(now, unit) - amount;
         self.at = now;
     }
 }

@@ -528,10 +528,10 @@ impl Port {
                 state.bytes -= u64::from(waiting.bytes);
                 let amount = i128::from(waiting.bytes) * unit;
                 if let Some(ceil) = &mut state.ceil {
-                    ceil.charge(now, amount);
+                    ceil.charge(now, amount, unit);
                 }
                 if phase == Phase::Guaranteed {
-                    state.guarantee.as_mut().expect("only guaranteed queues send in this phase").charge(now, amount);
+                    state.guarantee.as_mut().expect("only guaranteed queues send in this phase").charge(now, amount, unit);
                 }
                 self.transmit(now, waiting);
                 self.refresh(queue, now);
@@ -569,9 +569,9 @@ impl Port {
             self.set_timer(queue, None);
             return;
         };
-        let need = i128::from(head.bytes) * self.unit;
-        let borrow_from = state.ceil.as_ref().map_or(0, |b| b.ready_at(need));
-        let guaranteed_from = state.guarantee.as_ref().map_or(Tick::MAX, |b| b.ready_at(need)).max(borrow_from);
+        let (unit, need) = (self.unit, i128::from(head.bytes) * self.unit);
+        let borrow_from = state.ceil.as_ref().map_or(0, |b| b.ready_at(need, unit));
+        let guaranteed_from = state.guarantee.as_ref().map_or(Tick::MAX, |b| b.ready_at(need, unit)).max(borrow_from);
         self.set_membership(Phase::Borrowed, queue, borrow_from <= now);
         self.set_membership(Phase::Guaranteed, queue, guaranteed_from <= now);
         // The first of the two still ahead (the guarantee's never comes before the ceiling's).
