@@ -388,6 +388,9 @@ impl Detector {
     /// refers to any more): their open events end at `now`, their totals stay, and the later
     /// monitors' and class slots' indexes move down.
     fn take_out(&mut self, classes: std::ops::Range<usize>, mut gone: Vec<u32>, now: u64) {
+        if gone.is_empty() && classes.is_empty() {
+            return; // nothing moves: the common case, a tenant with no scope
+        }
         self.class_slots.drain(classes.clone());
         gone.sort_unstable();
         let retired = gone.iter().rev().map(|&m| (self.hot.remove(m as usize), self.monitors.remove(m as usize))).collect();
