@@ -42,7 +42,7 @@ use adaptive::Adaptive;
 pub use adaptive::{profile_event_fields, ProfileCounts, ProfileEvent, ProfileId, SwitchCause};
 use chunks::Given;
 pub use chunks::{Chunks, Classified};
-pub use inputs::{BurstRow, ClassInput, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
+pub use inputs::{BurstRow, ClassInput, InputPool, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
 use kept::{Kept, TermsPool};
 use metered::{shape, Metered};
 use rows::StatsRows;

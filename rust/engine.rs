@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 
 use crate::chunked_vec::{GroupedVec, PairedVec};
 use crate::classify::{first_match, prefix_mask, Fields, Forest, Key, Match, Payload, Ranked, Rule, RuleTable, DEAD, NO_RULE};
-use crate::enforce::{Processed, QosInputs, QosSpec, QosStats, StatsKey};
+use crate::enforce::{InputPool, Processed, QosInputs, QosSpec, QosStats, StatsKey};
 use crate::error::CoreError;
 use crate::memory::prefetch;
 use crate::parse::{PacketInfo, Status, Tunnel};
@@ -542,6 +542,8 @@ pub struct Engine {
     qos: Mutex<QosPipeline>,
     /// The QoS inputs of the tenants [`Engine::apply`] installed, by tenant position.
     qos_inputs: Mutex<QosInputs>,
+    /// The inputs `qos_inputs` holds, each once for the tenants that give it.
+    input_pool: Mutex<InputPool>,
 }
 
 impl Engine {
@@ -561,6 +563,7 @@ impl Engine {
             rebuilds: Mutex::default(),
             qos: Mutex::new(QosPipeline::new(threads)?),
             qos_inputs: Mutex::default(),
+            input_pool: Mutex::default(),
         };
         engine.update(spec)?;
         Ok(engine)

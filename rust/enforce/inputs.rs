@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use rustc_hash::FxHashSet;
+
 use super::{BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
 use crate::chunked_vec::GroupedVec;
@@ -41,7 +43,7 @@ fn shaper_row(given: &Bound<'_, PyAny>) -> PyResult<Option<Box<ShaperRow>>> {
 }
 
 /// A meter, every default filled in (`kind` 0: none). Rates in bytes per second, sizes in bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct MeterRow {
     /// 0 none, 1 srtcm, 2 trtcm, 3 rfc4115.
@@ -62,7 +64,7 @@ pub struct MeterRow {
 }
 
 /// A shaper (`rate` 0: none), every default filled in.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct ShaperRow {
     pub rate: u64,
@@ -72,7 +74,7 @@ pub struct ShaperRow {
 }
 
 /// A scope's `microburst` setting, its threshold resolved to bit/s.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct BurstRow {
     pub window_ns: u64,
@@ -83,7 +85,7 @@ pub struct BurstRow {
 
 /// A class of a tenant: its contract and the inputs of its port queue (what is rare boxed: a
 /// class is kept per tenant).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct ClassInput {
     pub priority: u8,
@@ -108,7 +110,7 @@ pub struct ClassInput {
 
 /// An adaptive profile as the policy gives it: what it changes of the tenant's contract and
 /// port queues (`None`: as the tenant has it).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct ProfileInput {
     pub meter: Option<MeterRow>,
@@ -127,7 +129,7 @@ pub struct ProfileInput {
 /// A tenant's QoS as compiled from its part of the policy alone (so it is compiled once and
 /// kept while the tenant does not change); its weight is the policy's business. What is rare
 /// is boxed: it is kept per tenant.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct TenantInput {
     pub name: String,
@@ -253,11 +255,12 @@ fn contract(meter: Option<&MeterRow>, shaper: Option<&ShaperRow>) -> Result<Cont
 }
 
 impl TenantInput {
-    /// The tenant's contracts and port queues, its port weight being `weight`.
-    pub fn resolve(&self, weight: u32, port: Option<&PortInput>) -> Result<TenantQos, CoreError> {
+    /// The contracts and port queues of the tenant `name` (the inputs an engine keeps have no
+    /// name: [`InputPool`]), its port weight being `weight`.
+    pub fn resolve(&self, name: &str, weight: u32, port: Option<&PortInput>) -> Result<TenantQos, CoreError> {
         let place = |class: Option<usize>| match class {
-            Some(c) => format!("tenant '{}', class {c}", self.name),
-            None => format!("tenant '{}'", self.name),
+            Some(c) => format!("tenant '{name}', class {c}"),
+            None => format!("tenant '{name}'"),
         };
         let queues = self.port_queues(weight, port).map_err(|e| e.within(place(None)))?;
         // Pushed into a vector of the exact size: collected through a `Result`, it would hold room for four.
@@ -279,7 +282,7 @@ impl TenantInput {
             Ok::<_, CoreError>(Box::new(BurstProfile { profile: profile(p, "on_burst")?, hold_ns: p.hold_ns, max_switches_per_s: p.max_switches_per_s }))
         });
         let on_overload = self.on_overload.as_ref().map(|p| profile(p, "on_overload").map(Box::new));
-        Ok(TenantQos { name: self.name.clone(), contract, classes, on_burst: on_burst.transpose()?, on_overload: on_overload.transpose()? })
+        Ok(TenantQos { name: name.to_string(), contract, classes, on_burst: on_burst.transpose()?, on_overload: on_overload.transpose()? })
     }
 
     /// `given` applied to the tenant's `normal` contract and queues.
@@ -361,10 +364,10 @@ impl TenantInput {
         }
     }
 
-    /// Its microburst settings and its classes'.
-    pub fn bursts(&self) -> TenantBursts {
+    /// The microburst settings of the tenant `name` and its classes'.
+    pub fn bursts(&self, name: &str) -> TenantBursts {
         let classes = self.classes.iter().enumerate().filter_map(|(c, class)| Some((c as u16, class.microburst.as_ref()?.config()))).collect();
-        TenantBursts { name: self.name.clone(), tenant: self.microburst.as_ref().map(|b| b.config()), classes }
+        TenantBursts { name: name.to_string(), tenant: self.microburst.as_ref().map(|b| b.config()), classes }
     }
 }
 
@@ -410,19 +413,19 @@ pub struct QosInputs {
 }
 
 impl QosInputs {
-    /// The spec of these inputs, checked ([`QosSpec::check`]).
-    pub fn spec(&self) -> Result<QosSpec, CoreError> {
+    /// The spec of these inputs, checked ([`QosSpec::check`]), tenant `at` being named `name(at)`.
+    pub fn spec<'a>(&self, name: impl Fn(usize) -> &'a str) -> Result<QosSpec, CoreError> {
         if self.weights.len() != self.tenants.len() {
             return Err(CoreError::spec(format!("{} weights for {} tenants", self.weights.len(), self.tenants.len())));
         }
         let port = self.settings.port.as_ref();
         let mut tenants = Vec::with_capacity(self.tenants.len()); // exact: collected through a `Result`, it would grow by doubling
-        for (tenant, &weight) in self.tenants.iter().zip(self.weights.iter()) {
-            tenants.push(tenant.resolve(weight, port)?);
+        for (at, (tenant, &weight)) in self.tenants.iter().zip(self.weights.iter()).enumerate() {
+            tenants.push(tenant.resolve(name(at), weight, port)?);
         }
         let bursts = BurstSpec {
             port: port.map(|p| p.microburst.config()),
-            tenants: self.tenants.iter().map(|t| t.bursts()).filter(|b| b.tenant.is_some() || !b.classes.is_empty()).collect(),
+            tenants: self.tenants.iter().enumerate().map(|(at, t)| t.bursts(name(at))).filter(|b| b.tenant.is_some() || !b.classes.is_empty()).collect(),
             poll_ns: self.settings.poll_ns.clone(),
         };
         let count = Count::try_from(self.settings.byte_count).map_err(|e| e.within("count"))?;
@@ -430,6 +433,33 @@ impl QosInputs {
         let spec = QosSpec { count, color_map: self.settings.color_map()?, port: self.settings.port()?, tenants, bursts, overload };
         spec.check()?;
         Ok(spec)
+    }
+}
+
+/// The QoS inputs an engine keeps, once for all the tenants that give equal ones (a policy
+/// sells a few tiers to many tenants): kept without the name (the engine's tables have it) and
+/// shared by content, so that a simple tenant costs a pointer here instead of its inputs.
+#[derive(Debug, Default)]
+pub struct InputPool {
+    kept: FxHashSet<Arc<TenantInput>>,
+    /// The size at which those no tenant holds any more are let go.
+    sweep_at: usize,
+}
+
+impl InputPool {
+    /// `input` without its name: the one kept if an equal one is, else kept from now on.
+    pub fn share(&mut self, mut input: TenantInput) -> Arc<TenantInput> {
+        input.name = String::new();
+        if let Some(kept) = self.kept.get(&input) {
+            return Arc::clone(kept);
+        }
+        if self.kept.len() >= self.sweep_at {
+            self.kept.retain(|kept| Arc::strong_count(kept) > 1); // amortised: the size to come doubles
+            self.sweep_at = (2 * self.kept.len()).max(64);
+        }
+        let input = Arc::new(input);
+        self.kept.insert(Arc::clone(&input));
+        input
     }
 }
 
@@ -469,14 +499,25 @@ mod tests {
     }
 
     #[test]
+    fn the_pool_shares_equal_inputs_and_lets_go_of_those_no_tenant_holds() {
+        let mut pool = InputPool::default();
+        let (a, b) = (pool.share(tenant(0, vec![class(0, 1)])), pool.share(TenantInput { name: "b".into(), ..tenant(0, vec![class(0, 1)]) }));
+        assert!(Arc::ptr_eq(&a, &b) && a.name.is_empty());
+        for rate in 1..=1000 {
+            pool.share(TenantInput { rate, ..tenant(0, vec![]) }); // held by no tenant
+        }
+        assert!(pool.kept.len() <= 129 && pool.kept.contains(&*a), "{}", pool.kept.len());
+    }
+
+    #[test]
     fn refusals_name_the_tenant_and_class() {
         let bad_meter = TenantInput {
             classes: vec![ClassInput { meter: Some(Box::new(MeterRow { kind: 9, ..MeterRow::default() })), ..class(0, 1) }],
             ..tenant(0, vec![])
         };
-        let err = bad_meter.resolve(1, None).unwrap_err().to_string();
+        let err = bad_meter.resolve("a", 1, None).unwrap_err().to_string();
         assert!(err.contains("tenant 'a', class 0") && err.contains("meter kind 9"), "{err}");
-        let heavy = tenant(0, vec![class(0, u32::MAX)]).resolve(2, None).unwrap_err().to_string();
+        let heavy = tenant(0, vec![class(0, u32::MAX)]).resolve("a", 2, None).unwrap_err().to_string();
         assert!(heavy.contains("port weight"), "{heavy}");
         let srtcm = MeterRow { kind: 1, byte_count: 1, actions: [0, 0, 2], ..MeterRow::default() };
         let inputs = QosInputs {
@@ -484,7 +525,8 @@ mod tests {
             weights: vec![1].into(),
             ..QosInputs::default()
         };
-        assert!(inputs.spec().unwrap_err().to_string().contains("srTCM CIR is 0"));
-        assert!(QosInputs { weights: GroupedVec::default(), ..inputs }.spec().unwrap_err().to_string().contains("0 weights for 1 tenants"));
+        assert!(inputs.spec(|_| "a").unwrap_err().to_string().contains("srTCM CIR is 0"));
+        let no_weights = QosInputs { weights: GroupedVec::default(), ..inputs };
+        assert!(no_weights.spec(|_| "a").unwrap_err().to_string().contains("0 weights for 1 tenants"));
     }
 }

@@ -275,8 +275,9 @@ impl Edit<'_> {
                 let tables = self.tables(tables, Some(&old), at)?;
                 self.unroute(at);
                 self.place(at, tables, route);
-                if *qos[at] != input {
-                    qos.set(at, Arc::new(input));
+                let input = self.engine.input_pool.lock().unwrap_or_else(|p| p.into_inner()).share(input);
+                if !Arc::ptr_eq(&qos[at], &input) {
+                    qos.set(at, input);
                 }
             }
             TenantOp::Insert { at, tenant } if at <= count => {
@@ -290,7 +291,7 @@ impl Edit<'_> {
                 self.next.data_path.insert(at, TenantHead::default(), None);
                 self.next.routes.insert(at, KeptRoute::Other(Arc::default()));
                 self.place(at, tables, route);
-                qos.insert(at, Arc::new(input));
+                qos.insert(at, self.engine.input_pool.lock().unwrap_or_else(|p| p.into_inner()).share(input));
                 weights.insert(at, 1);
             }
             TenantOp::Remove { at } if at < count => {
@@ -368,18 +369,22 @@ impl Engine {
         if let Some(settings) = delta.settings {
             inputs.settings = settings;
         }
-        let resolve = |at: usize| inputs.tenants[at].resolve(inputs.weights[at], inputs.settings.port.as_ref());
+        let name = |at: usize| &*edit.next.tenants[at].name;
+        let resolve = |at: usize| inputs.tenants[at].resolve(name(at), inputs.weights[at], inputs.settings.port.as_ref());
         let change = match shape {
             QosShape::Replaced(rescoped) => {
                 let contracts = replaced.iter().map(|&at| Ok((at, resolve(at)?))).collect::<Result<_, CoreError>>()?;
-                QosChange::Replaced(contracts, rescoped.into_iter().map(|at| Ok((at, watched(&inputs, at..at + 1)?.pop()))).collect::<Result<_, CoreError>>()?)
+                QosChange::Replaced(
+                    contracts,
+                    rescoped.into_iter().map(|at| Ok((at, watched(&inputs, at..at + 1, name)?.pop()))).collect::<Result<_, CoreError>>()?,
+                )
             }
             QosShape::Inserted(first, added) => {
                 let added_qos = (first..first + added).map(|at| checked_alone(resolve(at)?)).collect::<Result<_, CoreError>>()?;
-                QosChange::Inserted(first, added_qos, watched(&inputs, first..first + added)?)
+                QosChange::Inserted(first, added_qos, watched(&inputs, first..first + added, name)?)
             }
             QosShape::Removed(positions) => QosChange::Removed(positions),
-            QosShape::Full => QosChange::Full(Box::new(inputs.spec()?)),
+            QosShape::Full => QosChange::Full(Box::new(inputs.spec(name)?)),
         };
         let (tables, report) = edit.finish(delta.unknown_action)?;
         let worn: Vec<String> = replaced.iter().filter_map(|&at| tables.tenants.get(at)).filter(|t| t.table.is_worn()).map(|t| t.name.to_string()).collect();
@@ -420,7 +425,7 @@ impl Engine {
         }
         let spec = match full_spec {
             Some(spec) => spec,
-            None => inputs.spec()?,
+            None => inputs.spec(|at| &*tables.tenants[at].name)?,
         };
         let names = tables.tenant_names();
         qos.stage(spec);
@@ -488,7 +493,7 @@ fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> 
         let TenantOp::Replace { at, tenant } = op else { return None };
         let (old_tables, old) = (current.tenants.get(*at)?, inputs.tenants.get(*at)?);
         let new = &tenant.qos;
-        if *old_tables.name != tenant.tables.name || old.name != new.name {
+        if *old_tables.name != tenant.tables.name {
             return None;
         }
         replaced.push(*at);
@@ -525,8 +530,9 @@ fn checked_alone(qos: TenantQos) -> Result<TenantQos, CoreError> {
 
 /// The microburst settings of the tenants at `positions` that have any, checked as
 /// [`QosSpec::check`] checks them.
-fn watched(inputs: &QosInputs, positions: std::ops::Range<usize>) -> Result<Vec<TenantBursts>, CoreError> {
-    let tenants: Vec<TenantBursts> = positions.map(|at| inputs.tenants[at].bursts()).filter(|b| b.tenant.is_some() || !b.classes.is_empty()).collect();
+fn watched<'a>(inputs: &QosInputs, positions: std::ops::Range<usize>, name: impl Fn(usize) -> &'a str) -> Result<Vec<TenantBursts>, CoreError> {
+    let bursts = positions.map(|at| inputs.tenants[at].bursts(name(at)));
+    let tenants: Vec<TenantBursts> = bursts.filter(|b| b.tenant.is_some() || !b.classes.is_empty()).collect();
     if tenants.is_empty() {
         return Ok(tenants);
     }
@@ -710,10 +716,25 @@ mod tests {
     }
 
     #[test]
+    fn tenants_with_equal_contracts_share_one_kept_input_and_a_changed_one_gets_its_own() {
+        let engine = engine(&[("a", 10), ("b", 20), ("c", 30)]);
+        let kept = |at: usize| Arc::clone(&engine.qos_inputs.lock().unwrap().tenants[at]);
+        assert!(Arc::ptr_eq(&kept(0), &kept(2)) && kept(0).name.is_empty(), "one input, no name");
+        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: metered("b", 20, 1000) }], ..Delta::default() }).unwrap();
+        assert!(!Arc::ptr_eq(&kept(0), &kept(1)) && Arc::ptr_eq(&kept(0), &kept(2)));
+        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 2, tenant: metered("c", 30, 1000) }], ..Delta::default() }).unwrap();
+        assert!(Arc::ptr_eq(&kept(1), &kept(2)), "c's new contract is b's");
+        let tables = engine.tables();
+        let spec = engine.qos_inputs.lock().unwrap().spec(|at| &*tables.tenants[at].name).unwrap();
+        assert_eq!(spec.tenants.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+    }
+
+    #[test]
     fn a_contract_change_reaches_the_enforcer_alone_or_through_a_full_retarget() {
         let engine = engine(&[("a", 10), ("b", 20)]);
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: metered("b", 20, 1000) }], ..Delta::default() }).unwrap();
-        let qos = engine.qos_inputs.lock().unwrap().spec().unwrap();
+        let tables = engine.tables();
+        let qos = engine.qos_inputs.lock().unwrap().spec(|at| &*tables.tenants[at].name).unwrap();
         assert!(qos.tenants[1].contract.meter.is_some() && qos.tenants[0].contract.meter.is_none());
         let enforced = engine.with_enforcer(|e| e.contract_of(1));
         assert_eq!(enforced, Some(qos.tenants[1].clone()));
@@ -723,7 +744,8 @@ mod tests {
     fn a_tenant_added_at_the_end_is_resolved_and_checked_alone_and_a_refused_one_changes_nothing() {
         let engine = engine(&[("a", 10), ("b", 20)]);
         engine.apply(Delta { ops: vec![insert(2, metered("c", 30, 1000))], weights: vec![(2, 3)], ..Delta::default() }).unwrap();
-        let qos = engine.qos_inputs.lock().unwrap().spec().unwrap();
+        let tables = engine.tables();
+        let qos = engine.qos_inputs.lock().unwrap().spec(|at| &*tables.tenants[at].name).unwrap();
         assert_eq!(engine.with_enforcer(|e| (0..3).map(|t| e.contract_of(t)).collect::<Vec<_>>()), qos.tenants.into_iter().map(Some).collect::<Vec<_>>());
         for (refused, why) in [(entry("a", &[40], 80), "tenant 'a' appears twice"), (metered("d", 40, 0), "tenant 'd': meter: srTCM CIR is 0")] {
             let err = engine.apply(Delta { ops: vec![insert(3, refused)], weights: vec![(3, 1)], ..Delta::default() }).unwrap_err().to_string();
