@@ -1,9 +1,10 @@
 """The control path at N tenants: full load (file to a running engine), an identical update,
 one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee), a
-tenant added and removed, and one with a microburst setting; with ``--rules N``, one tenant of
-N rules from file to a running engine.
+tenant added and removed, and one with a microburst setting; with ``--distinct``, the memory a
+tenant when no two tenants share a contract; with ``--rules N``, one tenant of N rules from file
+to a running engine.
 
-    python bench/control_path.py 100 1000 10000 100000 --rules 100000
+    python bench/control_path.py 100 1000 10000 100000 --distinct --rules 100000
 """
 
 from __future__ import annotations
@@ -115,6 +116,21 @@ def run(count: int) -> None:
     print(f"  a tenant with a microburst setting added: median {added_ms:.3f} ms; removed: {removed_ms:.3f} ms")
 
 
+def run_distinct(count: int) -> None:
+    """Resident bytes a tenant when no two tenants share a contract (each its own meter rate),
+    the case where nothing is held once for many tenants."""
+    path = Path(tempfile.mkdtemp()) / "distinct.yaml"
+    tenants = [dict(tenant(i), meter={"kind": "srtcm", "cir": f"{10_000 + i}kbps"}) for i in range(count)]
+    path.write_text(yaml.safe_dump({"port": {"rate": f"{max(400, count // 50)}Gbps", "buffer": "64MB"}, "tenants": tenants}, width=1 << 16))
+    del tenants
+    warm_up()
+    before = settled_resident_bytes()
+    engine = isolane.Engine(isolane.Policy.from_file(path))
+    gc.collect()
+    print(f"{count} tenants, every contract distinct: {(resident_bytes() - before) / count / 1024:.1f} KiB resident per tenant (policy and engine)")
+    del engine
+
+
 def run_rules(count: int) -> None:
     """One tenant of ``count`` distinct /32 rules (bench/test_policy_load_bench.py's shape)."""
     rules = [{"dst": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}/32", "dst_ports": 1000 + i % 5000, "proto": "tcp", "action": "allow"} for i in range(count)]
@@ -134,8 +150,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("tenants", nargs="*", type=int, help="policy sizes (default 1000 10000)")
     parser.add_argument("--rules", type=int, help="also one tenant of this many rules")
+    parser.add_argument("--distinct", action="store_true", help="also the memory a tenant when no two share a contract")
     args = parser.parse_args()
     for count in args.tenants or ([] if args.rules else [1000, 10000]):
         run(count)
+        if args.distinct:
+            run_distinct(count)
     if args.rules:
         run_rules(args.rules)
