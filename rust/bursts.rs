@@ -76,6 +76,13 @@ pub struct TenantBursts {
     pub classes: Vec<(u16, BurstConfig)>,
 }
 
+impl TenantBursts {
+    /// Whether any scope is watched: the tenant's own or a class's.
+    pub fn watches_any(&self) -> bool {
+        self.tenant.is_some() || !self.classes.is_empty()
+    }
+}
+
 /// A policy's microburst settings, matched to the engine's tenants by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BurstSpec {

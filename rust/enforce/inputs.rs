@@ -425,7 +425,7 @@ impl QosInputs {
         }
         let bursts = BurstSpec {
             port: port.map(|p| p.microburst.config()),
-            tenants: self.tenants.iter().enumerate().map(|(at, t)| t.bursts(name(at))).filter(|b| b.tenant.is_some() || !b.classes.is_empty()).collect(),
+            tenants: self.tenants.iter().enumerate().map(|(at, t)| t.bursts(name(at))).filter(TenantBursts::watches_any).collect(),
             poll_ns: self.settings.poll_ns.clone(),
         };
         let count = Count::try_from(self.settings.byte_count).map_err(|e| e.within("count"))?;

@@ -532,7 +532,7 @@ fn checked_alone(qos: TenantQos) -> Result<TenantQos, CoreError> {
 /// [`QosSpec::check`] checks them.
 fn watched<'a>(inputs: &QosInputs, positions: std::ops::Range<usize>, name: impl Fn(usize) -> &'a str) -> Result<Vec<TenantBursts>, CoreError> {
     let bursts = positions.map(|at| inputs.tenants[at].bursts(name(at)));
-    let tenants: Vec<TenantBursts> = bursts.filter(|b| b.tenant.is_some() || !b.classes.is_empty()).collect();
+    let tenants: Vec<TenantBursts> = bursts.filter(TenantBursts::watches_any).collect();
     if tenants.is_empty() {
         return Ok(tenants);
     }
