@@ -17,6 +17,7 @@ from isolane import policy as P
 from isolane.policy import Policy
 from isolane.policy.compile import tenant_tables
 from isolane.policy.qos import qos_context, tenant_qos
+from isolane.policy.sharing import sharing
 from isolane.policy.tenants import Tenants
 from support.policy_edits import errors_of, policy_warnings, quiet
 
@@ -62,11 +63,14 @@ def _described(value: Any) -> str:
     return {int: "an integer (1)", float: "a number (1.0)", str: "a string ('true')"}[type(value)]
 
 
-def test_equal_contracts_compile_once_under_each_name() -> None:
+def test_equal_contracts_compile_once_under_each_name_within_one_pass() -> None:
     policy = quiet(tenants({"rate": "1Gbps", "meter": {"kind": "srtcm", "cir": "1Gbps"}}, {"rate": "1Gbps", "meter": {"kind": "srtcm", "cir": "1Gbps"}}))
-    a, b = (tenant_qos(t, qos_context(policy), keep=False) for t in policy.tenants)
+    with sharing():
+        a, b = (tenant_qos(t, qos_context(policy), keep=False) for t in policy.tenants)
     assert (a.name, b.name) == ("t0", "t1")
     assert a._replace(name="t1") == b and a.meter is b.meter
+    c, d = (tenant_qos(policy.tenants[0], qos_context(policy), keep=False) for _ in range(2))  # one at a time: among the latest
+    assert c == d == a and c.meter is d.meter
 
 
 def test_compiled_qos_follows_the_context() -> None:

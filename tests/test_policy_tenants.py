@@ -85,6 +85,42 @@ def test_tenants_with_equal_contracts_classes_and_rule_values_share_them() -> No
 
 
 def test_shared_values_keep_their_type() -> None:
-    from isolane.policy.sharing import shared
+    from isolane.policy.sharing import shared, sharing
 
-    assert shared(1) is not True and shared(True) is True and shared(1.0).__class__ is float
+    with sharing():
+        assert shared(1) is not True and shared(True) is True and shared(1.0).__class__ is float
+
+
+def test_values_are_shared_within_a_read_and_nothing_is_held_after_it() -> None:
+    """Tenants of distinct contracts keep no table of them once read (docs/policy.md, memory)."""
+    import weakref
+
+    from isolane.policy import sharing as S
+    from isolane.policy.sharing import shared, sharing
+
+    class Value:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Value) and other.n == self.n
+
+        def __hash__(self) -> int:
+            return self.n
+
+    first = Value(1)
+    with sharing():
+        assert shared(Value(1)) is not first  # not seen in this scope
+        kept = shared(Value(2))
+        with sharing():  # an inner scope is the outer one
+            assert shared(Value(2)) is kept
+        held = weakref.ref(kept)
+        for n in range(S._RECENT_MOST + 1):
+            S.remember("test", n, Value(n))
+        assert all(S.recall("test", n) == Value(n) for n in range(S._RECENT_MOST + 1)), "the scope keeps every entry"
+    assert shared(first) is first
+    del kept
+    assert held() is None and S.recall("test", 0) is None, "a scope's values and entries go with it"
+    for n in range(S._RECENT_MOST + 1):
+        S.remember("test", n, Value(n))
+    assert S.recall("test", 0) is None and S.recall("test", S._RECENT_MOST) == Value(S._RECENT_MOST), "outside one, only the latest"

@@ -11,6 +11,7 @@ dicts) reports what they did; ``Engine(policy, threads=2)`` processes each batch
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,6 +28,7 @@ from isolane.policy import Policy, PolicyError, Rule, TenantTables, _Checker, _t
 from isolane.policy.claims import TenantChange
 from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP
 from isolane.policy.qos import QosContext, TenantQos, qos_context, qos_settings, tenant_qos
+from isolane.policy.sharing import sharing
 
 VERDICT_DTYPE: np.dtype = dtype_of(_core.verdict_layout())
 """One row of :meth:`Engine.classify`: ``tenant`` (-1 unknown), ``rule`` (index of the policy
@@ -255,11 +257,13 @@ Op = tuple[str, int, TenantTables | None, TenantQos | None]
 
 def _ops(changes: list[TenantChange], context: QosContext) -> list[Op]:
     ops: list[Op] = []
-    for op, at, _, new in changes:
-        if new is None:
-            ops.append((op, at, None, None))
-        else:
-            ops.append((op, at, tenant_tables(new, keep=False), tenant_qos(new, context, keep=False)))
+    # Many tenants share what they repeat for the pass; one tenant's change is compiled among the latest.
+    with sharing() if len(changes) > 1 else contextlib.nullcontext():
+        for op, at, _, new in changes:
+            if new is None:
+                ops.append((op, at, None, None))
+            else:
+                ops.append((op, at, tenant_tables(new, keep=False), tenant_qos(new, context, keep=False)))
     return ops
 
 

@@ -18,7 +18,7 @@ from isolane.parsing import dtype_of
 from isolane.policy.addresses import CompactPrefix, PortRange, _mapped
 from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP, FRAME_RULE_DSCP, MAX_PORT, NO_CLASS, RULE_FIELDS
 from isolane.policy.model import Rule, Tenant
-from isolane.policy.sharing import shared
+from isolane.policy.sharing import shared, sharing
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
@@ -213,6 +213,7 @@ def tenant_tables(tenant: Tenant, keep: bool = True) -> TenantTables:
     return tables
 
 
+@sharing()
 def _compile(policy: Policy) -> CompiledPolicy:
     vni_tenant: dict[int, int] = {}
     vlan_tenant: dict[int, int] = {}

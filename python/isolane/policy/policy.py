@@ -36,6 +36,7 @@ from isolane.policy.model import Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file
 from isolane.policy.reuse import _LIVE, read_tenant, source_digest, tenants_to_share
+from isolane.policy.sharing import sharing
 from isolane.policy.tenants import Tenants, as_tenants
 from isolane.policy.units import format_size
 from isolane.policy.validate import _Checker, _comparable_name, _spelt_apart
@@ -286,6 +287,7 @@ def _is_int(value: Any) -> bool:
     return value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
+@sharing()
 def _build(data: Any, source: str | None) -> Policy:
     ck = _Checker()
     top = ck.mapping(data, "", _TOP_KEYS, required=("tenants",))

@@ -23,7 +23,7 @@ from isolane.policy.constants import (
     PORT_MODES,
 )
 from isolane.policy.model import Contract, Meter, Microburst, Profile, Remark, Tenant
-from isolane.policy.sharing import shared
+from isolane.policy.sharing import recall, remember, shared, sharing
 from isolane.policy.units import bytes_in, default_burst, smallest_meter_burst, time_of
 
 if TYPE_CHECKING:
@@ -274,23 +274,16 @@ def _profile_row(profile: Profile | None, owner: Contract, context: QosContext) 
     )
 
 
-_COMPILED: dict[tuple[Any, ...], tuple[tuple[Any, ...], TenantQos]] = {}
-"""Compiled QoS by the identity of what it is compiled from (contracts and classes are shared
-objects, so tenants with equal contracts compile once) and the context, holding those objects
-so that their identities stay theirs."""
-_COMPILED_MOST = 1 << 12
-
-
 def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
-    """``tenant``'s compiled QoS: what is compiled for its contract, classes and profiles, under its name."""
+    """``tenant``'s compiled QoS: what is compiled for its contract, classes and profiles, under
+    its name; remembered by the identity of those parts (tenants read with equal contracts
+    share them) and the context. The cache holds the parts, so that their identities stay theirs."""
     parts = (tenant.contract, tenant.classes, tenant.on_burst, tenant.on_overload)
     key = (*map(id, parts), context)
-    found = _COMPILED.get(key)
-    if found is None or any(a is not b for a, b in zip(found[0], parts)):
+    found: tuple[tuple[Any, ...], TenantQos] | None = recall("compiled qos", key)
+    if found is None:
         found = (parts, _compile_qos_of(tenant, context))
-        if len(_COMPILED) >= _COMPILED_MOST:
-            _COMPILED.clear()
-        _COMPILED[key] = found
+        remember("compiled qos", key, found)
     return TenantQos(tenant.name, *found[1][1:])
 
 
@@ -490,6 +483,7 @@ def _shaper_arrays(rows: Sequence[ShaperRow]) -> ShaperArrays:
     return ShaperArrays(*(_column(list(c), np.uint64) for c in columns))
 
 
+@sharing()
 def _compile_qos(policy: Policy) -> CompiledQos:
     """The columns of every tenant's :func:`tenant_qos`, tenant by tenant."""
     context = qos_context(policy)

@@ -31,7 +31,7 @@ from isolane.policy.constants import (
 from isolane.policy.errors import _at, _describe, _did_you_mean, _or_list, _shown
 from isolane.policy.model import ColorAction, Contract, Meter, Port, Remark, Shaper
 from isolane.policy.profiles import read_overload
-from isolane.policy.sharing import shared
+from isolane.policy.sharing import recall, remember, shared
 from isolane.policy.units import (
     _span,
     bytes_in,
@@ -46,10 +46,6 @@ from isolane.policy.units import (
 from isolane.policy.validate_shapes import _ALPHA_LOG2, _LARGEST_QUEUE, _LONGEST_DELAY, _LONGEST_DSCP_KEY, BAD, _Bad, _Shapes
 
 _CONTRACT_KEYS = ("rate", "burst", "ceil", "meter", "shaper", "microburst")
-_CONTRACTS: dict[tuple[Any, ...], Contract] = {}
-"""Contracts read before, by the port, the largest frame and the values given (with their types:
-``True`` is not ``1``); only contracts read without an error or a warning, which name a place."""
-_CONTRACTS_MOST = 1 << 12
 _PLAIN = (str, int, float, bool)
 
 
@@ -73,18 +69,18 @@ def _contract_key(data: Mapping[str, Any]) -> tuple[Any, ...] | None:
 class _QosChecks(_Shapes):
     def contract(self, data: dict[str, Any], path: str) -> Contract:
         """A tenant's or class's contract. Policies repeat a few contracts over many tenants, so
-        one read without complaint is kept and given again for the same values."""
+        one read without complaint is remembered (by the port, the largest frame and the values
+        given, with their types: ``True`` is not ``1``) and given again for the same values.
+        Only one without complaint: a complaint names a place."""
         given = _contract_key(data)
         key = (self.egress, self.largest_frame, given) if given is not None else None
-        found = _CONTRACTS.get(key) if key is not None else None
+        found = recall("contracts", key) if key is not None else None
         if found is not None:
-            return found
+            return found  # type: ignore[no-any-return]
         errors, warnings = len(self.errors), len(self.warnings)
         contract = self._read_contract(data, path)
         if key is not None and len(self.errors) == errors and len(self.warnings) == warnings:
-            if len(_CONTRACTS) >= _CONTRACTS_MOST:
-                _CONTRACTS.clear()
-            _CONTRACTS[key] = contract
+            remember("contracts", key, contract)
         return contract
 
     def _read_contract(self, data: dict[str, Any], path: str) -> Contract:
