@@ -4,6 +4,8 @@
 //! the engine holds per tenant (counted by the allocator), then the median and p90 of one-tenant
 //! replacements, inserts at the end, removals of the last tenant, then inserts and removals in the middle. `--heap`: only the heap,
 //! then exit with the engine held (for `heaptrack`, whose leaks are then the engine's heap).
+//! `--distinct`: every tenant's meter at its own rate, so that no two tenants share a contract.
+//! `--distinct`: every tenant's meter at its own rate, so that no two tenants share a contract.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -37,7 +39,7 @@ const RUNS: usize = 200;
 const INSERTS: usize = 20;
 
 /// Tenant `i` as bench/control_path.py writes it, as the policy compiler hands it over.
-fn tenant(i: usize, rate_mbps: u64) -> Box<TenantEntry> {
+fn tenant(i: usize, rate_mbps: u64, distinct: bool) -> Box<TenantEntry> {
     let name = format!("t{i}");
     let dst = ipv4_mapped(u32::from_be_bytes([10, (i / 250 % 256) as u8, (i % 250) as u8, 0]));
     let rule = Rule { dst, dst_len: 120, dst_ports: (443, 443), proto: 6, proto_mask: 0xff, ..Rule::ANY };
@@ -51,7 +53,8 @@ fn tenant(i: usize, rate_mbps: u64) -> Box<TenantEntry> {
         default_class: 0,
     };
     let rate = rate_mbps * 125_000;
-    let meter = MeterRow { kind: 1, byte_count: 1, cir: rate, cbs: 9216, ebs: 9216, actions: [0, 0, 2], ..MeterRow::default() };
+    let cir = if distinct { 1_250_000 + i as u64 * 125 } else { rate };
+    let meter = MeterRow { kind: 1, byte_count: 1, cir, cbs: 9216, ebs: 9216, actions: [0, 0, 2], ..MeterRow::default() };
     let class = ClassInput { priority: 7, weight: 1, ceil: 125_000_000, ..ClassInput::default() };
     let qos = TenantInput { name, rate, burst: 9216, ceil: 125_000_000, meter: Some(Box::new(meter)), classes: vec![class], ..TenantInput::default() };
     Box::new(TenantEntry { tables, route: Route { vnis: vec![1000 + i as u32], ..Route::default() }, qos })
@@ -77,10 +80,10 @@ fn time(engine: &Engine, runs: usize, delta: impl Fn(usize) -> Delta) -> (f64, f
     (micros[runs / 2], micros[runs * 9 / 10])
 }
 
-fn run(count: usize, heap_only: bool) {
+fn run(count: usize, heap_only: bool, distinct: bool) {
     let before = HELD.load(Ordering::Relaxed);
     let engine = Engine::new(TablesSpec::default()).expect("an empty engine");
-    let ops = (0..count).map(|i| TenantOp::Insert { at: i, tenant: tenant(i, 10) }).collect();
+    let ops = (0..count).map(|i| TenantOp::Insert { at: i, tenant: tenant(i, 10, distinct) }).collect();
     let weights = (0..count).map(|i| (i, 1)).collect();
     engine.apply(Delta { ops, weights, settings: Some(settings()), unknown_action: 0 }).expect("the bench's policy");
     let held = HELD.load(Ordering::Relaxed) - before;
@@ -89,18 +92,18 @@ fn run(count: usize, heap_only: bool) {
         std::process::exit(0);
     }
     let replace = time(&engine, RUNS, |k| Delta {
-        ops: vec![TenantOp::Replace { at: k * 97 % count, tenant: tenant(k * 97 % count, 20 + k as u64 % 2) }],
+        ops: vec![TenantOp::Replace { at: k * 97 % count, tenant: tenant(k * 97 % count, 20 + k as u64 % 2, distinct) }],
         ..Delta::default()
     });
     let insert = time(&engine, INSERTS, |k| Delta {
-        ops: vec![TenantOp::Insert { at: count + k, tenant: tenant(count + k, 10) }],
+        ops: vec![TenantOp::Insert { at: count + k, tenant: tenant(count + k, 10, distinct) }],
         weights: vec![(count + k, 1)],
         ..Delta::default()
     });
     let remove = time(&engine, INSERTS, |k| Delta { ops: vec![TenantOp::Remove { at: count + INSERTS - 1 - k }], ..Delta::default() });
     let middle = count / 2;
     let insert_middle = time(&engine, INSERTS, |k| Delta {
-        ops: vec![TenantOp::Insert { at: middle, tenant: tenant(count + INSERTS + k, 10) }],
+        ops: vec![TenantOp::Insert { at: middle, tenant: tenant(count + INSERTS + k, 10, distinct) }],
         weights: vec![(middle, 1)],
         ..Delta::default()
     });
@@ -119,8 +122,9 @@ fn run(count: usize, heap_only: bool) {
 
 fn main() {
     let heap_only = std::env::args().any(|a| a == "--heap");
-    let counts: Vec<usize> = std::env::args().skip(1).filter(|a| a != "--heap").map(|a| a.parse().expect("a tenant count")).collect();
+    let distinct = std::env::args().any(|a| a == "--distinct");
+    let counts: Vec<usize> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).map(|a| a.parse().expect("a tenant count")).collect();
     for count in if counts.is_empty() { vec![1000, 10_000, 100_000] } else { counts } {
-        run(count, heap_only);
+        run(count, heap_only, distinct);
     }
 }

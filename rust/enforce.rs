@@ -27,7 +27,9 @@ use std::collections::BinaryHeap;
 use std::hint::select_unpredictable;
 
 use bytemuck::Zeroable;
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use std::hash::BuildHasher;
 
 use crate::bursts::{BurstEvent, Detector, FlowRow, ScopeStats};
 use crate::memory::prefetch;
@@ -59,23 +61,41 @@ fn packet_time(info: &PacketInfo) -> u64 {
 }
 
 /// What the data path needs of a contract, computed once and shared by every stage that
-/// enforces an equal one (a million tenants on a few contracts read a few profiles).
+/// enforces an equal one (a million tenants on a few contracts read a few profiles). The
+/// contract itself is not kept: [`Profile::contract`] gives it back from these.
 #[derive(Debug, Clone)]
 struct Profile {
-    meter: Option<(MeterConsts, MeterSpec)>,
+    meter: Option<MeterConsts>,
     shaper: Option<ShaperConsts>,
-    /// The same contract for the fast lane, when it has both a meter and a shaper.
-    fast: Option<MeterAndShaper>,
+    /// The meter's: the bytes it counts and its colour actions (as the spec gives them, and in
+    /// a form read without a branch).
+    meter_count: Count,
+    actions: [ColorAction; 3],
+    by_color: ColorActions,
 }
 
-/// A contract of one meter and one shaper, the common shape, as the fast lane reads it.
-#[derive(Debug, Clone)]
-struct MeterAndShaper {
-    meter: MeterConsts,
-    /// The bytes the meter counts.
-    meter_count: Count,
-    actions: ColorActions,
-    shaper: ShaperConsts,
+impl Profile {
+    fn new(contract: &Contract) -> Self {
+        // Without a meter, neither is read.
+        let (meter_count, actions) = contract.meter.map_or((Count::Inner, [ColorAction::Pass; 3]), |m| (m.count, m.actions));
+        Profile {
+            meter: contract.meter.map(|m| MeterConsts::new(&m.params)),
+            shaper: contract.shaper.as_ref().map(ShaperConsts::new),
+            meter_count,
+            actions,
+            by_color: ColorActions::new(&actions),
+        }
+    }
+
+    fn contract(&self) -> Contract {
+        let meter = self.meter.map(|m| MeterSpec { params: m.params, count: self.meter_count, actions: self.actions });
+        Contract { meter, shaper: self.shaper.map(|s| s.params) }
+    }
+
+    /// The fast lane's: a meter and a shaper.
+    fn meter_and_shaper(&self) -> Option<(&MeterConsts, &ShaperConsts)> {
+        self.meter.as_ref().zip(self.shaper.as_ref())
+    }
 }
 
 /// A meter's colour actions, by colour, in a form read without a branch.
@@ -104,28 +124,26 @@ impl ColorActions {
     }
 }
 
-/// Profiles by contract, numbered as they are first asked for.
+/// Profiles by contract, numbered as they are first asked for. The index holds numbers only
+/// (a contract is ~100 bytes, and tenants of distinct contracts have a profile each).
 #[derive(Debug, Default)]
 struct Profiles {
     list: Vec<Profile>,
-    index: FxHashMap<Contract, u32>,
+    index: HashTable<u32>,
 }
 
 impl Profiles {
     fn of(&mut self, contract: &Contract) -> u32 {
-        let list = &mut self.list;
-        *self.index.entry(*contract).or_insert_with(|| {
-            let meter = contract.meter.map(|m| (MeterConsts::new(&m.params), m));
-            let shaper = contract.shaper.as_ref().map(ShaperConsts::new);
-            let fast = meter.zip(shaper).map(|((meter, spec), shaper)| MeterAndShaper {
-                meter,
-                meter_count: spec.count,
-                actions: ColorActions::new(&spec.actions),
-                shaper,
-            });
-            list.push(Profile { meter, shaper, fast });
-            (list.len() - 1) as u32
-        })
+        let Profiles { list, index } = self;
+        let hash = FxBuildHasher.hash_one(contract);
+        let rehash = |&at: &u32| FxBuildHasher.hash_one(list[at as usize].contract());
+        let entry = index.entry(hash, |&at| list[at as usize].contract() == *contract, rehash);
+        *entry
+            .or_insert_with(|| {
+                list.push(Profile::new(contract));
+                (list.len() - 1) as u32
+            })
+            .get()
     }
 }
 
@@ -620,14 +638,15 @@ impl Enforcer {
         let row = if (verdict.cls as u32) < tenant.classes { (tenant.first_row + verdict.cls as u32) as usize } else { self.counting_row(&verdict) };
         let Enforcer { spec, tenants, profiles, rows, .. } = self;
         let tenant = &mut tenants[verdict.tenant as usize].stage;
-        let Some(contract) = &profiles[tenant.profile as usize].fast else { unreachable!("a fast lane has a fast profile") };
+        let profile = &profiles[tenant.profile as usize];
+        let Some((meter, shaper)) = profile.meter_and_shaper() else { unreachable!("a fast lane has a meter and a shaper") };
         // The meter counts the bytes the shaper does (or the tenant is not on this lane).
         let bytes = spec.count.bytes(&info);
         let incoming = spec.color_map[usize::from(info.dscp & 63)];
-        let color = tenant.meter.mark_with(&contract.meter, now, bytes, incoming);
-        let metered = contract.actions.outcome[color as usize];
-        let remark = contract.actions.remark[color as usize];
-        let offer = tenant.shaper.offer(&contract.shaper, now, bytes);
+        let color = tenant.meter.mark_with(meter, now, bytes, incoming);
+        let metered = profile.by_color.outcome[color as usize];
+        let remark = profile.by_color.remark[color as usize];
+        let offer = tenant.shaper.offer(shaper, now, bytes);
         let metered_out = metered == Outcome::DropMeter;
         let sent = !metered_out & offer.drop.is_none();
         tenant.shaper.settle(&offer, sent);
@@ -663,11 +682,9 @@ impl Enforcer {
         let tenant = &mut tenant.stage;
         let (tenant_profile, class_profile) = (&profiles[tenant.profile as usize], class.as_ref().map(|c| &profiles[c.profile as usize]));
         let mut metered = Metered::new(spec.color_map[usize::from(info.dscp & 63)]);
-        if let Some(spec) = &tenant_profile.meter {
-            metered.meter(spec, &mut tenant.meter, info, now);
-        }
-        if let (Some(spec), Some(stage), false) = (class_profile.and_then(|p| p.meter.as_ref()), class.as_deref_mut(), metered.dropped) {
-            metered.meter(spec, &mut stage.meter, info, now);
+        metered.meter(tenant_profile, &mut tenant.meter, info, now);
+        if let (Some(profile), Some(stage), false) = (class_profile, class.as_deref_mut(), metered.dropped) {
+            metered.meter(profile, &mut stage.meter, info, now);
         }
         rows.count_color(row, metered.color, bytes);
         result.color = metered.color as u8;

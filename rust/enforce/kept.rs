@@ -1,29 +1,59 @@
 //! The contracts the enforcer keeps, one per tenant: the name apart, the terms shared by every
-//! tenant of equal terms (tenants on a few plans keep a few), as [`Profiles`](super::Profiles)
-//! share what enforces them.
+//! tenant of equal terms (tenants on a few plans keep a few), and each contract in the terms as
+//! the number of its [`Profile`](super::Profile), which can give it back (a tenant of a contract
+//! of its own keeps it once, there).
 
 use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
-use super::{BurstProfile, ClassQos, Contract, ProfileQos, TenantQos};
+use super::{BurstProfile, ClassBurstProfile, ClassQos, ProfileQos, Profiles, TenantQos};
+use crate::shaping::QueueConfig;
 
 /// A tenant's contract less its name.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) struct Terms {
-    contract: Contract,
-    classes: Box<[ClassQos]>,
+    profile: u32,
+    classes: Box<[KeptClass]>,
     on_burst: Option<Box<BurstProfile>>,
     on_overload: Option<Box<ProfileQos>>,
 }
 
-impl Terms {
-    fn of(qos: &TenantQos) -> Terms {
-        Terms { contract: qos.contract, classes: qos.classes.as_slice().into(), on_burst: qos.on_burst.clone(), on_overload: qos.on_overload.clone() }
+/// A class as kept: [`ClassQos`] with its contract as its profile's number.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct KeptClass {
+    pub(super) profile: u32,
+    pub(super) queue: QueueConfig,
+    on_burst: Option<Box<ClassBurstProfile>>,
+}
+
+impl KeptClass {
+    fn of(class: &ClassQos, profiles: &mut Profiles) -> KeptClass {
+        KeptClass { profile: profiles.of(&class.contract), queue: class.queue, on_burst: class.on_burst.clone() }
     }
 
-    fn matches(&self, qos: &TenantQos) -> bool {
-        self.contract == qos.contract && *self.classes == *qos.classes && self.on_burst == qos.on_burst && self.on_overload == qos.on_overload
+    fn qos(&self, profiles: &Profiles) -> ClassQos {
+        ClassQos { contract: profiles[self.profile as usize].contract(), queue: self.queue, on_burst: self.on_burst.clone() }
+    }
+
+    fn is(&self, class: &ClassQos, profiles: &Profiles) -> bool {
+        self.queue == class.queue && self.on_burst == class.on_burst && profiles[self.profile as usize].contract() == class.contract
+    }
+}
+
+impl Terms {
+    fn of(qos: &TenantQos, profiles: &mut Profiles) -> Terms {
+        Terms {
+            profile: profiles.of(&qos.contract),
+            classes: qos.classes.iter().map(|class| KeptClass::of(class, profiles)).collect(),
+            on_burst: qos.on_burst.clone(),
+            on_overload: qos.on_overload.clone(),
+        }
+    }
+
+    fn matches(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
+        let classes = self.classes.len() == qos.classes.len() && self.classes.iter().zip(&qos.classes).all(|(kept, class)| kept.is(class, profiles));
+        classes && self.on_burst == qos.on_burst && self.on_overload == qos.on_overload && profiles[self.profile as usize].contract() == qos.contract
     }
 }
 
@@ -43,20 +73,25 @@ impl Kept {
         self.terms.is_some()
     }
 
-    /// Its contract, as the spec gives it.
-    pub(super) fn qos(&self) -> Option<TenantQos> {
+    /// Its contract, as the spec gives it, from the profiles it was kept with.
+    pub(super) fn qos(&self, profiles: &Profiles) -> Option<TenantQos> {
         let terms = self.terms.as_ref()?;
-        let (on_burst, on_overload) = (terms.on_burst.clone(), terms.on_overload.clone());
-        Some(TenantQos { name: self.name.to_string(), contract: terms.contract, classes: terms.classes.to_vec(), on_burst, on_overload })
+        Some(TenantQos {
+            name: self.name.to_string(),
+            contract: profiles[terms.profile as usize].contract(),
+            classes: terms.classes.iter().map(|class| class.qos(profiles)).collect(),
+            on_burst: terms.on_burst.clone(),
+            on_overload: terms.on_overload.clone(),
+        })
     }
 
     /// Whether it is `qos`, name and terms.
-    pub(super) fn is(&self, qos: &TenantQos) -> bool {
-        *self.name == *qos.name && self.terms.as_ref().is_some_and(|terms| terms.matches(qos))
+    pub(super) fn is(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
+        *self.name == *qos.name && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, profiles))
     }
 
     /// Its classes (none without a contract).
-    pub(super) fn classes(&self) -> &[ClassQos] {
+    pub(super) fn classes(&self) -> &[KeptClass] {
         self.terms.as_ref().map_or(&[], |terms| &terms.classes)
     }
 }
@@ -66,9 +101,10 @@ impl Kept {
 pub(super) struct TermsPool(FxHashSet<Arc<Terms>>);
 
 impl TermsPool {
-    /// `qos` as kept, its terms shared with every tenant kept with equal ones.
-    pub(super) fn keep(&mut self, qos: &TenantQos) -> Kept {
-        let terms = Terms::of(qos);
+    /// `qos` as kept, its contracts numbered in `profiles` and its terms shared with every
+    /// tenant kept with equal ones.
+    pub(super) fn keep(&mut self, qos: &TenantQos, profiles: &mut Profiles) -> Kept {
+        let terms = Terms::of(qos, profiles);
         let shared = match self.0.get(&terms) {
             Some(shared) => Arc::clone(shared),
             None => {
@@ -93,8 +129,10 @@ impl TermsPool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{ColorAction, Contract, Count, MeterSpec};
     use super::*;
-    use crate::shaping::QueueConfig;
+    use crate::meter::{MeterKind, MeterParams};
+    use crate::shaping::ShaperParams;
 
     fn tenant(name: &str, weight: u32) -> TenantQos {
         let class = ClassQos { contract: Contract::default(), queue: QueueConfig { weight, ..QueueConfig::BEST_EFFORT }, on_burst: None };
@@ -103,8 +141,8 @@ mod tests {
 
     #[test]
     fn tenants_of_equal_terms_share_them_until_the_last_goes() {
-        let mut pool = TermsPool::default();
-        let (a, b, c) = (pool.keep(&tenant("a", 1)), pool.keep(&tenant("b", 1)), pool.keep(&tenant("c", 2)));
+        let (mut pool, mut profiles) = (TermsPool::default(), Profiles::default());
+        let (a, b, c) = (pool.keep(&tenant("a", 1), &mut profiles), pool.keep(&tenant("b", 1), &mut profiles), pool.keep(&tenant("c", 2), &mut profiles));
         assert!(Arc::ptr_eq(a.terms.as_ref().unwrap(), b.terms.as_ref().unwrap()));
         assert!(!Arc::ptr_eq(a.terms.as_ref().unwrap(), c.terms.as_ref().unwrap()));
         assert_eq!(pool.0.len(), 2);
@@ -117,13 +155,26 @@ mod tests {
 
     #[test]
     fn a_kept_tenant_gives_back_the_contract_it_was_kept_from() {
-        let mut pool = TermsPool::default();
-        let kept = pool.keep(&tenant("a", 3));
-        assert_eq!(kept.qos(), Some(tenant("a", 3)));
-        assert!(kept.is(&tenant("a", 3)));
-        assert!(!kept.is(&tenant("b", 3)) && !kept.is(&tenant("a", 4)));
+        let (mut pool, mut profiles) = (TermsPool::default(), Profiles::default());
+        let kept = pool.keep(&tenant("a", 3), &mut profiles);
+        assert_eq!(kept.qos(&profiles), Some(tenant("a", 3)));
+        assert!(kept.is(&tenant("a", 3), &profiles));
+        assert!(!kept.is(&tenant("b", 3), &profiles) && !kept.is(&tenant("a", 4), &profiles));
         assert_eq!(kept.classes().len(), 1);
+        let meter = MeterSpec {
+            params: MeterParams::aware(MeterKind::TrTcm { pir: 9, pbs: 900, cir: 3, cbs: 300 }),
+            count: Count::Inner,
+            actions: [ColorAction::Pass, ColorAction::Remark(10), ColorAction::Drop],
+        };
+        let shaper = ShaperParams { rate: 1000, burst: 1500, max_queue_bytes: 0, max_delay_ns: 7 };
+        let mut metered = tenant("m", 1);
+        (metered.contract, metered.classes[0].contract) =
+            (Contract { meter: Some(meter), shaper: None }, Contract { meter: Some(meter), shaper: Some(shaper) });
+        let kept = pool.keep(&metered, &mut profiles);
+        assert_eq!(kept.qos(&profiles), Some(metered.clone()), "each contract given back from its profile");
+        metered.classes[0].contract.shaper = None;
+        assert!(!kept.is(&metered, &profiles), "a class's contract is compared");
         let bare = Kept::without_contract("z");
-        assert!(!bare.has_contract() && bare.qos().is_none() && bare.classes().is_empty() && !bare.is(&tenant("z", 1)));
+        assert!(!bare.has_contract() && bare.qos(&profiles).is_none() && bare.classes().is_empty() && !bare.is(&tenant("z", 1), &profiles));
     }
 }

@@ -20,13 +20,15 @@ impl Metered {
         Metered { color: Color::Green, incoming, dscp: None, dropped: false }
     }
 
-    /// One meter (the tenant's, then the class's) and its action for the colour it gives.
+    /// One profile's meter, if it has one (the tenant's, then the class's), and its action for
+    /// the colour it gives.
     #[inline]
-    pub(super) fn meter(&mut self, (consts, spec): &(MeterConsts, MeterSpec), state: &mut MeterState, info: &Arrival, now: u64) {
-        let color = state.mark_with(consts, now, spec.count.bytes(info), self.incoming);
+    pub(super) fn meter(&mut self, profile: &Profile, state: &mut MeterState, info: &Arrival, now: u64) {
+        let Some(consts) = &profile.meter else { return };
+        let color = state.mark_with(consts, now, profile.meter_count.bytes(info), self.incoming);
         self.color = self.color.max(color);
         self.incoming = color;
-        match spec.actions[color as usize] {
+        match profile.actions[color as usize] {
             ColorAction::Pass => {}
             ColorAction::Remark(dscp) => self.dscp = Some(dscp),
             ColorAction::Drop => self.dropped = true,

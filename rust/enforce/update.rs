@@ -9,7 +9,7 @@ use std::hash::BuildHasher;
 
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
-use super::kept::{Kept, TermsPool};
+use super::kept::{Kept, KeptClass, TermsPool};
 use super::rows::StatsRows;
 use super::{ClassQos, Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
 use crate::bursts::TenantBursts;
@@ -52,7 +52,7 @@ impl Enforcer {
                 contracts.push(Kept::without_contract(name));
                 continue;
             };
-            let kept = old.remove(name.as_str()).filter(|(old_qos, ..)| same_globals && old_qos.is(qos));
+            let kept = old.remove(name.as_str()).filter(|(old_qos, ..)| same_globals && old_qos.is(qos, &self.profiles));
             let (mut stage, mut classes) = kept
                 .map(|(_, stage, classes)| (stage, classes))
                 .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
@@ -69,7 +69,7 @@ impl Enforcer {
             }
             queues.extend(qos.classes.iter().map(|class| class.queue));
             queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
-            contracts.push(terms.keep(qos));
+            contracts.push(terms.keep(qos, &mut profiles));
         }
         let new_class_keys = class_keys(&contracts);
         let port_kept = self.replace_port(spec.port, &old_queues, queues, &old_keys[..self.class_rows], &new_class_keys);
@@ -99,7 +99,7 @@ impl Enforcer {
     /// The spec in force: the contracts of the tenants in the tables, and those kept for tenants not in them.
     fn current_spec(&self) -> QosSpec {
         let mut spec = self.spec.clone();
-        spec.tenants.extend(self.contracts.iter().filter_map(Kept::qos));
+        spec.tenants.extend(self.contracts.iter().filter_map(|kept| kept.qos(&self.profiles)));
         spec
     }
 
@@ -127,7 +127,7 @@ impl Enforcer {
             return false;
         }
         for (index, qos) in changes {
-            if self.contracts[index].is(&qos) {
+            if self.contracts[index].is(&qos, &self.profiles) {
                 continue;
             }
             let stage = self.fresh_stage(&qos);
@@ -141,7 +141,7 @@ impl Enforcer {
                 }
             }
             self.tenants[index].stage = stage;
-            let kept = self.terms.keep(&qos);
+            let kept = self.terms.keep(&qos, &mut self.profiles);
             self.terms.release(std::mem::replace(&mut self.contracts[index], kept));
         }
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
@@ -240,7 +240,7 @@ impl Enforcer {
         self.bursts.insert_tenant(index, port_queues, bursts);
         self.adaptive.insert_tenant(index, rows);
         *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
-        let kept = self.terms.keep(&qos);
+        let kept = self.terms.keep(&qos, &mut self.profiles);
         self.contracts.insert(index, kept);
     }
 
@@ -303,7 +303,7 @@ impl Enforcer {
             return false;
         }
         let rows = self.class_rows_of(index);
-        let profiles = self.contracts[index].qos().is_some_and(|qos| self.adaptive.involves(index, &qos));
+        let profiles = self.contracts[index].qos(&self.profiles).is_some_and(|qos| self.adaptive.involves(index, &qos));
         let in_flight = self.in_flight.iter().any(|packet| rows.contains(&(packet.0.row as usize)));
         let queues = match &self.port {
             Some(state) if state.port.holds_packets(rows.start as u32..rows.end as u32) => return false,
@@ -368,7 +368,7 @@ impl Enforcer {
         }
         let Enforcer { contracts, profiles, .. } = self;
         let mut stages = crate::memory::with_capacity(self.no_tenant_row);
-        stages.extend(contracts.iter().flat_map(|kept| kept.classes()).map(|class| class_stage(profiles, class)));
+        stages.extend(contracts.iter().flat_map(|kept| kept.classes()).map(|class| kept_class_stage(profiles, class)));
         self.class_stages = stages;
     }
 
@@ -404,12 +404,13 @@ impl Enforcer {
 
     /// The contract tenant `index` is enforced by.
     pub fn contract_of(&self, index: usize) -> Option<TenantQos> {
-        self.contracts.get(index).and_then(Kept::qos)
+        self.contracts.get(index).and_then(|kept| kept.qos(&self.profiles))
     }
 
     /// Every tenant's contract with its stage and its classes' stages, by name.
     fn take_states(&mut self) -> FxHashMap<Box<str>, (Kept, Stage, Vec<Stage>)> {
         let class_stages = std::mem::take(&mut self.class_stages);
+        let profiles = &self.profiles;
         let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));
         tenants
             .filter(|(_, kept)| kept.has_contract())
@@ -417,7 +418,7 @@ impl Enforcer {
                 let first = state.first_row as usize;
                 // None kept: each was fresh.
                 let classes = if class_stages.is_empty() {
-                    kept.classes().iter().map(|class| Stage::new(&class.contract)).collect()
+                    kept.classes().iter().map(|class| Stage::new(&profiles[class.profile as usize].contract())).collect()
                 } else {
                     class_stages[first..first + state.classes as usize].to_vec()
                 };
@@ -533,6 +534,11 @@ fn class_stage(profiles: &mut Profiles, class: &ClassQos) -> Stage {
     stage
 }
 
+/// A fresh stage for a class kept, with its profile.
+fn kept_class_stage(profiles: &Profiles, class: &KeptClass) -> Stage {
+    Stage { profile: class.profile, ..Stage::new(&profiles[class.profile as usize].contract()) }
+}
+
 /// Room for tenants or classes added after `count`, until a full retarget makes more.
 fn room_for(count: usize) -> usize {
     count / 8 + 8
@@ -546,8 +552,8 @@ fn name_hash(name: &str) -> u64 {
 /// How a tenant stage's packets are enforced: the fast lane takes a meter and a shaper of the
 /// tenant's own that count the policy's bytes, nothing of its classes, and no port.
 pub(super) fn lane(profiles: &Profiles, stage: &Stage, spec: &QosSpec) -> Lane {
-    let meter_and_shaper = &profiles[stage.profile as usize].fast;
-    let fast = spec.port.is_none() && !stage.classes_enforced && meter_and_shaper.as_ref().is_some_and(|m| m.meter_count == spec.count);
+    let profile = &profiles[stage.profile as usize];
+    let fast = spec.port.is_none() && !stage.classes_enforced && profile.meter_and_shaper().is_some() && profile.meter_count == spec.count;
     if fast {
         Lane::Fast
     } else {
