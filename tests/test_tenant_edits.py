@@ -162,6 +162,32 @@ def test_a_tenant_removed_from_the_middle_leaves_the_others_meters_queues_and_co
     assert sum(entry["packets"] for entry in engine.stats()) == len(burst) + len(again)
 
 
+def test_a_guarantee_that_re_weighs_every_tenant_keeps_their_meters_and_queued_packets() -> None:
+    """15 Mbps among 10 Mbps guarantees changes the common divisor: every tenant's port weight
+    changes (2 and 3 in place of 1), and nothing else of theirs."""
+    tenants = [{"name": f"t{i}", "vnis": [i], "meter": {"kind": "srtcm", "cir": "8Mbps", "cbs": "3000B", "ebs": "0B"}, "rate": "10Mbps"} for i in range(4)]
+    policy = Policy.from_dict({"tenants": tenants, "port": {"rate": "100Mbps", "buffer": "1MB"}})
+    engine = Engine(policy)
+    burst = traffic([0, 2, 3])[:-1:6].repeat(3)  # three 1000 B packets at once per tenant but t1: each bucket empties
+    burst["timestamp_ns"] = 0
+    engine.process(burst)  # 9 KB at 100 Mbps: 72 us to send, at packet time 0
+
+    def sent() -> int:
+        return sum(entry["delay_ns"]["count"] for entry in engine.stats() if entry["delay_ns"] is not None)
+
+    before = sent()
+    assert before < len(burst)
+    rated = policy.with_tenant(dict(tenants[1], rate="15Mbps"))
+    assert rated._weights_since(policy) is None and rated.compile_qos().tenant_weight.tolist() == [2, 3, 2, 2]
+    engine.update(rated)
+    assert sent() == before, "the port still has their packets"
+    again = burst[::3].copy()
+    again["timestamp_ns"] = 1000  # 1 us later: 1 byte of tokens, not 1000
+    assert engine.process(again)["outcome"].tolist() == [isolane.Outcome.DROP_METER] * 3  # t0, t2 and t3 kept their (empty) buckets
+    engine.drain()
+    assert sum(entry["packets"] for entry in engine.stats()) == len(burst) + len(again)
+
+
 def test_edits_are_checked_against_the_other_tenants_with_their_place() -> None:
     port = {"rate": "100Mbps", "buffer": "1MB"}
     policy = Policy.from_dict({"port": port, "tenants": [{"name": "a", "vnis": [1], "rate": "60Mbps"}, {"name": "b", "vnis": [2]}]})

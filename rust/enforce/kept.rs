@@ -37,7 +37,12 @@ impl KeptClass {
     }
 
     fn is(&self, class: &ClassQos, profiles: &Profiles) -> bool {
-        self.queue == class.queue && self.on_burst == class.on_burst && profiles[self.profile as usize].contract() == class.contract
+        self.queue == class.queue && self.enforces(class, profiles)
+    }
+
+    /// Whether its stage enforces `class`: all but the port queue is the same.
+    fn enforces(&self, class: &ClassQos, profiles: &Profiles) -> bool {
+        self.on_burst == class.on_burst && profiles[self.profile as usize].contract() == class.contract
     }
 }
 
@@ -51,8 +56,8 @@ impl Terms {
         }
     }
 
-    fn matches(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
-        let classes = self.classes.len() == qos.classes.len() && self.classes.iter().zip(&qos.classes).all(|(kept, class)| kept.is(class, profiles));
+    fn matches(&self, qos: &TenantQos, profiles: &Profiles, class_matches: impl Fn(&KeptClass, &ClassQos) -> bool) -> bool {
+        let classes = self.classes.len() == qos.classes.len() && self.classes.iter().zip(&qos.classes).all(|(kept, class)| class_matches(kept, class));
         classes && self.on_burst == qos.on_burst && self.on_overload == qos.on_overload && profiles[self.profile as usize].contract() == qos.contract
     }
 }
@@ -87,7 +92,13 @@ impl Kept {
 
     /// Whether it is `qos`, name and terms.
     pub(super) fn is(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
-        *self.name == *qos.name && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, profiles))
+        *self.name == *qos.name && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, profiles, |kept, class| kept.is(class, profiles)))
+    }
+
+    /// Whether its stages enforce `qos` (name and all but the port queues the same), so that
+    /// they may go on: a change of port weights alone re-weighs the queues, not the meters.
+    pub(super) fn enforces(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
+        *self.name == *qos.name && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, profiles, |kept, class| kept.enforces(class, profiles)))
     }
 
     /// Its classes (none without a contract).
@@ -172,8 +183,10 @@ mod tests {
             (Contract { meter: Some(meter), shaper: None }, Contract { meter: Some(meter), shaper: Some(shaper) });
         let kept = pool.keep(&metered, &mut profiles);
         assert_eq!(kept.qos(&profiles), Some(metered.clone()), "each contract given back from its profile");
+        metered.classes[0].queue.weight = 5;
+        assert!(!kept.is(&metered, &profiles) && kept.enforces(&metered, &profiles), "re-weighed, enforced alike");
         metered.classes[0].contract.shaper = None;
-        assert!(!kept.is(&metered, &profiles), "a class's contract is compared");
+        assert!(!kept.is(&metered, &profiles) && !kept.enforces(&metered, &profiles), "a class's contract is compared");
         let bare = Kept::without_contract("z");
         assert!(!bare.has_contract() && bare.qos(&profiles).is_none() && bare.classes().is_empty() && !bare.is(&tenant("z", 1), &profiles));
     }

@@ -263,6 +263,36 @@ fn an_update_keeps_unchanged_contracts_and_resets_changed_ones() {
     assert_eq!(a.counters.packets, 2, "statistics run on by name");
 }
 
+/// A full update in which only port queues change (every tenant re-weighed) keeps the meters
+/// and the port's packets; a change of port setting starts a new port.
+#[test]
+fn an_update_that_only_re_weighs_the_queues_keeps_meters_and_the_port() {
+    let meter = Contract { meter: Some(srtcm(1, 100, 0, POLICE)), shaper: None };
+    let weighed = |name: &str, weight: u32| TenantQos {
+        classes: vec![ClassQos { contract: Contract::default(), queue: QueueConfig { weight, ..QueueConfig::BEST_EFFORT }, on_burst: None }],
+        ..tenant(name, meter, vec![])
+    };
+    let port = PortConfig { line_rate: 1000, buffer_bytes: 1000, mode: PortMode::PerTenant };
+    let with_port = |tenants, port| QosSpec { port: Some(port), ..spec(tenants) };
+    let mut e = enforcer(with_port(vec![weighed("a", 1), weighed("b", 1)], port));
+    let p = |t| (packet(0, 100), verdict(t, 0, ALLOW));
+    run(&mut e, &[p(0), p(1)]); // each bucket empties; both wait at the port at packet time 0
+    let sent = |e: &Enforcer| e.stats().iter().map(|(_, s)| s.delay_ns.count()).sum::<u64>();
+    assert_eq!(sent(&e), 0);
+    let update = |e: &mut Enforcer, next: QosSpec| {
+        let names = names(&next);
+        e.stage(Some(next));
+        e.retarget(&names);
+    };
+    update(&mut e, with_port(vec![weighed("a", 2), weighed("b", 3)], port));
+    assert_eq!(sent(&e), 0, "the port kept its packets");
+    assert_eq!(e.contract_of(1).map(|q| q.classes[0].queue.weight), Some(3));
+    assert_eq!(outcomes(&run(&mut e, &[p(0), p(1)])), [Outcome::DropMeter as u8; 2], "the buckets stayed empty");
+    update(&mut e, with_port(vec![weighed("a", 2), weighed("b", 3)], PortConfig { buffer_bytes: 2000, ..port }));
+    assert_eq!(sent(&e), 2, "a new port: the old one sent what it had");
+    assert_stats_add_up(&e, 4);
+}
+
 #[test]
 fn the_engine_classifies_and_enforces_with_one_policy_and_keeps_state_across_updates() {
     use crate::engine::{Engine, TablesSpec, TenantSpec};

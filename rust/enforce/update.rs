@@ -24,8 +24,9 @@ impl Enforcer {
     }
 
     /// Aligns the state with the engine's new tenants (by name): a tenant whose contract
-    /// (and the policy-wide count and colour map) did not change keeps its meters and shapers;
-    /// the port and its queues are kept if no queue and no port setting changed.
+    /// (and the policy-wide count and colour map) did not change keeps its meters and shapers,
+    /// whatever its port queues; the port keeps its packets if no port setting changed and it
+    /// has the same queues (by tenant and class), each taking its new configuration in place.
     pub fn retarget(&mut self, names: &[String]) {
         self.restore_profiles();
         let old_keys = self.row_keys();
@@ -52,7 +53,7 @@ impl Enforcer {
                 contracts.push(Kept::without_contract(name));
                 continue;
             };
-            let kept = old.remove(name.as_str()).filter(|(old_qos, ..)| same_globals && old_qos.is(qos, &self.profiles));
+            let kept = old.remove(name.as_str()).filter(|(old_qos, ..)| same_globals && old_qos.enforces(qos, &self.profiles));
             let (mut stage, mut classes) = kept
                 .map(|(_, stage, classes)| (stage, classes))
                 .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
@@ -106,8 +107,9 @@ impl Enforcer {
     /// Puts each `(index, contract)` in place of tenant `index`'s contract, touching nothing
     /// else, when that is all that changed: the tenant keeps its name and classes (so its
     /// statistics rows, the port and burst scopes stand), and no staged spec waits. A tenant
-    /// whose contract changed starts with full buckets, as [`Enforcer::retarget`] does; a port
-    /// queue whose configuration changed takes it in place ([`Port::set_queue`]). Changes
+    /// whose contract changed starts with full buckets, as [`Enforcer::retarget`] does, and one
+    /// whose port queues alone changed (re-weighed) keeps them; a port queue whose
+    /// configuration changed takes it in place ([`Port::set_queue`]). Changes
     /// nothing and returns false when any of them is more than that.
     pub fn replace_contracts(&mut self, changes: Vec<(usize, TenantQos)>) -> bool {
         let same_shape = |index: usize, qos: &TenantQos| match self.contracts.get(index) {
@@ -127,7 +129,14 @@ impl Enforcer {
             return false;
         }
         for (index, qos) in changes {
-            if self.contracts[index].is(&qos, &self.profiles) {
+            let kept = &self.contracts[index];
+            if kept.is(&qos, &self.profiles) {
+                continue;
+            }
+            if kept.enforces(&qos, &self.profiles) {
+                // Re-weighed: its queues change (below), its stages go on.
+                let kept = self.terms.keep(&qos, &mut self.profiles);
+                self.terms.release(std::mem::replace(&mut self.contracts[index], kept));
                 continue;
             }
             let stage = self.fresh_stage(&qos);
@@ -146,9 +155,7 @@ impl Enforcer {
         }
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
             (state.guaranteed, state.reserved) = sums;
-            for (queue, _, config) in queues {
-                state.port.set_queue(queue, &config);
-            }
+            set_queues(&mut state.port, queues);
         }
         true
     }
@@ -439,8 +446,9 @@ impl Enforcer {
         old_keys: &[StatsKey],
         keys: &[StatsKey],
     ) -> bool {
-        if let Some(current) = &self.port {
-            if Some(current.config) == config && old_queues == queues && old_keys == keys {
+        if let Some(current) = &mut self.port {
+            if Some(current.config) == config && old_keys == keys {
+                requeue(current, old_queues, &queues);
                 return true;
             }
         }
@@ -537,6 +545,23 @@ fn class_stage(profiles: &mut Profiles, class: &ClassQos) -> Stage {
 /// A fresh stage for a class kept, with its profile.
 fn kept_class_stage(profiles: &Profiles, class: &KeptClass) -> Stage {
     Stage { profile: class.profile, ..Stage::new(&profiles[class.profile as usize].contract()) }
+}
+
+/// The port's queues from `old` to `new` configurations (the same queues, checked as a whole
+/// by [`QosSpec::check`]), in place: their packets and buckets stay.
+fn requeue(state: &mut PortState, old: &[QueueConfig], new: &[QueueConfig]) {
+    set_queues(&mut state.port, (0..new.len()).filter(|&q| old[q] != new[q]).map(|q| (q as u32, old[q], new[q])).collect());
+    state.guaranteed = new.iter().map(|queue| u128::from(queue.guarantee)).sum();
+    state.reserved = new.iter().map(|queue| u128::from(queue.reserved_bytes)).sum();
+}
+
+/// Each (queue, old, new) configuration in place, those whose reserve falls first, so that the
+/// reserves never sum above the buffer on the way (the new ones as a whole are checked).
+fn set_queues(port: &mut Port, mut changes: Vec<(u32, QueueConfig, QueueConfig)>) {
+    changes.sort_by_key(|(_, old, new)| new.reserved_bytes >= old.reserved_bytes);
+    for (queue, _, config) in changes {
+        port.set_queue(queue, &config);
+    }
 }
 
 /// Room for tenants or classes added after `count`, until a full retarget makes more.

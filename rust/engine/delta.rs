@@ -357,6 +357,9 @@ impl Engine {
             displaced: Vec::new(),
         };
         let replaced: Vec<usize> = delta.ops.iter().filter_map(|op| if let TenantOp::Replace { at, .. } = op { Some(*at) } else { None }).collect();
+        let mut changed: Vec<usize> = replaced.iter().copied().chain(delta.weights.iter().map(|(at, _)| *at)).collect();
+        changed.sort_unstable();
+        changed.dedup();
         for op in delta.ops {
             edit.apply(op, &mut inputs.tenants, &mut inputs.weights)?;
         }
@@ -373,7 +376,7 @@ impl Engine {
         let resolve = |at: usize| inputs.tenants[at].resolve(name(at), inputs.weights[at], inputs.settings.port.as_ref());
         let change = match shape {
             QosShape::Replaced(rescoped) => {
-                let contracts = replaced.iter().map(|&at| Ok((at, resolve(at)?))).collect::<Result<_, CoreError>>()?;
+                let contracts = changed.iter().map(|&at| Ok((at, resolve(at)?))).collect::<Result<_, CoreError>>()?;
                 QosChange::Replaced(
                     contracts,
                     rescoped.into_iter().map(|at| Ok((at, watched(&inputs, at..at + 1, name)?.pop()))).collect::<Result<_, CoreError>>()?,
@@ -438,8 +441,9 @@ impl Engine {
 /// What an update changes of the QoS inputs, as far as the enforcer is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum QosShape {
-    /// Only the contracts of tenants put in place of tenants of the same name, and no other
-    /// tenant's weight: the enforcer may take the new contracts alone
+    /// Only the contracts of tenants put in place of tenants of the same name, and weights
+    /// (a guarantee that changes the common divisor re-weighs every tenant): the enforcer may
+    /// take the new contracts of those and of the tenants re-weighed alone
     /// ([`crate::enforce::Enforcer::replace_contracts`]), and the microburst settings of those
     /// at these positions, which changed ([`crate::enforce::Enforcer::rescope`]).
     Replaced(Vec<usize>),
@@ -458,12 +462,8 @@ impl QosShape {
     fn of(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> QosShape {
         if delta.settings.is_some() {
             QosShape::Full
-        } else if let Some((replaced, rescoped)) = replaced_alone(delta, current, inputs) {
-            if delta.weights.iter().all(|(at, _)| replaced.contains(at)) {
-                QosShape::Replaced(rescoped)
-            } else {
-                QosShape::Full
-            }
+        } else if let Some(rescoped) = replaced_alone(delta, current, inputs) {
+            QosShape::Replaced(rescoped)
         } else if let Some((first, count)) = inserted_alone(delta, current.tenants.len()) {
             QosShape::Inserted(first, count)
         } else if let Some(positions) = removed_alone(delta) {
@@ -485,23 +485,21 @@ enum QosChange {
     Full(Box<QosSpec>),
 }
 
-/// The positions `delta` replaces, if it only puts tenants in place of tenants of the same
-/// name, and those of them whose microburst settings changed.
-fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> Option<(Vec<usize>, Vec<usize>)> {
-    let (mut replaced, mut rescoped) = (Vec::with_capacity(delta.ops.len()), Vec::new());
+/// Whether `delta` only puts tenants in place of tenants of the same name (`None` if not),
+/// and the positions of those whose microburst settings changed.
+fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> Option<Vec<usize>> {
+    let mut rescoped = Vec::new();
     for op in &delta.ops {
         let TenantOp::Replace { at, tenant } = op else { return None };
         let (old_tables, old) = (current.tenants.get(*at)?, inputs.tenants.get(*at)?);
-        let new = &tenant.qos;
         if *old_tables.name != tenant.tables.name {
             return None;
         }
-        replaced.push(*at);
-        if !same_bursts(old, new) {
+        if !same_bursts(old, &tenant.qos) {
             rescoped.push(*at);
         }
     }
-    Some((replaced, rescoped))
+    Some(rescoped)
 }
 
 /// (first, count) of the tenants `delta` puts in one after another at a position of the `count`
