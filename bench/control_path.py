@@ -1,5 +1,6 @@
 """The control path at N tenants: full load (file to a running engine), an identical update,
-one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee), a
+one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee, and a
+guarantee that changes the common divisor of the port weights, re-weighing every tenant), a
 tenant added and removed, and one with a microburst setting; with ``--distinct``, the memory a
 tenant when no two tenants share a contract; with ``--rules N``, one tenant of N rules from file
 to a running engine.
@@ -93,6 +94,12 @@ def run(count: int) -> None:
     ):
         median, p99 = changes(engine, engine.policy, make)
         print(f"  one-tenant change ({label}): median {median:.3f} ms, p99 {p99:.3f} ms")
+    times = []
+    for k in range(20):  # 15 Mbps among guarantees of 10 and 20 changes their common divisor: every tenant re-weighed
+        start = time.perf_counter()
+        engine.update(engine.policy.with_tenant(tenant(0, 15 if k % 2 == 0 else 10)))
+        times.append(time.perf_counter() - start)
+    print(f"  a guarantee that re-weighs every tenant: median {1e3 * statistics.median(times):.3f} ms")
     added = [isolane.Policy.from_dict({"tenants": [tenant(count + k)]}).tenants[0] for k in range(20)]
     times = []
     for new in added:  # new tenants at the end, one by one
