@@ -835,8 +835,9 @@ def cpu_seconds(work: Callable[[], object]) -> float:
 
 def assert_grows_linearly(seconds_at: Callable[[int], float], rules: int) -> None:
     """Four times the rules in at most eight times the time (quadratic work takes sixteen), plus
-    a little fixed time: a relative gate, not a wall-clock one."""
-    small, large = seconds_at(rules // 4), seconds_at(rules)
+    a little fixed time: a relative gate, not a wall-clock one. Each the best of three, as
+    other processes' load slows this one's CPU time too (shared caches, a collection)."""
+    small, large = (min(seconds_at(count) for _ in range(3)) for count in (rules // 4, rules))
     assert large < 8 * small + 0.1, f"{rules // 4:,} rules: {small:.3f} s; {rules:,} rules: {large:.3f} s"
 
 
