@@ -17,6 +17,7 @@ mod inputs;
 mod kept;
 mod metered;
 mod observe;
+mod profiles;
 mod rows;
 mod spec;
 mod stats;
@@ -27,13 +28,11 @@ use std::collections::BinaryHeap;
 use std::hint::select_unpredictable;
 
 use bytemuck::Zeroable;
-use hashbrown::HashTable;
-use rustc_hash::{FxBuildHasher, FxHashMap};
-use std::hash::BuildHasher;
+use rustc_hash::FxHashMap;
 
 use crate::bursts::{BurstEvent, Detector, FlowRow, ScopeStats};
 use crate::memory::prefetch;
-use crate::meter::{Color, MeterConsts, MeterState};
+use crate::meter::{Color, MeterState};
 use crate::parse::PacketInfo;
 use crate::shaping::{Port, PortConfig, ShapeDrop, ShaperConsts, ShaperState};
 use crate::timeline::Timeline;
@@ -47,6 +46,7 @@ pub use chunks::{Chunks, Classified};
 pub use inputs::{BurstRow, ClassInput, InputPool, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
 use kept::{Kept, TermsPool};
 use metered::{shape, Metered};
+use profiles::{Profile, Profiles};
 use rows::StatsRows;
 pub use spec::{
     Arrival, BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos,
@@ -58,102 +58,6 @@ pub use stats::{stats_fields, DelayHistograms, QosCounters, QosStats, StatsKey, 
 #[inline]
 fn packet_time(info: &PacketInfo) -> u64 {
     u64::try_from(info.timestamp_ns).unwrap_or(0)
-}
-
-/// What the data path needs of a contract, computed once and shared by every stage that
-/// enforces an equal one (a million tenants on a few contracts read a few profiles). The
-/// contract itself is not kept: [`Profile::contract`] gives it back from these.
-#[derive(Debug, Clone)]
-struct Profile {
-    meter: Option<MeterConsts>,
-    shaper: Option<ShaperConsts>,
-    /// The meter's: the bytes it counts and its colour actions (as the spec gives them, and in
-    /// a form read without a branch).
-    meter_count: Count,
-    actions: [ColorAction; 3],
-    by_color: ColorActions,
-}
-
-impl Profile {
-    fn new(contract: &Contract) -> Self {
-        // Without a meter, neither is read.
-        let (meter_count, actions) = contract.meter.map_or((Count::Inner, [ColorAction::Pass; 3]), |m| (m.count, m.actions));
-        Profile {
-            meter: contract.meter.map(|m| MeterConsts::new(&m.params)),
-            shaper: contract.shaper.as_ref().map(ShaperConsts::new),
-            meter_count,
-            actions,
-            by_color: ColorActions::new(&actions),
-        }
-    }
-
-    fn contract(&self) -> Contract {
-        let meter = self.meter.map(|m| MeterSpec { params: m.params, count: self.meter_count, actions: self.actions });
-        Contract { meter, shaper: self.shaper.map(|s| s.params) }
-    }
-
-    /// The fast lane's: a meter and a shaper.
-    fn meter_and_shaper(&self) -> Option<(&MeterConsts, &ShaperConsts)> {
-        self.meter.as_ref().zip(self.shaper.as_ref())
-    }
-}
-
-/// A meter's colour actions, by colour, in a form read without a branch.
-#[derive(Debug, Clone, Copy)]
-struct ColorActions {
-    /// What becomes of a packet of the colour if the shapers send it (`DropMeter` if they never
-    /// see it).
-    outcome: [Outcome; 3],
-    /// The DSCP a remark writes.
-    remark: [Option<u8>; 3],
-}
-
-impl ColorActions {
-    fn new(actions: &[ColorAction; 3]) -> Self {
-        ColorActions {
-            outcome: actions.map(|a| match a {
-                ColorAction::Pass => Outcome::Pass,
-                ColorAction::Remark(_) => Outcome::Remarked,
-                ColorAction::Drop => Outcome::DropMeter,
-            }),
-            remark: actions.map(|a| match a {
-                ColorAction::Remark(dscp) => Some(dscp),
-                ColorAction::Pass | ColorAction::Drop => None,
-            }),
-        }
-    }
-}
-
-/// Profiles by contract, numbered as they are first asked for. The index holds numbers only
-/// (a contract is ~100 bytes, and tenants of distinct contracts have a profile each).
-#[derive(Debug, Default)]
-struct Profiles {
-    list: Vec<Profile>,
-    index: HashTable<u32>,
-}
-
-impl Profiles {
-    fn of(&mut self, contract: &Contract) -> u32 {
-        let Profiles { list, index } = self;
-        let hash = FxBuildHasher.hash_one(contract);
-        let rehash = |&at: &u32| FxBuildHasher.hash_one(list[at as usize].contract());
-        let entry = index.entry(hash, |&at| list[at as usize].contract() == *contract, rehash);
-        *entry
-            .or_insert_with(|| {
-                list.push(Profile::new(contract));
-                (list.len() - 1) as u32
-            })
-            .get()
-    }
-}
-
-impl std::ops::Index<usize> for Profiles {
-    type Output = Profile;
-
-    #[inline]
-    fn index(&self, profile: usize) -> &Profile {
-        &self.list[profile]
-    }
 }
 
 /// A tenant's or a class's meter and shaper state, and the profile they enforce.
