@@ -175,6 +175,9 @@ pub struct Enforcer {
     /// By the engine's tenant index (a tenant without a contract has profile [`NO_CONTRACT`]).
     tenants: Vec<TenantState>,
     profiles: Profiles,
+    /// How many profiles there were when they were last numbered afresh (a retarget, or
+    /// [`Enforcer::compact_profiles`]).
+    profiles_numbered: usize,
     /// Each tenant's name and the contract its state enforces, by the same index; their terms, each once.
     contracts: Vec<Kept>,
     terms: TermsPool,

@@ -211,6 +211,13 @@ impl Adaptive {
         self.renumber(|tenant| if tenant > index as u32 { tenant - 1 } else { tenant }, |row| if row >= end { row - count } else { row });
     }
 
+    /// Every switching state's stages' profile numbers, through `renumber`.
+    pub(super) fn renumber_profiles(&mut self, renumber: &mut impl FnMut(&mut u32)) {
+        for stage in self.switchable.iter_mut().flat_map(|sw| &mut sw.stages) {
+            renumber(&mut stage.profile);
+        }
+    }
+
     /// Every profile slot's tenant index and class row, through `tenant` and `row`.
     fn renumber(&mut self, tenant: impl Fn(u32) -> u32, row: impl Fn(u32) -> u32) {
         for sw in &mut self.switchable {

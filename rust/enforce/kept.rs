@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{BurstProfile, ClassBurstProfile, ClassQos, ProfileQos, Profiles, TenantQos};
 use crate::shaping::QueueConfig;
@@ -54,6 +54,16 @@ impl Terms {
             on_burst: qos.on_burst.clone(),
             on_overload: qos.on_overload.clone(),
         }
+    }
+
+    fn renumbered(&self, renumber: &mut impl FnMut(&mut u32)) -> Terms {
+        let mut number = |mut profile: u32| {
+            renumber(&mut profile);
+            profile
+        };
+        let profile = number(self.profile);
+        let classes = self.classes.iter().map(|class| KeptClass { profile: number(class.profile), queue: class.queue, on_burst: class.on_burst.clone() });
+        Terms { profile, classes: classes.collect(), on_burst: self.on_burst.clone(), on_overload: self.on_overload.clone() }
     }
 
     fn matches(&self, qos: &TenantQos, profiles: &Profiles, class_matches: impl Fn(&KeptClass, &ClassQos) -> bool) -> bool {
@@ -115,16 +125,28 @@ impl TermsPool {
     /// `qos` as kept, its contracts numbered in `profiles` and its terms shared with every
     /// tenant kept with equal ones.
     pub(super) fn keep(&mut self, qos: &TenantQos, profiles: &mut Profiles) -> Kept {
-        let terms = Terms::of(qos, profiles);
-        let shared = match self.0.get(&terms) {
-            Some(shared) => Arc::clone(shared),
-            None => {
-                let shared = Arc::new(terms);
-                self.0.insert(Arc::clone(&shared));
-                shared
-            }
-        };
-        Kept { name: qos.name.as_str().into(), terms: Some(shared) }
+        Kept { name: qos.name.as_str().into(), terms: Some(self.share(Terms::of(qos, profiles))) }
+    }
+
+    fn share(&mut self, terms: Terms) -> Arc<Terms> {
+        if let Some(shared) = self.0.get(&terms) {
+            return Arc::clone(shared);
+        }
+        let shared = Arc::new(terms);
+        self.0.insert(Arc::clone(&shared));
+        shared
+    }
+
+    /// Every tenant of `contracts` with its terms' profile numbers through `renumber` (terms
+    /// shared before stay shared).
+    pub(super) fn renumber(&mut self, contracts: &mut [Kept], renumber: &mut impl FnMut(&mut u32)) {
+        let mut renumbered: FxHashMap<*const Terms, Arc<Terms>> = FxHashMap::default();
+        let mut pool = TermsPool::default();
+        for terms in contracts.iter_mut().filter_map(|kept| kept.terms.as_mut()) {
+            let new = renumbered.entry(Arc::as_ptr(terms)).or_insert_with(|| pool.share(terms.renumbered(renumber)));
+            *terms = Arc::clone(new);
+        }
+        *self = pool;
     }
 
     /// Lets `kept` go, and its terms with it if no other tenant has them.

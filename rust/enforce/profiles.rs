@@ -1,12 +1,13 @@
 //! Contracts as the data path reads them ([`Profile`]), each computed once and numbered
-//! ([`Profiles`]).
+//! ([`Profiles`]); and the numbering made afresh when contracts replaced one by one have left
+//! more profiles than the stages read ([`Enforcer::compact_profiles`]).
 
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
-use super::{ColorAction, Contract, Count, MeterSpec, Outcome};
+use super::{ColorAction, Contract, Count, Enforcer, MeterSpec, Outcome, NO_CONTRACT};
 use crate::meter::MeterConsts;
 use crate::shaping::ShaperConsts;
 
@@ -83,6 +84,10 @@ pub(super) struct Profiles {
 }
 
 impl Profiles {
+    pub(super) fn len(&self) -> usize {
+        self.list.len()
+    }
+
     pub(super) fn of(&mut self, contract: &Contract) -> u32 {
         let Profiles { list, index } = self;
         let hash = FxBuildHasher.hash_one(contract);
@@ -103,5 +108,42 @@ impl std::ops::Index<usize> for Profiles {
     #[inline]
     fn index(&self, profile: usize) -> &Profile {
         &self.list[profile]
+    }
+}
+
+impl Enforcer {
+    /// Renumbers the profiles ([`Enforcer::compact_profiles`]) once those made since the last
+    /// numbering could be as many as the stages read: contracts replaced one by one leave their
+    /// profiles behind. Amortised, a renumbering (one pass over the tenants) per tenants/8 new
+    /// profiles at least.
+    pub(super) fn compact_profiles_if_due(&mut self) {
+        if self.profiles.len() > 2 * self.profiles_numbered + self.tenants.len() / 8 + 64 {
+            self.compact_profiles();
+        }
+    }
+
+    /// The profiles that a stage or a kept tenant's terms read, numbered afresh; the others go.
+    fn compact_profiles(&mut self) {
+        let old = std::mem::take(&mut self.profiles);
+        let mut numbers = vec![NO_CONTRACT; old.len()];
+        let profiles = &mut self.profiles;
+        let mut renumber = |profile: &mut u32| {
+            if *profile != NO_CONTRACT {
+                let number = &mut numbers[*profile as usize];
+                if *number == NO_CONTRACT {
+                    *number = profiles.of(&old[*profile as usize].contract());
+                }
+                *profile = *number;
+            }
+        };
+        for tenant in &mut self.tenants {
+            renumber(&mut tenant.stage.profile);
+        }
+        for stage in &mut self.class_stages {
+            renumber(&mut stage.profile);
+        }
+        self.adaptive.renumber_profiles(&mut renumber);
+        self.terms.renumber(&mut self.contracts, &mut renumber);
+        self.profiles_numbered = self.profiles.len();
     }
 }

@@ -293,6 +293,24 @@ fn an_update_that_only_re_weighs_the_queues_keeps_meters_and_the_port() {
     assert_stats_add_up(&e, 4);
 }
 
+/// An engine whose tenants' contracts change one by one, each to one never seen before, keeps
+/// the profiles its stages read and not every one it ever made; the state carries on.
+#[test]
+fn profiles_left_behind_by_replaced_contracts_go() {
+    let meter = |cir| Contract { meter: Some(srtcm(cir, 100, 0, POLICE)), shaper: None };
+    let mut e = enforcer(spec((0..4).map(|t| tenant(&format!("t{t}"), meter(1), vec![meter(2)])).collect()));
+    let p = |t| (packet(0, 100), verdict(t, 0, ALLOW));
+    run(&mut e, &[p(3)]); // t3's bucket empties
+    for change in 0..10_000 {
+        let index = change % 3;
+        assert!(e.replace_contracts(vec![(index, tenant(&format!("t{index}"), meter(10 + change as u64), vec![meter(2)]))]));
+    }
+    assert!(e.profiles.len() < 100, "{} profiles for 5 contracts", e.profiles.len());
+    assert_eq!(outcomes(&run(&mut e, &[p(3), p(0)])), [Outcome::DropMeter as u8, 0], "t3 kept its empty bucket");
+    assert_eq!(e.contract_of(2), Some(tenant("t2", meter(10 + 9_998), vec![meter(2)])));
+    assert_eq!(e.contract_of(3), Some(tenant("t3", meter(1), vec![meter(2)])));
+}
+
 #[test]
 fn the_engine_classifies_and_enforces_with_one_policy_and_keeps_state_across_updates() {
     use crate::engine::{Engine, TablesSpec, TenantSpec};

@@ -89,6 +89,7 @@ impl Enforcer {
         }
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
         (self.tenants, self.contracts, self.terms, self.class_stages, self.profiles) = (tenants, contracts, terms, class_stages, profiles);
+        self.profiles_numbered = self.profiles.len();
         self.rebind_timeline();
         // Each contract is kept once, in `contracts`: the spec keeps only those of no tenant of the tables.
         let in_tables: FxHashSet<&str> = names.iter().map(String::as_str).collect();
@@ -157,6 +158,7 @@ impl Enforcer {
             (state.guaranteed, state.reserved) = sums;
             set_queues(&mut state.port, queues);
         }
+        self.compact_profiles_if_due();
         true
     }
 
@@ -215,6 +217,7 @@ impl Enforcer {
             (state.guaranteed, state.reserved) = sums;
         }
         self.rebind_timeline(); // the later class rows moved, and the new tenants need own rows
+        self.compact_profiles_if_due();
         true
     }
 
