@@ -1,9 +1,9 @@
 """The control path at N tenants: full load (file to a running engine), an identical update,
 one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee, and a
 guarantee that changes the common divisor of the port weights, re-weighing every tenant), a
-tenant added and removed, and one with a microburst setting; with ``--distinct``, the memory a
-tenant when no two tenants share a contract; with ``--rules N``, one tenant of N rules from file
-to a running engine.
+tenant added and removed, one with a microburst setting and one with a burst profile; with
+``--distinct``, the memory a tenant when no two tenants share a contract; with ``--rules N``, one
+tenant of N rules from file to a running engine.
 
     python bench/control_path.py 100 1000 10000 100000 --distinct --rules 100000
 """
@@ -121,6 +121,18 @@ def run(count: int) -> None:
         removed_times.append(time.perf_counter() - start)
     added_ms, removed_ms = 1e3 * statistics.median(added_times), 1e3 * statistics.median(removed_times)
     print(f"  a tenant with a microburst setting added: median {added_ms:.3f} ms; removed: {removed_ms:.3f} ms")
+    added_times, removed_times = [], []
+    for k in range(20):  # the same with a burst profile (docs/qos.md, "Adaptive profiles")
+        on_burst = {"meter": {"kind": "srtcm", "cir": "50Mbps"}, "hold": "1ms"}
+        adaptive = dict(tenant(count + 200 + k), microburst={"window": "10us", "threshold": "5Gbps"}, on_burst=on_burst)
+        start = time.perf_counter()
+        engine.update(engine.policy.with_tenant(adaptive))
+        added_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        engine.update(engine.policy.without_tenant(adaptive["name"]))
+        removed_times.append(time.perf_counter() - start)
+    added_ms, removed_ms = 1e3 * statistics.median(added_times), 1e3 * statistics.median(removed_times)
+    print(f"  a tenant with a burst profile added: median {added_ms:.3f} ms; removed: {removed_ms:.3f} ms")
 
 
 def run_distinct(count: int) -> None:

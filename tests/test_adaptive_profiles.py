@@ -301,3 +301,61 @@ def test_a_class_burst_profile_follows_its_own_scope_and_leaves_the_other_class_
     (stats,) = engine.profile_stats()
     assert (stats["tenant"], stats["cls"]) == ("t0", 1)
     assert stats["packets"] == {"normal": int((expected == 0).sum()), "burst": int((expected == 1).sum()), "overload": 0}
+
+
+def test_a_tenant_with_a_burst_profile_added_to_a_running_engine_leaves_the_others_in_theirs() -> None:
+    """Added alone (no rebuild): t0, in its burst profile at the update, stays in it, and the
+    new tenant switches as it would in an engine made with it; every packet as in that engine."""
+    rng = np.random.default_rng(11)
+    setting = {"window_ns": 10_000, "threshold_pct": 150, "hold_ns": 2_000_000, "max_switches": 0}
+    times0, vnis0, sizes0 = bursty(rng, 100, 20_000_000, 60)
+    times1, vnis1, sizes1 = bursty(rng, 101, 20_000_000, 60)
+    cut = 10_000_000  # t1's traffic starts after the update
+    keep = times1 >= cut
+    order = np.argsort(np.concatenate([times0, times1[keep]]), kind="stable")
+    rows = records(np.concatenate([vnis0, vnis1[keep]])[order], np.concatenate([times0, times1[keep]])[order], np.concatenate([sizes0, sizes1[keep]])[order])
+    before = policy({"count": "outer", "tenants": [tenant(0, setting)]})
+    after = before.with_tenant(tenant(1, setting))
+    split = int(np.searchsorted(rows["timestamp_ns"], cut))
+    edited = Engine(before)
+    out = [edited.process(rows[:split])]
+    in_burst = [to for time, _, to, _ in engine_switches(edited, "t0") if time <= cut]
+    assert in_burst and in_burst[-1] == ProfileId.BURST, "t0 is in its burst profile at the update"
+    edited.update(after)
+    out.append(edited.process(rows[split:]))
+    edited.drain()
+    fresh, fresh_out = Engine(after), None
+    fresh_out = np.concatenate([fresh.process(rows[:split]), fresh.process(rows[split:])])
+    fresh.drain()
+    for name in ("t0", "t1"):
+        assert engine_switches(edited, name) == engine_switches(fresh, name), name
+    assert len(engine_switches(edited, "t1")) >= 2, "t1 switched in and out"
+    np.testing.assert_array_equal(np.concatenate(out)["outcome"], fresh_out["outcome"])
+
+
+def test_a_tenant_with_a_burst_profile_removed_from_a_running_engine_leaves_the_others_in_theirs() -> None:
+    """Removed alone (no rebuild): t1, in its burst profile at the update, stays in it, as in an
+    engine made without t0; t0 goes back to its normal profile as an update puts it."""
+    rng = np.random.default_rng(12)
+    setting = {"window_ns": 10_000, "threshold_pct": 150, "hold_ns": 2_000_000, "max_switches": 0}
+    parts = [bursty(rng, vni, 20_000_000, 60) for vni in (100, 101)]
+    times, vnis, sizes = (np.concatenate(column) for column in zip(*parts))
+    order = np.argsort(times, kind="stable")
+    rows = records(vnis[order], times[order], sizes[order])
+    both = policy({"count": "outer", "tenants": [tenant(0, setting), tenant(1, setting)]})
+    cut = int(np.searchsorted(rows["timestamp_ns"], 10_000_000))
+    edited = Engine(both)
+    out = [edited.process(rows[:cut])]
+    at_cut = int(rows["timestamp_ns"][cut - 1])
+    for name in ("t0", "t1"):
+        assert engine_switches(edited, name)[-1][2] == ProfileId.BURST, f"{name} is in its burst profile at the update"
+    edited.update(both.without_tenant("t0"))
+    out.append(edited.process(rows[cut:]))
+    edited.drain()
+    fresh = Engine(both.without_tenant("t0"))
+    fresh_out = np.concatenate([fresh.process(rows[:cut]), fresh.process(rows[cut:])])
+    fresh.drain()
+    assert engine_switches(edited, "t1") == engine_switches(fresh, "t1")
+    assert engine_switches(edited, "t0")[-1] == (at_cut, ProfileId.BURST, ProfileId.NORMAL, SwitchCause.UPDATE)
+    t1 = rows["vni"] == 101
+    np.testing.assert_array_equal(np.concatenate(out)["outcome"][t1], fresh_out["outcome"][t1])

@@ -189,8 +189,8 @@ impl Adaptive {
         profiles || self.switchable.iter().any(|sw| sw.tenant as usize == index)
     }
 
-    /// Follows a tenant put in at `index`, with no profile, whose classes take the class rows
-    /// `rows`: the later tenants and rows number up.
+    /// Follows a tenant put in at `index`, whose classes take the class rows `rows`: the later
+    /// tenants and rows number up ([`Adaptive::add_tenant`] then takes its profile, if any).
     pub(super) fn insert_tenant(&mut self, index: usize, rows: std::ops::Range<usize>) {
         self.watch.insert(index, NONE);
         if !self.class_watch.is_empty() {
@@ -200,8 +200,30 @@ impl Adaptive {
         self.renumber(|tenant| if tenant >= index as u32 { tenant + 1 } else { tenant }, |row| if row >= first { row + count } else { row });
     }
 
-    /// Follows tenant `index` gone, whose classes had the class rows `rows` (it had no profile,
-    /// see [`Adaptive::involves`]): the later tenants and rows number down.
+    /// Whether a tenant put in with `qos` can be followed alone: it has no profile but a burst
+    /// profile of its own (an overload profile has a place in the order tenants return from
+    /// overload in, a class's burst profile watches class rows).
+    pub(super) fn insertable(qos: &TenantQos) -> bool {
+        qos.on_overload.is_none() && qos.classes.iter().all(|c| c.on_burst.is_none())
+    }
+
+    /// The switching state of the tenant just put in at `index` ([`Adaptive::insert_tenant`]),
+    /// if it has a burst profile: in its normal profile (`normal` its stage), as a retarget
+    /// would start it.
+    pub(super) fn add_tenant(&mut self, qos: &TenantQos, index: usize, normal: &Stage, spec: &QosSpec, profiles: &mut Profiles) {
+        debug_assert!(Self::insertable(qos));
+        if qos.on_burst.is_none() {
+            return;
+        }
+        let name = self.name_id(&qos.name);
+        let slot = self.switchable.len() as u32;
+        self.watch[index] = slot << 1;
+        self.switchable.push(switchable(qos, index as u32, name, normal, spec, profiles));
+    }
+
+    /// Follows tenant `index` gone, whose classes had the class rows `rows` (its switching
+    /// state, if any, gone before: [`Enforcer::remove_switchable`]): the later tenants and rows
+    /// number down.
     pub(super) fn remove_tenant(&mut self, index: usize, rows: std::ops::Range<usize>) {
         self.watch.remove(index);
         if !self.class_watch.is_empty() {
@@ -215,6 +237,23 @@ impl Adaptive {
     pub(super) fn renumber_profiles(&mut self, renumber: &mut impl FnMut(&mut u32)) {
         for stage in self.switchable.iter_mut().flat_map(|sw| &mut sw.stages) {
             renumber(&mut stage.profile);
+        }
+    }
+
+    /// Slot `slot` out, its counts to the archive: the later slots number down.
+    fn remove_slot(&mut self, slot: u32) {
+        let sw = self.switchable.remove(slot as usize);
+        let key = (self.names[sw.name as usize].clone(), sw.class.map(|(cls, _)| cls));
+        self.archive.entry(key).or_default().add(&sw.counts);
+        let later = |s: u32| if s > slot { s - 1 } else { s };
+        for watch in self.watch.iter_mut().chain(&mut self.class_watch).filter(|watch| **watch != NONE) {
+            *watch = later(*watch >> 1) << 1 | (*watch & 1);
+        }
+        let due = std::mem::take(&mut self.due).into_iter().filter(|Reverse((_, s))| *s != slot);
+        self.due = due.map(|Reverse((at, s))| Reverse((at, later(s)))).collect();
+        if let Some(overload) = &mut self.overload {
+            overload.order.retain(|&s| s != slot);
+            overload.order.iter_mut().for_each(|s| *s = later(*s));
         }
     }
 
@@ -638,16 +677,34 @@ impl Enforcer {
         }
     }
 
+    /// Tenant `index`'s switching state, if it has one (a burst profile of its own:
+    /// [`Adaptive::insertable`]), before the tenant goes alone ([`Enforcer::remove`]): back in
+    /// its normal profile as an update puts it (an event if it was not), its counts to the
+    /// archive, its slot out.
+    pub(super) fn remove_switchable(&mut self, index: usize) {
+        let Some(slot) = self.adaptive.switchable.iter().position(|sw| sw.tenant as usize == index) else { return };
+        let slot = slot as u32;
+        let mut port = self.port.take();
+        self.back_to_normal(slot, port.as_mut());
+        self.port = port;
+        self.adaptive.remove_slot(slot);
+    }
+
+    /// Slot `slot` in its normal profile, as an update puts it, its counts closed.
+    fn back_to_normal(&mut self, slot: u32, port: Option<&mut PortState>) {
+        self.adaptive.set_in_burst(slot, false);
+        let sw = &mut self.adaptive.switchable[slot as usize];
+        (sw.granted, sw.overloaded, sw.hold_until) = (false, false, 0);
+        self.switch(slot, self.clock_ns, SwitchCause::Update, port);
+        self.close_segment(slot);
+    }
+
     /// Every tenant back in its normal profile, its counts closed (before an update, which
     /// starts from there and archives the statistics rows).
     pub(super) fn restore_profiles(&mut self) {
         let mut port = self.port.take();
         for slot in 0..self.adaptive.switchable.len() as u32 {
-            self.adaptive.set_in_burst(slot, false);
-            let sw = &mut self.adaptive.switchable[slot as usize];
-            (sw.granted, sw.overloaded, sw.hold_until) = (false, false, 0);
-            self.switch(slot, self.clock_ns, SwitchCause::Update, port.as_mut());
-            self.close_segment(slot);
+            self.back_to_normal(slot, port.as_mut());
         }
         self.port = port;
     }

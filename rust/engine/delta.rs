@@ -10,6 +10,7 @@ use crate::bursts::{BurstSpec, TenantBursts};
 use crate::chunked_vec::GroupedVec;
 use crate::enforce::{QosInputs, QosSpec, TenantInput, TenantQos};
 use crate::error::CoreError;
+use crate::shaping::PortConfig;
 use rustc_hash::FxHashSet;
 
 /// What selects a tenant's traffic.
@@ -383,8 +384,9 @@ impl Engine {
                 )
             }
             QosShape::Inserted(first, added) => {
-                let added_qos = (first..first + added).map(|at| checked_alone(resolve(at)?)).collect::<Result<_, CoreError>>()?;
-                QosChange::Inserted(first, added_qos, watched(&inputs, first..first + added, name)?)
+                let (bursts, port) = (watched(&inputs, first..first + added, name)?, inputs.settings.port()?);
+                let added_qos = (first..first + added).map(|at| checked_alone(resolve(at)?, port, &bursts)).collect::<Result<_, CoreError>>()?;
+                QosChange::Inserted(first, added_qos, bursts)
             }
             QosShape::Removed(positions) => QosChange::Removed(positions),
             QosShape::Full => QosChange::Full(Box::new(inputs.spec(name)?)),
@@ -447,8 +449,8 @@ enum QosShape {
     /// ([`crate::enforce::Enforcer::replace_contracts`]), and the microburst settings of those
     /// at these positions, which changed ([`crate::enforce::Enforcer::rescope`]).
     Replaced(Vec<usize>),
-    /// Only (first, count) tenants put in one after another, with no adaptive profile, and no
-    /// other tenant's weight: the enforcer may take them alone, microburst scopes and all
+    /// Only (first, count) tenants put in one after another, with no adaptive profile but a
+    /// burst profile of their own, and no other tenant's weight: the enforcer may take them alone, microburst scopes and all
     /// ([`crate::enforce::Enforcer::insert_watched`]).
     Inserted(usize, usize),
     /// Only tenants removed, and no weight set: the enforcer may take them out alone
@@ -503,9 +505,11 @@ fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> 
 }
 
 /// (first, count) of the tenants `delta` puts in one after another at a position of the `count`
-/// there are, if that is all it does: with no adaptive profile, and no weight set but theirs.
+/// there are, if that is all it does: with no adaptive profile but a burst profile of their own,
+/// and no weight set but theirs.
 fn inserted_alone(delta: &Delta, count: usize) -> Option<(usize, usize)> {
-    let plain = |qos: &TenantInput| qos.on_burst.is_none() && qos.on_overload.is_none() && qos.classes.iter().all(|c| c.on_burst.is_none());
+    // A burst profile of the tenant's own is the one the enforcer takes alone (`Adaptive::insertable`).
+    let plain = |qos: &TenantInput| qos.on_overload.is_none() && qos.classes.iter().all(|c| c.on_burst.is_none());
     let Some(TenantOp::Insert { at: first, .. }) = delta.ops.first() else { return None };
     let (first, added) = (*first, delta.ops.len());
     let inserts = delta.ops.iter().enumerate().all(|(i, op)| matches!(op, TenantOp::Insert { at, tenant } if *at == first + i && plain(&tenant.qos)));
@@ -518,10 +522,12 @@ fn removed_alone(delta: &Delta) -> Option<Vec<usize>> {
     (!delta.ops.is_empty() && delta.weights.is_empty()).then(|| delta.ops.iter().map(at).collect()).flatten()
 }
 
-/// `qos` checked as [`QosSpec::check`] checks a tenant's contracts (its port queues are the
-/// enforcer's to check, against the port's others).
-fn checked_alone(qos: TenantQos) -> Result<TenantQos, CoreError> {
-    let spec = QosSpec { tenants: vec![qos], ..QosSpec::default() };
+/// `qos` checked as [`QosSpec::check`] checks a tenant's contracts, with the port and its
+/// microburst settings among `bursts` (a burst profile needs its scope); its port queues
+/// against the others' are the enforcer's to check.
+fn checked_alone(qos: TenantQos, port: Option<PortConfig>, bursts: &[TenantBursts]) -> Result<TenantQos, CoreError> {
+    let own = bursts.iter().filter(|b| b.name == qos.name).cloned().collect();
+    let spec = QosSpec { tenants: vec![qos], port, bursts: BurstSpec { tenants: own, ..BurstSpec::default() }, ..QosSpec::default() };
     spec.check()?;
     Ok(spec.tenants.into_iter().next().expect("one tenant"))
 }
