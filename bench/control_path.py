@@ -110,29 +110,26 @@ def run(count: int) -> None:
     engine.update(engine.policy.without_tenant(added[0].name))
     removed = time.perf_counter() - start
     print(f"  a tenant added: median {1e3 * statistics.median(times):.3f} ms; one removed: {1e3 * removed:.3f} ms")
-    added_times, removed_times = [], []
-    for k in range(20):  # a tenant the burst detector watches, added at the end and removed again
-        watched = dict(tenant(count + 100 + k), microburst={"window": "10us", "threshold": "5Gbps"})
-        start = time.perf_counter()
-        engine.update(engine.policy.with_tenant(watched))
-        added_times.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        engine.update(engine.policy.without_tenant(watched["name"]))
-        removed_times.append(time.perf_counter() - start)
-    added_ms, removed_ms = 1e3 * statistics.median(added_times), 1e3 * statistics.median(removed_times)
+    watched = {"microburst": {"window": "10us", "threshold": "5Gbps"}}
+    added_ms, removed_ms = added_and_removed(engine, lambda k: dict(tenant(count + 100 + k), **watched))
     print(f"  a tenant with a microburst setting added: median {added_ms:.3f} ms; removed: {removed_ms:.3f} ms")
-    added_times, removed_times = [], []
-    for k in range(20):  # the same with a burst profile (docs/qos.md, "Adaptive profiles")
-        on_burst = {"meter": {"kind": "srtcm", "cir": "50Mbps"}, "hold": "1ms"}
-        adaptive = dict(tenant(count + 200 + k), microburst={"window": "10us", "threshold": "5Gbps"}, on_burst=on_burst)
-        start = time.perf_counter()
-        engine.update(engine.policy.with_tenant(adaptive))
-        added_times.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        engine.update(engine.policy.without_tenant(adaptive["name"]))
-        removed_times.append(time.perf_counter() - start)
-    added_ms, removed_ms = 1e3 * statistics.median(added_times), 1e3 * statistics.median(removed_times)
+    adaptive = dict(watched, on_burst={"meter": {"kind": "srtcm", "cir": "50Mbps"}, "hold": "1ms"})  # docs/qos.md, "Adaptive profiles"
+    added_ms, removed_ms = added_and_removed(engine, lambda k: dict(tenant(count + 200 + k), **adaptive))
     print(f"  a tenant with a burst profile added: median {added_ms:.3f} ms; removed: {removed_ms:.3f} ms")
+
+
+def added_and_removed(engine: isolane.Engine, make: Any, n: int = 20) -> tuple[float, float]:
+    """Medians (ms) of a tenant ``make(k)`` added at the end, and of it removed again."""
+    added, removed = [], []
+    for k in range(n):
+        new = make(k)
+        start = time.perf_counter()
+        engine.update(engine.policy.with_tenant(new))
+        added.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        engine.update(engine.policy.without_tenant(new["name"]))
+        removed.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(added), 1e3 * statistics.median(removed)
 
 
 def run_distinct(count: int) -> None:
