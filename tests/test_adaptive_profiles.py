@@ -303,7 +303,17 @@ def test_a_class_burst_profile_follows_its_own_scope_and_leaves_the_other_class_
     assert stats["packets"] == {"normal": int((expected == 0).sum()), "burst": int((expected == 1).sum()), "overload": 0}
 
 
-def test_a_tenant_with_a_burst_profile_added_to_a_running_engine_leaves_the_others_in_theirs() -> None:
+def profiled(index: int, setting: dict[str, Any], where: str) -> dict[str, Any]:
+    """:func:`tenant` with its burst profile its own, or its default class's ("class")."""
+    if where == "tenant":
+        return tenant(index, setting)
+    own = tenant(index, setting)
+    bulk = {"name": "bulk", "rate": f"{RATE_BPS // 2}bps", "microburst": own.pop("microburst"), "on_burst": own.pop("on_burst")}
+    return {**own, "classes": [bulk, {"name": "rest", "rate": f"{RATE_BPS // 2}bps"}]}
+
+
+@pytest.mark.parametrize("where", ["tenant", "class"])
+def test_a_tenant_with_a_burst_profile_added_to_a_running_engine_leaves_the_others_in_theirs(where: str) -> None:
     """Added alone (no rebuild): t0, in its burst profile at the update, stays in it, and the
     new tenant switches as it would in an engine made with it; every packet as in that engine."""
     rng = np.random.default_rng(11)
@@ -315,7 +325,7 @@ def test_a_tenant_with_a_burst_profile_added_to_a_running_engine_leaves_the_othe
     order = np.argsort(np.concatenate([times0, times1[keep]]), kind="stable")
     rows = records(np.concatenate([vnis0, vnis1[keep]])[order], np.concatenate([times0, times1[keep]])[order], np.concatenate([sizes0, sizes1[keep]])[order])
     before = policy({"count": "outer", "tenants": [tenant(0, setting)]})
-    after = before.with_tenant(tenant(1, setting))
+    after = before.with_tenant(profiled(1, setting, where))
     split = int(np.searchsorted(rows["timestamp_ns"], cut))
     edited = Engine(before)
     out = [edited.process(rows[:split])]
@@ -333,7 +343,8 @@ def test_a_tenant_with_a_burst_profile_added_to_a_running_engine_leaves_the_othe
     np.testing.assert_array_equal(np.concatenate(out)["outcome"], fresh_out["outcome"])
 
 
-def test_a_tenant_with_a_burst_profile_removed_from_a_running_engine_leaves_the_others_in_theirs() -> None:
+@pytest.mark.parametrize("where", ["tenant", "class"])
+def test_a_tenant_with_a_burst_profile_removed_from_a_running_engine_leaves_the_others_in_theirs(where: str) -> None:
     """Removed alone (no rebuild): t1, in its burst profile at the update, stays in it, as in an
     engine made without t0; t0 goes back to its normal profile as an update puts it."""
     rng = np.random.default_rng(12)
@@ -342,7 +353,7 @@ def test_a_tenant_with_a_burst_profile_removed_from_a_running_engine_leaves_the_
     times, vnis, sizes = (np.concatenate(column) for column in zip(*parts))
     order = np.argsort(times, kind="stable")
     rows = records(vnis[order], times[order], sizes[order])
-    both = policy({"count": "outer", "tenants": [tenant(0, setting), tenant(1, setting)]})
+    both = policy({"count": "outer", "tenants": [profiled(0, setting, where), tenant(1, setting)]})
     cut = int(np.searchsorted(rows["timestamp_ns"], 10_000_000))
     edited = Engine(both)
     out = [edited.process(rows[:cut])]

@@ -200,25 +200,33 @@ impl Adaptive {
         self.renumber(|tenant| if tenant >= index as u32 { tenant + 1 } else { tenant }, |row| if row >= first { row + count } else { row });
     }
 
-    /// Whether a tenant put in with `qos` can be followed alone: it has no profile but a burst
-    /// profile of its own (an overload profile has a place in the order tenants return from
-    /// overload in, a class's burst profile watches class rows).
+    /// Whether a tenant put in with `qos` can be followed alone: it has no overload profile (which
+    /// has a place in the order tenants return from overload in), burst profiles only.
     pub(super) fn insertable(qos: &TenantQos) -> bool {
-        qos.on_overload.is_none() && qos.classes.iter().all(|c| c.on_burst.is_none())
+        qos.on_overload.is_none()
     }
 
-    /// The switching state of the tenant just put in at `index` ([`Adaptive::insert_tenant`]),
-    /// if it has a burst profile: in its normal profile (`normal` its stage), as a retarget
-    /// would start it.
-    pub(super) fn add_tenant(&mut self, qos: &TenantQos, index: usize, normal: &Stage, spec: &QosSpec, profiles: &mut Profiles) {
+    /// The switching states of the tenant just put in at `index` ([`Adaptive::insert_tenant`])
+    /// for its burst profiles, its own and its classes': in their normal profiles, as a
+    /// retarget would start them.
+    pub(super) fn add_tenant(
+        &mut self,
+        qos: &TenantQos,
+        index: usize,
+        tenants: &[TenantState],
+        class_stages: &[Stage],
+        spec: &QosSpec,
+        profiles: &mut Profiles,
+    ) {
         debug_assert!(Self::insertable(qos));
+        self.add_classes(qos, index as u32, &qos.name, tenants, class_stages, spec, profiles);
         if qos.on_burst.is_none() {
             return;
         }
         let name = self.name_id(&qos.name);
         let slot = self.switchable.len() as u32;
         self.watch[index] = slot << 1;
-        self.switchable.push(switchable(qos, index as u32, name, normal, spec, profiles));
+        self.switchable.push(switchable(qos, index as u32, name, &tenants[index].stage, spec, profiles));
     }
 
     /// Follows tenant `index` gone, whose classes had the class rows `rows` (its switching
@@ -677,17 +685,18 @@ impl Enforcer {
         }
     }
 
-    /// Tenant `index`'s switching state, if it has one (a burst profile of its own:
-    /// [`Adaptive::insertable`]), before the tenant goes alone ([`Enforcer::remove`]): back in
-    /// its normal profile as an update puts it (an event if it was not), its counts to the
-    /// archive, its slot out.
+    /// Tenant `index`'s switching states, if any (burst profiles: [`Adaptive::insertable`]),
+    /// before the tenant goes alone ([`Enforcer::remove`]): each back in its normal profile as
+    /// an update puts it (an event if it was not), its counts to the archive, its slot out.
     pub(super) fn remove_switchable(&mut self, index: usize) {
-        let Some(slot) = self.adaptive.switchable.iter().position(|sw| sw.tenant as usize == index) else { return };
-        let slot = slot as u32;
+        let slots: Vec<u32> =
+            (0..self.adaptive.switchable.len() as u32).filter(|&slot| self.adaptive.switchable[slot as usize].tenant as usize == index).collect();
         let mut port = self.port.take();
-        self.back_to_normal(slot, port.as_mut());
+        for &slot in slots.iter().rev() {
+            self.back_to_normal(slot, port.as_mut());
+            self.adaptive.remove_slot(slot);
+        }
         self.port = port;
-        self.adaptive.remove_slot(slot);
     }
 
     /// Slot `slot` in its normal profile, as an update puts it, its counts closed.

@@ -184,8 +184,8 @@ impl Enforcer {
     /// ones, their own rows before the later tenants'. Each starts as in a fresh engine, with
     /// full buckets and zero counters, and no microburst scope ([`Enforcer::insert_watched`]
     /// gives them theirs). Changes nothing and returns false when it takes a full retarget: a
-    /// spec waits, a tenant has an adaptive profile (but a burst profile of its own, with its
-    /// microburst scope: [`Enforcer::insert_watched`]) or a name already given (or a hash
+    /// spec waits, a tenant has an overload profile, or a burst profile without its microburst
+    /// scope ([`Enforcer::insert_watched`] gives scopes), or a name already given (or a hash
     /// collision), the room is too small, or the port refuses their queues.
     pub fn insert(&mut self, index: usize, added: Vec<TenantQos>) -> bool {
         self.insert_watched(index, added, Vec::new())
@@ -193,14 +193,15 @@ impl Enforcer {
 
     /// [`Enforcer::insert`] of tenants of which those named in `bursts` have microburst
     /// settings: their scopes start as a new scope does in a full retarget, and no other
-    /// scope changes; a tenant's burst profile starts in its normal profile, as in a retarget.
+    /// scope changes; their burst profiles start in their normal profiles, as in a retarget.
     pub fn insert_watched(&mut self, index: usize, added: Vec<TenantQos>, bursts: Vec<TenantBursts>) -> bool {
         let classes: usize = added.iter().map(|qos| qos.classes.len()).sum();
         let mut hashes = FxHashSet::default();
         let fresh = |qos: &TenantQos| {
             let hash = name_hash(&qos.name);
-            // A burst profile reads its tenant's scope.
-            let scoped = qos.on_burst.is_none() || bursts.iter().any(|b| b.name == qos.name);
+            // A burst profile reads its tenant's or class's scope.
+            let profiles = qos.on_burst.is_some() || qos.classes.iter().any(|c| c.on_burst.is_some());
+            let scoped = !profiles || bursts.iter().any(|b| b.name == qos.name);
             hashes.insert(hash) && !self.name_hashes.contains_key(&hash) && Adaptive::insertable(qos) && scoped
         };
         let room = self.class_rows + classes <= self.no_tenant_row && self.tenants.len() + added.len() <= self.tenants.capacity();
@@ -253,7 +254,7 @@ impl Enforcer {
         };
         self.bursts.insert_tenant(index, port_queues, bursts);
         self.adaptive.insert_tenant(index, rows);
-        self.adaptive.add_tenant(&qos, index, &self.tenants[index].stage, &self.spec, &mut self.profiles);
+        self.adaptive.add_tenant(&qos, index, &self.tenants, &self.class_stages, &self.spec, &mut self.profiles);
         *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
         let kept = self.terms.keep(&qos, &mut self.profiles);
         self.contracts.insert(index, kept);
@@ -263,10 +264,10 @@ impl Enforcer {
     /// rows and port queues go and the later ones move down (the later tenants' ids fall by one,
     /// as the engine's do), its counters, queueing delays and microburst scopes' totals go to
     /// the archive as a full retarget keeps them (its open burst events end now; a burst profile
-    /// it is in ends as an update ends it), and the room after the class rows grows by its
-    /// classes. Changes nothing and returns false when it takes a full retarget: a spec waits,
-    /// the tenant has a profile other than a burst profile of its own, or packets of it are on
-    /// their way to the port or queued there.
+    /// it or a class of it is in ends as an update ends it), and the room after the class rows
+    /// grows by its classes. Changes nothing and returns false when it takes a full retarget: a
+    /// spec waits, the tenant has an overload profile, or packets of it are on their way to the
+    /// port or queued there.
     pub fn remove(&mut self, index: usize) -> bool {
         if !self.removable(index) {
             return false;

@@ -449,8 +449,8 @@ enum QosShape {
     /// ([`crate::enforce::Enforcer::replace_contracts`]), and the microburst settings of those
     /// at these positions, which changed ([`crate::enforce::Enforcer::rescope`]).
     Replaced(Vec<usize>),
-    /// Only (first, count) tenants put in one after another, with no adaptive profile but a
-    /// burst profile of their own, and no other tenant's weight: the enforcer may take them alone, microburst scopes and all
+    /// Only (first, count) tenants put in one after another, with no overload profile, and no
+    /// other tenant's weight: the enforcer may take them alone, microburst scopes and all
     /// ([`crate::enforce::Enforcer::insert_watched`]).
     Inserted(usize, usize),
     /// Only tenants removed, and no weight set: the enforcer may take them out alone
@@ -505,11 +505,10 @@ fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> 
 }
 
 /// (first, count) of the tenants `delta` puts in one after another at a position of the `count`
-/// there are, if that is all it does: with no adaptive profile but a burst profile of their own,
-/// and no weight set but theirs.
+/// there are, if that is all it does: with no overload profile, and no weight set but theirs.
 fn inserted_alone(delta: &Delta, count: usize) -> Option<(usize, usize)> {
-    // A burst profile of the tenant's own is the one the enforcer takes alone (`Adaptive::insertable`).
-    let plain = |qos: &TenantInput| qos.on_overload.is_none() && qos.classes.iter().all(|c| c.on_burst.is_none());
+    // Burst profiles are what the enforcer takes alone (`Adaptive::insertable`).
+    let plain = |qos: &TenantInput| qos.on_overload.is_none();
     let Some(TenantOp::Insert { at: first, .. }) = delta.ops.first() else { return None };
     let (first, added) = (*first, delta.ops.len());
     let inserts = delta.ops.iter().enumerate().all(|(i, op)| matches!(op, TenantOp::Insert { at, tenant } if *at == first + i && plain(&tenant.qos)));

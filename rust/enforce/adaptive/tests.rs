@@ -88,5 +88,7 @@ fn a_tenant_removed_before_one_with_a_profile_leaves_it_switching_as_before() {
     // As in the first test, "a" now tenant 0: its profile slot, watch and burst scope followed it.
     let out = run(&mut e, &[0, 100_000, 101_000, 102_000, 103_000, 150_000, 170_000]);
     assert_eq!(dropped(&out), [false, false, false, true, true, true, false]);
-    assert!(!e.remove(0), "a has a profile: a full retarget takes it out");
+    let counts = e.profile_counts();
+    assert!(e.remove(0), "a's burst profile goes with it, alone");
+    assert_eq!(e.profile_counts(), counts, "its counts, archived");
 }
