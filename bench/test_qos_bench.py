@@ -207,6 +207,18 @@ def test_full_pipeline_on_one_core_with_1000_metered_and_shaped_tenants(bench_re
     assert best < 60  # a floor against hangs; the target is in RESULTS.md
 
 
+def _first_difference(one: np.ndarray, other: np.ndarray) -> str:
+    """Where two row arrays first differ, field by field (a failure that happened once)."""
+    if one.shape != other.shape:
+        return f"{one.shape} rows against {other.shape}"
+    found = []
+    for field in one.dtype.names or ():
+        at = np.flatnonzero(one[field] != other[field])
+        if len(at):
+            found.append(f"{field}: {len(at)} rows, first {at[0]} ({one[field][at[0]]} against {other[field][at[0]]})")
+    return "; ".join(found)
+
+
 def test_full_pipeline_on_two_threads_against_one(bench_report) -> None:
     """Engine.process on a PacketBatch with threads=1 and threads=2 (two threads parse and
     classify ahead of one enforcer), alternating in the same run so that background load hits both alike; the same
@@ -225,7 +237,7 @@ def test_full_pipeline_on_two_threads_against_one(bench_report) -> None:
                 rows[threads] = engine.process(batch)
                 best[threads] = min(best[threads], time.perf_counter() - start)
     capacity = min(capacity_before, parallel_capacity())
-    assert np.array_equal(rows[1], rows[2]), "two threads must give the rows one thread gives"
+    assert np.array_equal(rows[1], rows[2]), f"two threads must give the rows one thread gives: {_first_difference(rows[1], rows[2])}"
     speedup = best[1] / best[2]
     idle_cpus = len(os.sched_getaffinity(0)) - load.cores
     info = {
