@@ -220,6 +220,19 @@ def test_edits_share_every_unchanged_tenant_and_documents_share_equal_ones() -> 
     assert engine.update(again) == isolane.engine.UpdateReport(kept=50, incremental=0, rebuilt=0)
 
 
+def test_edits_chained_in_one_expression_read_as_their_changes_though_the_middle_policy_is_gone() -> None:
+    policy = Policy.from_dict({"tenants": [{"name": f"t{i}", "vnis": [i]} for i in range(20)]})
+    renamed = policy.without_tenant("t7").with_tenant({"name": "x", "vnis": [7]})  # the policy between is collected
+    changes = renamed.changes_since(policy)
+    assert changes is not None and [(op, at) for op, at, _, _ in changes] == [("remove", 7), ("insert", 19)]
+    later, kept = renamed, {}
+    for i in range(300):  # the chain reaches back 256 edits at most
+        later = later.with_tenant({"name": "x", "vnis": [7], "rules": [{"dst_ports": i + 1, "action": "allow"}]})
+        kept[i] = later
+    assert later.changes_since(policy) is None and later.changes_since(renamed) is None
+    assert [(op, at) for op, at, _, _ in later.changes_since(kept[199]) or []] == [("replace", 19)] * 100
+
+
 GUARANTEES = (None, "8bps", "10Mbps", "20Mbps", "30Mbps", "100Gbps")  # 8bps to 100Gbps: weights scaled to 32 bits
 
 

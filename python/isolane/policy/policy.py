@@ -180,7 +180,7 @@ class Policy:
         new = change[3]
         # The edited tenant's weight (0: none, it was removed) while every other stays; None if they may all change.
         weight = (basis.weight(new) if new is not None else 0) if basis.scale is not None and basis.scale == self._weight_basis.scale else None
-        policy.__dict__["_lineage"] = (weakref.ref(self), change, weight)
+        policy.__dict__["_lineage"] = _lineage(self, _Edit(weakref.ref(self), change, weight))
         positions = self.__dict__.get("_positions")
         op, at, _, new = change
         if positions is not None and op == "replace":
@@ -214,22 +214,19 @@ class Policy:
     def _edits_since(self, earlier: Policy) -> list[tuple[TenantChange, int | None]] | None:
         """The edits from ``earlier`` to this policy, in order, each with the weight it gave its
         tenant (see ``_edited``); ``None`` unless :meth:`with_tenant` and :meth:`without_tenant`
-        made this policy from ``earlier`` (in at most 256 edits)."""
-        edits: list[tuple[TenantChange, int | None]] = []
-        policy: Policy | None = self
-        while policy is not earlier and len(edits) <= 256:
-            lineage = policy.__dict__.get("_lineage") if policy is not None else None
-            if lineage is None:
-                return None
-            parent, change, weight = lineage
-            edits.append((change, weight))
-            policy = parent()
-        return edits[::-1] if policy is earlier else None
+        made this policy from ``earlier`` (in at most ``MOST_EDITS``)."""
+        if self is earlier:
+            return []
+        lineage: tuple[_Edit, ...] = self.__dict__.get("_lineage", ())
+        for back, edit in enumerate(reversed(lineage)):
+            if edit.parent() is earlier:
+                return [(edit.change, edit.weight) for edit in lineage[len(lineage) - 1 - back :]]
+        return None
 
     def changes_since(self, earlier: Policy) -> list[TenantChange] | None:
         """The tenant changes (op, position, old tenant, new tenant) that :meth:`with_tenant`
         and :meth:`without_tenant` made from ``earlier`` to this policy, in order; ``None`` if
-        this policy was not made from ``earlier`` so (or the chain is over 256 edits)."""
+        this policy was not made from ``earlier`` so (or in more than ``MOST_EDITS``)."""
         edits = self._edits_since(earlier)
         return None if edits is None else [change for change, _ in edits]
 
@@ -257,6 +254,29 @@ class Policy:
     @functools.cached_property
     def _tables(self) -> tuple[TenantTables, ...]:
         return tuple(tenant_tables(t) for t in self.tenants)
+
+
+MOST_EDITS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    """An edit that made a policy: the policy it was made from (held weakly, so that a chain of
+    edits keeps no old policy alive), the change, and the weight it gave its tenant (see
+    ``Policy._edited``)."""
+
+    parent: weakref.ref[Policy]
+    change: TenantChange
+    weight: int | None
+
+
+def _lineage(parent: Policy, edit: _Edit) -> tuple[_Edit, ...]:
+    """The latest ``MOST_EDITS`` edits that led to a policy, ``edit`` last. The edits
+    themselves are held, so that a chain made in one expression
+    (``p.without_tenant(a).with_tenant(b)``), whose middle policy is gone, still reads as its two
+    changes."""
+    before: tuple[_Edit, ...] = parent.__dict__.get("_lineage", ())
+    return (*before[-(MOST_EDITS - 1) :], edit)
 
 
 def _emit(messages: Iterable[str]) -> None:
