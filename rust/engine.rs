@@ -30,6 +30,7 @@ mod counters;
 mod delta;
 mod frames;
 mod pipeline;
+mod qos_steps;
 
 use frames::FrameRules;
 pub use frames::{frame_ethertype, frame_rule, FRAME_RULE_DSCP};
