@@ -1,7 +1,8 @@
 """The control path at N tenants: full load (file to a running engine), an identical update,
 one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee, and a
 guarantee that changes the common divisor of the port weights, re-weighing every tenant), a
-tenant added and removed, one with a microburst setting and one with a burst profile; with
+tenant added and removed, one with a microburst setting, one with a burst profile and one with an
+overload profile, a tenant's classes changed, and a tenant renamed in one update; with
 ``--distinct``, the memory a tenant when no two tenants share a contract; with ``--rules N``, one
 tenant of N rules from file to a running engine.
 
@@ -74,7 +75,8 @@ def warm_up() -> None:
 def run(count: int) -> None:
     path = Path(tempfile.mkdtemp()) / "tenants.yaml"
     line = f"{max(400, count // 50)}Gbps"  # room for every guarantee (10 Mbps, 20 after a change)
-    path.write_text(yaml.safe_dump({"port": {"rate": line, "buffer": "64MB"}, "tenants": [tenant(i) for i in range(count)]}, width=1 << 16))
+    port = {"rate": line, "buffer": "64MB", "overload": {"above": "50%", "below": "10%"}}  # for tenants with an overload profile
+    path.write_text(yaml.safe_dump({"port": port, "tenants": [tenant(i) for i in range(count)]}, width=1 << 16))
     warm_up()
     before = settled_resident_bytes()
     start = time.perf_counter()
@@ -116,6 +118,20 @@ def run(count: int) -> None:
     adaptive = dict(watched, on_burst={"meter": {"kind": "srtcm", "cir": "50Mbps"}, "hold": "1ms"})  # docs/qos.md, "Adaptive profiles"
     added_ms, removed_ms = added_and_removed(engine, lambda k: dict(tenant(count + 200 + k), **adaptive))
     print(f"  a tenant with a burst profile added: median {added_ms:.3f} ms; removed: {removed_ms:.3f} ms")
+    overload = {"on_overload": {"meter": {"kind": "srtcm", "cir": "5Mbps"}}}
+    added_ms, removed_ms = added_and_removed(engine, lambda k: dict(tenant(count + 300 + k), **overload))
+    print(f"  a tenant with an overload profile added: median {added_ms:.3f} ms; removed: {removed_ms:.3f} ms")
+    classes = [{"name": "bulk", "priority": 5}, {"name": "rpc", "priority": 1}]
+    classed = {"classes": classes, "default_class": "bulk"}
+    median, p99 = changes(engine, engine.policy, lambda k: dict(tenant(k % count), **classed) if k % 2 == 0 else tenant(k % count), 40)
+    print(f"  one-tenant change (classes added or taken away): median {median:.3f} ms, p99 {p99:.3f} ms")
+    times = []
+    for k in range(20):  # taken out and put in under a new name, in one update
+        old, new = (f"t{k}", f"r{k}")
+        start = time.perf_counter()
+        engine.update(engine.policy.without_tenant(old).with_tenant(dict(tenant(k), name=new)))
+        times.append(time.perf_counter() - start)
+    print(f"  a tenant renamed (taken out and put in, in one update): median {1e3 * statistics.median(times):.3f} ms")
 
 
 def added_and_removed(engine: isolane.Engine, make: Any, n: int = 20) -> tuple[float, float]:

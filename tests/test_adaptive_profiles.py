@@ -201,6 +201,37 @@ def test_overloaded_tenants_switch_together_are_not_starved_and_return_one_by_on
     assert all(c["overload"] > 0 and c["burst"] == 0 for c in counts.values())
 
 
+def test_overload_profiles_added_and_taken_out_during_an_overload_leave_the_others_in_theirs() -> None:
+    """In one update during an overload, t4 (with an overload profile) is added and t1 taken
+    out: t0, t2 and t3 stay in their overload profiles (a rebuild would put them back in their
+    normal ones), t1 goes back to its normal profile as an update puts it, t4 takes its overload
+    profile at once, and they return in policy order."""
+    from test_engine_port import LINE, SECOND, offered, traffic
+
+    rng = np.random.default_rng(5)
+    rows = traffic(*[offered(rng, 100 + i, 5_500_000, 0, SECOND // 10) for i in (0, 2, 3)])  # t1 sends nothing: none of it waits at the port
+    police = {"meter": {"kind": "srtcm", "cir": "2MB/s", "actions": {"red": "drop"}}}
+    tenants = [{"name": f"t{i}", "vnis": [100 + i], "rate": "2MB/s", "on_overload": police} for i in range(5)]
+    port = {"rate": f"{LINE}B/s", "buffer": "1MB", "overload": {"above": "50%", "below": "10%", "stagger": "5ms"}}
+    before = policy({"count": "outer", "unknown_tenant": "allow", "port": port, "tenants": tenants[:4]})
+    engine = Engine(before)
+    cut = int(np.searchsorted(rows["timestamp_ns"], SECOND * 95 // 1000))  # overloaded from about 80 ms
+    engine.process(rows[:cut])
+    names = engine.profile_tenants
+    overloaded = {names[e["tenant"]]: int(e["to"]) for e in engine.profile_events()}
+    assert overloaded == {f"t{i}": ProfileId.OVERLOAD for i in range(4)}, "all four are overloaded at the update"
+    seen = len(engine.profile_events())
+    engine.update(before.with_tenant(tenants[4]).without_tenant("t1"))
+    names = engine.profile_tenants
+    at_update = [(names[e["tenant"]], int(e["to"]), int(e["cause"])) for e in engine.profile_events()[seen:]]
+    assert at_update == [("t4", ProfileId.OVERLOAD, SwitchCause.OVERLOAD), ("t1", ProfileId.NORMAL, SwitchCause.UPDATE)]
+    engine.process(rows[cut:])
+    engine.drain()
+    events = engine.profile_events()[seen + 2 :]
+    returns = events[events["cause"] == SwitchCause.RECOVERED]
+    assert [names[t] for t in returns["tenant"][:4]] == ["t0", "t2", "t3", "t4"], "in policy order"
+
+
 def test_a_staggered_return_overloads_the_port_again_later_than_a_static_fallback() -> None:
     """The static fallback: every tenant to its conservative profile at once, and back at once."""
     staggered, _, staggered_out = overload_run("5ms")

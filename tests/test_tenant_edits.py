@@ -18,12 +18,19 @@ from isolane import Engine, Policy, PolicyError, PolicyWarning
 RATES = ("10Mbps", "20Mbps", "30Mbps", "40Mbps")
 
 
-def tenant_doc(name: str, vni: int, draw: st.DrawFn) -> dict[str, Any]:
+def tenant_doc(name: str, vni: int, draw: st.DrawFn, profiles: bool = False) -> dict[str, Any]:
+    """A tenant; with ``profiles`` (the port has an overload setting) perhaps with a microburst
+    scope and a burst profile, or an overload profile."""
     doc: dict[str, Any] = {"name": name, "vnis": [vni]}
     if draw(st.booleans()):
         doc["rate"] = draw(st.sampled_from(RATES))
     if draw(st.booleans()):
         doc["meter"] = {"kind": "srtcm", "cir": draw(st.sampled_from(RATES))}
+    if profiles and draw(st.booleans()):
+        doc["microburst"] = {"window": "10us", "threshold": "5Gbps"}
+        doc["on_burst"] = {"meter": {"kind": "srtcm", "cir": "5Mbps"}, "hold": "1ms"}
+    if profiles and draw(st.booleans()):
+        doc["on_overload"] = {"meter": {"kind": "srtcm", "cir": draw(st.sampled_from(RATES))}}
     if draw(st.booleans()):
         doc["classes"] = [{"name": "bulk", "priority": 5}, {"name": "rpc", "priority": 1, "weight": draw(st.integers(1, 4))}]
         doc["default_class"] = "bulk"
@@ -34,25 +41,30 @@ def tenant_doc(name: str, vni: int, draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def edit_runs(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
-    """A policy document and a sequence of edits: ("with", tenant document) or ("without", name)."""
+    """A policy document and a sequence of edits: ("with", tenant document) or ("without", name),
+    each with whether the engine is updated after it (and always after the last)."""
     count = draw(st.integers(1, 6))
     port = {"rate": "100Gbps", "buffer": "16MB"} if draw(st.booleans()) else None
-    doc: dict[str, Any] = {"tenants": [tenant_doc(f"t{i}", 100 + i, draw) for i in range(count)]}
+    profiles = port is not None and draw(st.booleans())
+    if profiles:
+        port["overload"] = {"above": "50%", "below": "10%"}
+    doc: dict[str, Any] = {"tenants": [tenant_doc(f"t{i}", 100 + i, draw, profiles) for i in range(count)]}
     if port:
         doc["port"] = port
     names = [f"t{i}" for i in range(count)]
-    edits: list[tuple[str, Any]] = []
+    edits: list[tuple[str, Any, bool]] = []
     for step in range(draw(st.integers(1, 8))):
+        update = draw(st.booleans())
         if names and draw(st.integers(0, 3)) == 0:
             name = draw(st.sampled_from(names))
             names.remove(name)
-            edits.append(("without", name))
+            edits.append(("without", name, update))
             continue
         name = draw(st.sampled_from(names + [f"n{step}"]))
         if name not in names:
             names.append(name)
         vni = 100 + int(name[1:]) + (1000 if name[0] == "n" else 0)
-        edits.append(("with", tenant_doc(name, vni, draw)))
+        edits.append(("with", tenant_doc(name, vni, draw, profiles), update))
     return doc, edits
 
 
@@ -88,18 +100,21 @@ def counts_by_key(engine: Engine) -> dict[tuple[str | None, int | None], tuple[i
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edit_runs())
-def test_an_engine_that_went_through_edits_equals_one_built_from_the_final_policy(run: tuple[dict[str, Any], list[tuple[str, Any]]]) -> None:
+def test_an_engine_that_went_through_edits_equals_one_built_from_the_final_policy(run: tuple[dict[str, Any], list[tuple[str, Any, bool]]]) -> None:
+    """Edits one by one, or several in one update (tenants put in, taken out and replaced in
+    one go), with traffic between updates."""
     doc, edits = run
     policy = quietly(lambda: Policy.from_dict(doc))
     edited = Engine(policy)
     vnis = sorted({v for step in [doc["tenants"], *[[e[1]] for e in edits if e[0] == "with"]] for t in step for v in t["vnis"]})
     packets = traffic(vnis)
     processed = 0
-    for op, arg in edits:
+    for k, (op, arg, update) in enumerate(edits):
         policy = quietly(lambda before=policy, op=op, arg=arg: before.with_tenant(arg) if op == "with" else before.without_tenant(arg))
-        edited.update(policy)
-        edited.process(packets)  # traffic between updates
-        processed += len(packets)
+        if update or k == len(edits) - 1:
+            edited.update(policy)
+            edited.process(packets)  # traffic between updates
+            processed += len(packets)
     fresh = Engine(policy)
     for field in ("tenant", "rule", "cls", "action", "reason"):
         np.testing.assert_array_equal(edited.classify(packets)[field], fresh.classify(packets)[field], err_msg=field)
@@ -181,6 +196,34 @@ def test_a_guarantee_that_re_weighs_every_tenant_keeps_their_meters_and_queued_p
     assert rated._weights_since(policy) is None and rated.compile_qos().tenant_weight.tolist() == [2, 3, 2, 2]
     engine.update(rated)
     assert sent() == before, "the port still has their packets"
+    again = burst[::3].copy()
+    again["timestamp_ns"] = 1000  # 1 us later: 1 byte of tokens, not 1000
+    assert engine.process(again)["outcome"].tolist() == [isolane.Outcome.DROP_METER] * 3  # t0, t2 and t3 kept their (empty) buckets
+    engine.drain()
+    assert sum(entry["packets"] for entry in engine.stats()) == len(burst) + len(again)
+
+
+def test_a_rename_and_new_classes_in_one_update_leave_the_other_tenants_queued_packets_at_the_port() -> None:
+    """t1 renamed (taken out, a new tenant put in) and t4 given classes, in one update: each goes
+    alone, and the packets t0, t2 and t3 have queued at the port stay there."""
+    tenants = [{"name": f"t{i}", "vnis": [i], "meter": {"kind": "srtcm", "cir": "8Mbps", "cbs": "3000B", "ebs": "0B"}, "rate": "10Mbps"} for i in range(5)]
+    policy = Policy.from_dict({"tenants": tenants, "port": {"rate": "100Mbps", "buffer": "1MB"}})
+    engine = Engine(policy)
+    burst = traffic([0, 2, 3])[:-1:6].repeat(3)  # three 1000 B packets at once per tenant: 72 us to send at 100 Mbps
+    burst["timestamp_ns"] = 0
+    engine.process(burst)
+
+    def sent() -> int:
+        return sum(entry["delay_ns"]["count"] for entry in engine.stats() if entry["delay_ns"] is not None)
+
+    before = sent()
+    assert before < len(burst)
+    classes = [{"name": "bulk", "priority": 5, "rate": "5Mbps"}, {"name": "rpc", "priority": 1, "rate": "5Mbps"}]
+    edited = policy.without_tenant("t1").with_tenant(dict(tenants[1], name="x")).with_tenant(dict(tenants[4], classes=classes, default_class="bulk"))
+    report = engine.update(edited)
+    assert sent() == before, "the port still has their packets"
+    assert report == isolane.engine.UpdateReport(kept=4, incremental=0, rebuilt=1)  # t4 keeps its tables; x is new
+    assert engine.policy.tenant_names == ["t0", "t2", "t3", "t4", "x"]
     again = burst[::3].copy()
     again["timestamp_ns"] = 1000  # 1 us later: 1 byte of tokens, not 1000
     assert engine.process(again)["outcome"].tolist() == [isolane.Outcome.DROP_METER] * 3  # t0, t2 and t3 kept their (empty) buckets

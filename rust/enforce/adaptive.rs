@@ -200,15 +200,12 @@ impl Adaptive {
         self.renumber(|tenant| if tenant >= index as u32 { tenant + 1 } else { tenant }, |row| if row >= first { row + count } else { row });
     }
 
-    /// Whether a tenant put in with `qos` can be followed alone: it has no overload profile (which
-    /// has a place in the order tenants return from overload in), burst profiles only.
-    pub(super) fn insertable(qos: &TenantQos) -> bool {
-        qos.on_overload.is_none()
-    }
-
     /// The switching states of the tenant just put in at `index` ([`Adaptive::insert_tenant`])
-    /// for its burst profiles, its own and its classes': in their normal profiles, as a
-    /// retarget would start them.
+    /// for its profiles, its own and its classes': in their normal profiles, as a retarget
+    /// would start them. One with an overload profile takes its place in the order of return
+    /// (policy order); its slot is given back if the port is overloaded and its turn to return
+    /// has not come: it is to take its overload profile now, as the others did.
+    #[must_use]
     pub(super) fn add_tenant(
         &mut self,
         qos: &TenantQos,
@@ -217,16 +214,26 @@ impl Adaptive {
         class_stages: &[Stage],
         spec: &QosSpec,
         profiles: &mut Profiles,
-    ) {
-        debug_assert!(Self::insertable(qos));
+    ) -> Option<u32> {
         self.add_classes(qos, index as u32, &qos.name, tenants, class_stages, spec, profiles);
-        if qos.on_burst.is_none() {
-            return;
+        if qos.on_burst.is_none() && qos.on_overload.is_none() {
+            return None;
         }
         let name = self.name_id(&qos.name);
         let slot = self.switchable.len() as u32;
-        self.watch[index] = slot << 1;
+        if qos.on_burst.is_some() {
+            self.watch[index] = slot << 1;
+        }
         self.switchable.push(switchable(qos, index as u32, name, &tenants[index].stage, spec, profiles));
+        let (Some(overload), true) = (&mut self.overload, qos.on_overload.is_some()) else { return None };
+        let switchable = &self.switchable;
+        let at = overload.order.partition_point(|&s| (switchable[s as usize].tenant as usize) < index);
+        overload.order.insert(at, slot);
+        if at < overload.returned {
+            overload.returned += 1; // its turn has passed: it stays in its normal profile
+            return None;
+        }
+        overload.active.then_some(slot)
     }
 
     /// Follows tenant `index` gone, whose classes had the class rows `rows` (its switching
@@ -260,7 +267,10 @@ impl Adaptive {
         let due = std::mem::take(&mut self.due).into_iter().filter(|Reverse((_, s))| *s != slot);
         self.due = due.map(|Reverse((at, s))| Reverse((at, later(s)))).collect();
         if let Some(overload) = &mut self.overload {
-            overload.order.retain(|&s| s != slot);
+            if let Some(at) = overload.order.iter().position(|&s| s == slot) {
+                overload.order.remove(at);
+                overload.returned -= usize::from(at < overload.returned);
+            }
             overload.order.iter_mut().for_each(|s| *s = later(*s));
         }
     }
@@ -531,7 +541,10 @@ impl Enforcer {
         // Who takes the overload profile now: everyone as it starts, those that returned if it
         // starts again while they return.
         let switching = match (above, overload.active) {
-            (true, false) => overload.order.len(),
+            (true, false) => {
+                overload.returned = 0;
+                overload.order.len()
+            }
             (true, true) => std::mem::take(&mut overload.returned),
             (false, _) => 0,
         };
@@ -685,9 +698,10 @@ impl Enforcer {
         }
     }
 
-    /// Tenant `index`'s switching states, if any (burst profiles: [`Adaptive::insertable`]),
-    /// before the tenant goes alone ([`Enforcer::remove`]): each back in its normal profile as
-    /// an update puts it (an event if it was not), its counts to the archive, its slot out.
+    /// Tenant `index`'s switching states, if any, before the tenant goes alone
+    /// ([`Enforcer::remove`]): each back in its normal profile as an update puts it (an event
+    /// if it was not), its counts to the archive, its slot out (and out of the order of return
+    /// from overload).
     pub(super) fn remove_switchable(&mut self, index: usize) {
         let slots: Vec<u32> =
             (0..self.adaptive.switchable.len() as u32).filter(|&slot| self.adaptive.switchable[slot as usize].tenant as usize == index).collect();
@@ -696,6 +710,15 @@ impl Enforcer {
             self.back_to_normal(slot, port.as_mut());
             self.adaptive.remove_slot(slot);
         }
+        self.port = port;
+    }
+
+    /// Slot `slot`, of a tenant put in while the port is overloaded, into its overload profile
+    /// as the others took theirs ([`Adaptive::add_tenant`]).
+    pub(super) fn overload_now(&mut self, slot: u32) {
+        self.adaptive.switchable[slot as usize].overloaded = true;
+        let mut port = self.port.take();
+        self.switch(slot, self.clock_ns, SwitchCause::Overload, port.as_mut());
         self.port = port;
     }
 

@@ -208,6 +208,11 @@ impl QosSettings {
         Ok(colors)
     }
 
+    pub(crate) fn overload(&self) -> Option<Overload> {
+        let overload = self.port.as_ref()?.overload?;
+        Some(Overload { above_bytes: overload.above, below_bytes: overload.below, stagger_ns: overload.stagger_ns })
+    }
+
     pub(crate) fn port(&self) -> Result<Option<PortConfig>, CoreError> {
         let Some(port) = &self.port else { return Ok(None) };
         let mode = PortMode::try_from(port.mode)?;
@@ -429,8 +434,7 @@ impl QosInputs {
             poll_ns: self.settings.poll_ns.clone(),
         };
         let count = Count::try_from(self.settings.byte_count).map_err(|e| e.within("count"))?;
-        let overload = port.and_then(|p| p.overload).map(|o| Overload { above_bytes: o.above, below_bytes: o.below, stagger_ns: o.stagger_ns });
-        let spec = QosSpec { count, color_map: self.settings.color_map()?, port: self.settings.port()?, tenants, bursts, overload };
+        let spec = QosSpec { count, color_map: self.settings.color_map()?, port: self.settings.port()?, tenants, bursts, overload: self.settings.overload() };
         spec.check()?;
         Ok(spec)
     }

@@ -303,7 +303,7 @@ fn profiles_left_behind_by_replaced_contracts_go() {
     run(&mut e, &[p(3)]); // t3's bucket empties
     for change in 0..10_000 {
         let index = change % 3;
-        assert!(e.replace_contracts(vec![(index, tenant(&format!("t{index}"), meter(10 + change as u64), vec![meter(2)]))]));
+        assert!(e.replace_contracts(&[(index, tenant(&format!("t{index}"), meter(10 + change as u64), vec![meter(2)]))]));
     }
     assert!(e.profiles.len() < 100, "{} profiles for 5 contracts", e.profiles.len());
     assert_eq!(outcomes(&run(&mut e, &[p(3), p(0)])), [Outcome::DropMeter as u8, 0], "t3 kept its empty bucket");
@@ -447,11 +447,11 @@ fn a_queue_changed_in_place_keeps_the_port_within_its_line_rate_and_buffer() {
     let mut s = spec(vec![with_queue("a", queue(400, 100)), with_queue("b", queue(400, 100))]);
     s.port = Some(PortConfig { line_rate: 1000, buffer_bytes: 350, mode: PortMode::PerTenant });
     let mut e = enforcer(s);
-    assert!(!e.replace_contracts(vec![(1, with_queue("b", queue(700, 100)))]), "guarantees 1,100 B/s over the 1,000 B/s line");
-    assert!(!e.replace_contracts(vec![(1, with_queue("b", queue(400, 300)))]), "reserves 400 B over the 350 B buffer");
-    assert!(e.replace_contracts(vec![(1, with_queue("b", queue(600, 250)))]), "exactly the line and the buffer");
+    assert!(!e.replace_contracts(&[(1, with_queue("b", queue(700, 100)))]), "guarantees 1,100 B/s over the 1,000 B/s line");
+    assert!(!e.replace_contracts(&[(1, with_queue("b", queue(400, 300)))]), "reserves 400 B over the 350 B buffer");
+    assert!(e.replace_contracts(&[(1, with_queue("b", queue(600, 250)))]), "exactly the line and the buffer");
     assert_eq!(e.contract_of(1).map(|q| q.classes[0].queue.guarantee), Some(600));
-    assert!(!e.replace_contracts(vec![(0, with_queue("a", queue(401, 100)))]), "the sums follow the change before");
+    assert!(!e.replace_contracts(&[(0, with_queue("a", queue(401, 100)))]), "the sums follow the change before");
 }
 
 proptest! {
@@ -766,7 +766,7 @@ fn class_stages_are_made_when_a_class_contract_first_needs_them() {
     let mut changed = plain(&tenants[1]);
     changed.classes[1].contract = tenants[1].classes[1].contract;
     let mut e = enforcer(QosSpec { port: Some(port), ..spec(vec![plain(&tenants[0]), plain(&tenants[1])]) });
-    assert!(e.class_stages.is_empty() && e.replace_contracts(vec![(1, changed.clone())]));
+    assert!(e.class_stages.is_empty() && e.replace_contracts(&[(1, changed.clone())]));
     let mut fresh = enforcer(QosSpec { port: Some(port), ..spec(vec![plain(&tenants[0]), changed]) });
     assert_eq!(run(&mut e, &later), run(&mut fresh, &later));
     e.drain();

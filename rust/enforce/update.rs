@@ -9,7 +9,6 @@ use std::hash::BuildHasher;
 
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
-use super::adaptive::Adaptive;
 use super::kept::{Kept, KeptClass, TermsPool};
 use super::rows::StatsRows;
 use super::{ClassQos, Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
@@ -113,7 +112,7 @@ impl Enforcer {
     /// whose port queues alone changed (re-weighed) keeps them; a port queue whose
     /// configuration changed takes it in place ([`Port::set_queue`]). Changes
     /// nothing and returns false when any of them is more than that.
-    pub fn replace_contracts(&mut self, changes: Vec<(usize, TenantQos)>) -> bool {
+    pub fn replace_contracts(&mut self, changes: &[(usize, TenantQos)]) -> bool {
         let same_shape = |index: usize, qos: &TenantQos| match self.contracts.get(index) {
             Some(old) => old.has_contract() && *old.name == *qos.name && old.classes().len() == qos.classes.len(),
             None => false,
@@ -124,24 +123,25 @@ impl Enforcer {
         if self.staged.is_some() || !changes.iter().all(|(index, qos)| seen.insert(*index) && alone(*index, qos)) {
             return false;
         }
-        let queues = self.queue_changes(&changes);
+        let queues = self.queue_changes(changes);
         let (old, new): (Vec<QueueConfig>, Vec<QueueConfig>) = queues.iter().map(|(_, old, new)| (*old, *new)).unzip();
         let sums = self.port_sums_with(&old, &new);
         if !queues.is_empty() && sums.is_none() {
             return false;
         }
         for (index, qos) in changes {
+            let index = *index;
             let kept = &self.contracts[index];
-            if kept.is(&qos, &self.profiles) {
+            if kept.is(qos, &self.profiles) {
                 continue;
             }
-            if kept.enforces(&qos, &self.profiles) {
+            if kept.enforces(qos, &self.profiles) {
                 // Re-weighed: its queues change (below), its stages go on.
-                let kept = self.terms.keep(&qos, &mut self.profiles);
+                let kept = self.terms.keep(qos, &mut self.profiles);
                 self.terms.release(std::mem::replace(&mut self.contracts[index], kept));
                 continue;
             }
-            let stage = self.fresh_stage(&qos);
+            let stage = self.fresh_stage(qos);
             if stage.classes_enforced {
                 self.make_class_stages();
             }
@@ -152,7 +152,7 @@ impl Enforcer {
                 }
             }
             self.tenants[index].stage = stage;
-            let kept = self.terms.keep(&qos, &mut self.profiles);
+            let kept = self.terms.keep(qos, &mut self.profiles);
             self.terms.release(std::mem::replace(&mut self.contracts[index], kept));
         }
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
@@ -183,10 +183,11 @@ impl Enforcer {
     /// tenants' (a memmove; at the end nothing moves), their port queues go in before the later
     /// ones, their own rows before the later tenants'. Each starts as in a fresh engine, with
     /// full buckets and zero counters, and no microburst scope ([`Enforcer::insert_watched`]
-    /// gives them theirs). Changes nothing and returns false when it takes a full retarget: a
-    /// spec waits, a tenant has an overload profile, or a burst profile without its microburst
-    /// scope ([`Enforcer::insert_watched`] gives scopes), or a name already given (or a hash
-    /// collision), the room is too small, or the port refuses their queues.
+    /// gives them theirs). One with an overload profile takes it at once if the port is
+    /// overloaded and its turn to return has not come. Changes nothing and returns false when
+    /// it takes a full retarget: a spec waits, a tenant has a burst profile without its
+    /// microburst scope ([`Enforcer::insert_watched`] gives scopes), or a name already given (or
+    /// a hash collision), the room is too small, or the port refuses their queues.
     pub fn insert(&mut self, index: usize, added: Vec<TenantQos>) -> bool {
         self.insert_watched(index, added, Vec::new())
     }
@@ -202,7 +203,7 @@ impl Enforcer {
             // A burst profile reads its tenant's or class's scope.
             let profiles = qos.on_burst.is_some() || qos.classes.iter().any(|c| c.on_burst.is_some());
             let scoped = !profiles || bursts.iter().any(|b| b.name == qos.name);
-            hashes.insert(hash) && !self.name_hashes.contains_key(&hash) && Adaptive::insertable(qos) && scoped
+            hashes.insert(hash) && !self.name_hashes.contains_key(&hash) && scoped
         };
         let room = self.class_rows + classes <= self.no_tenant_row && self.tenants.len() + added.len() <= self.tenants.capacity();
         if self.staged.is_some() || !self.spec.tenants.is_empty() || index > self.tenants.len() || !room || !added.iter().all(fresh) {
@@ -254,20 +255,23 @@ impl Enforcer {
         };
         self.bursts.insert_tenant(index, port_queues, bursts);
         self.adaptive.insert_tenant(index, rows);
-        self.adaptive.add_tenant(&qos, index, &self.tenants, &self.class_stages, &self.spec, &mut self.profiles);
+        let overloaded = self.adaptive.add_tenant(&qos, index, &self.tenants, &self.class_stages, &self.spec, &mut self.profiles);
         *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
         let kept = self.terms.keep(&qos, &mut self.profiles);
         self.contracts.insert(index, kept);
+        if let Some(slot) = overloaded {
+            self.overload_now(slot);
+        }
     }
 
     /// Takes tenant `index` out, touching no other tenant's state: its class stages, statistics
     /// rows and port queues go and the later ones move down (the later tenants' ids fall by one,
     /// as the engine's do), its counters, queueing delays and microburst scopes' totals go to
     /// the archive as a full retarget keeps them (its open burst events end now; a burst profile
-    /// it or a class of it is in ends as an update ends it), and the room after the class rows
-    /// grows by its classes. Changes nothing and returns false when it takes a full retarget: a
-    /// spec waits, the tenant has an overload profile, or packets of it are on their way to the
-    /// port or queued there.
+    /// it or a class of it is in ends as an update ends it, and it leaves the order of return
+    /// from overload), and the room after the class rows grows by its classes. Changes nothing
+    /// and returns false when it takes a full retarget: a spec waits, or packets of it are on
+    /// their way to the port or queued there.
     pub fn remove(&mut self, index: usize) -> bool {
         if !self.removable(index) {
             return false;
@@ -321,14 +325,13 @@ impl Enforcer {
             return false;
         }
         let rows = self.class_rows_of(index);
-        let profiles = self.contracts[index].qos(&self.profiles).is_some_and(|qos| !Adaptive::insertable(&qos));
         let in_flight = self.in_flight.iter().any(|packet| rows.contains(&(packet.0.row as usize)));
         let queues = match &self.port {
             Some(state) if state.port.holds_packets(rows.start as u32..rows.end as u32) => return false,
             Some(_) => rows,
             None => 0..0,
         };
-        !profiles && !in_flight && self.bursts.removable(index, queues)
+        !in_flight && self.bursts.removable(index, queues)
     }
 
     /// Tenant `index`'s class rows (its class stages, statistics rows and port queues).

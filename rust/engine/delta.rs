@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::qos_steps::{checked_alone, watched, QosChange, QosShape};
+use super::qos_steps::{replacements, steps, QosChange, QosShape, Taken};
 use super::{build, check_tenant, incremental, Engine, EngineTables, HotTenant, TenantHead, TenantSpec, TenantTables, UpdateReport, VniMap};
 use crate::chunked_vec::GroupedVec;
 use crate::enforce::TenantInput;
@@ -357,13 +357,21 @@ impl Engine {
             displaced: Vec::new(),
         };
         let replaced: Vec<usize> = delta.ops.iter().filter_map(|op| if let TenantOp::Replace { at, .. } = op { Some(*at) } else { None }).collect();
-        let mut changed: Vec<usize> = replaced.iter().copied().chain(delta.weights.iter().map(|(at, _)| *at)).collect();
-        changed.sort_unstable();
-        changed.dedup();
+        let (mut taken, mut worn) = (Vec::new(), Vec::new());
         for op in delta.ops {
+            let before = if shape == QosShape::Steps { Taken::before(&op, &inputs, |at| edit.next.tenants.get(at).map(|t| &*t.name)) } else { None };
+            let replacing = if let TenantOp::Replace { at, .. } = &op { Some(*at) } else { None };
             edit.apply(op, &mut inputs.tenants, &mut inputs.weights)?;
+            // A table patched too often is built afresh in the background, by name (positions move).
+            if let Some(table) = replacing.and_then(|at| edit.next.tenants.get(at)).filter(|t| t.table.is_worn()) {
+                worn.push(table.name.to_string());
+            }
+            if let Some(before) = before {
+                let name = edit.next.tenants.get(before.at()).map_or("", |t| &*t.name);
+                taken.push(before.after(&inputs, name));
+            }
         }
-        for (at, weight) in delta.weights {
+        for &(at, weight) in &delta.weights {
             if at >= inputs.weights.len() {
                 return Err(CoreError::InvalidArgument(format!("a weight for tenant position {at}, of {}", inputs.tenants.len())));
             }
@@ -373,25 +381,19 @@ impl Engine {
             inputs.settings = settings;
         }
         let name = |at: usize| &*edit.next.tenants[at].name;
-        let resolve = |at: usize| inputs.tenants[at].resolve(name(at), inputs.weights[at], inputs.settings.port.as_ref());
         let change = match shape {
             QosShape::Replaced(rescoped) => {
-                let contracts = changed.iter().map(|&at| Ok((at, resolve(at)?))).collect::<Result<_, CoreError>>()?;
-                QosChange::Replaced(
-                    contracts,
-                    rescoped.into_iter().map(|at| Ok((at, watched(&inputs, at..at + 1, name)?.pop()))).collect::<Result<_, CoreError>>()?,
-                )
+                let mut changed: Vec<usize> = replaced.iter().copied().chain(delta.weights.iter().map(|(at, _)| *at)).collect();
+                changed.sort_unstable();
+                changed.dedup();
+                let mut replaced = replaced;
+                replaced.sort_unstable();
+                replacements(&changed, &replaced, &rescoped, &inputs, name)?
             }
-            QosShape::Inserted(first, added) => {
-                let (bursts, port) = (watched(&inputs, first..first + added, name)?, inputs.settings.port()?);
-                let added_qos = (first..first + added).map(|at| checked_alone(resolve(at)?, port, &bursts)).collect::<Result<_, CoreError>>()?;
-                QosChange::Inserted(first, added_qos, bursts)
-            }
-            QosShape::Removed(positions) => QosChange::Removed(positions),
+            QosShape::Steps => steps(taken, &delta.weights, &inputs, name)?,
             QosShape::Full => QosChange::Full(Box::new(inputs.spec(name)?)),
         };
         let (tables, report) = edit.finish(delta.unknown_action)?;
-        let worn: Vec<String> = replaced.iter().filter_map(|&at| tables.tenants.get(at)).filter(|t| t.table.is_worn()).map(|t| t.name.to_string()).collect();
         self.install_contracts(tables, change, &inputs)?;
         *self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()) = inputs;
         for name in worn {

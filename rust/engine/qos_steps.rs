@@ -3,43 +3,47 @@
 
 use std::sync::Arc;
 
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use super::{Delta, Engine, EngineTables, TenantOp};
 use crate::bursts::{BurstSpec, TenantBursts};
-use crate::enforce::{QosInputs, QosSpec, TenantInput, TenantQos};
+use crate::enforce::{Enforcer, QosInputs, QosSpec, TenantInput, TenantQos};
 use crate::error::CoreError;
-use crate::shaping::PortConfig;
+
+/// Steps that move the tenants after them (inserts and removals before the last tenant, each a
+/// memmove of the later rows and queues) an update takes one by one: past this many, a retarget
+/// costs less.
+const MOST_MOVES: usize = 64;
 
 impl Engine {
-    /// Swaps in `tables` with the QoS state: only the contracts changed or the tenants added
-    /// (when the enforcer can take them alone), else the whole spec (the inputs', if not
-    /// given). Nothing is installed if that spec is refused.
+    /// Swaps in `tables` with the QoS state: only the tenants that changed (when the enforcer
+    /// can take them alone), else the whole spec (the inputs', if not given). Nothing is
+    /// installed if that spec is refused.
     pub(super) fn install_contracts(&self, tables: EngineTables, change: QosChange, inputs: &QosInputs) -> Result<(), CoreError> {
         let mut qos = self.lock_qos();
-        let mut full_spec = None;
-        let taken = match change {
-            QosChange::Replaced(changed, rescoped) => {
+        let (taken, full_spec) = match change {
+            // In order: a refusal after some went leaves a state the retarget below aligns by name.
+            QosChange::Steps(steps, reweighed, checks) => {
                 let enforcer = qos.enforcer_mut();
-                let taken = enforcer.replace_contracts(changed);
-                for (at, bursts) in rescoped.into_iter().filter(|_| taken) {
-                    enforcer.rescope(at, bursts);
-                }
-                taken
+                let taken = steps.into_iter().all(|step| step.take(enforcer, &checks)) && (reweighed.is_empty() || enforcer.replace_contracts(&reweighed));
+                (taken, None)
             }
-            QosChange::Inserted(at, added, bursts) => qos.enforcer_mut().insert_watched(at, added, bursts),
-            // One by one, in order: a refusal after some went leaves a state the retarget below aligns by name.
-            QosChange::Removed(positions) => positions.into_iter().all(|at| qos.enforcer_mut().remove(at)),
-            QosChange::Full(spec) => {
-                full_spec = Some(*spec);
-                false
-            }
+            QosChange::Full(spec) => (false, Some(*spec)),
         };
         if taken {
             self.tables.store(Arc::new(tables));
             return Ok(());
         }
-        let spec = match full_spec {
-            Some(spec) => spec,
-            None => inputs.spec(|at| &*tables.tenants[at].name)?,
+        let spec = match full_spec.map_or_else(|| inputs.spec(|at| &*tables.tenants[at].name), Ok) {
+            Ok(spec) => spec,
+            Err(refused) => {
+                // Steps taken before: the enforcer follows the tables in force again.
+                let current = self.tables.load_full();
+                let spec = self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()).spec(|at| &*current.tenants[at].name)?;
+                qos.stage(spec);
+                qos.retarget(&current.tenant_names());
+                return Err(refused);
+            }
         };
         let names = tables.tenant_names();
         qos.stage(spec);
@@ -52,19 +56,15 @@ impl Engine {
 /// What an update changes of the QoS inputs, as far as the enforcer is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum QosShape {
-    /// Only the contracts of tenants put in place of tenants of the same name, and weights
-    /// (a guarantee that changes the common divisor re-weighs every tenant): the enforcer may
-    /// take the new contracts of those and of the tenants re-weighed alone
-    /// ([`crate::enforce::Enforcer::replace_contracts`]), and the microburst settings of those
+    /// Only tenants put in place of tenants of the same name, and weights (a guarantee that
+    /// changes the common divisor re-weighs every tenant): no tenant moves, so each is resolved
+    /// with its new weight and the enforcer is given them all at once
+    /// ([`crate::enforce::Enforcer::replace_contracts`]), with the microburst settings of those
     /// at these positions, which changed ([`crate::enforce::Enforcer::rescope`]).
     Replaced(Vec<usize>),
-    /// Only (first, count) tenants put in one after another, with no overload profile, and no
-    /// other tenant's weight: the enforcer may take them alone, microburst scopes and all
-    /// ([`crate::enforce::Enforcer::insert_watched`]).
-    Inserted(usize, usize),
-    /// Only tenants removed, and no weight set: the enforcer may take them out alone
-    /// ([`crate::enforce::Enforcer::remove`]), at these positions in turn.
-    Removed(Vec<usize>),
+    /// Tenants put in, taken out and replaced, in order, at most [`MOST_MOVES`] of them moving
+    /// others: each is given to the enforcer alone ([`Taken`]), then the tenants re-weighed.
+    Steps,
     /// Anything else: every tenant is resolved again.
     Full,
 }
@@ -75,10 +75,8 @@ impl QosShape {
             QosShape::Full
         } else if let Some(rescoped) = replaced_alone(delta, current, inputs) {
             QosShape::Replaced(rescoped)
-        } else if let Some((first, count)) = inserted_alone(delta, current.tenants.len()) {
-            QosShape::Inserted(first, count)
-        } else if let Some(positions) = removed_alone(delta) {
-            QosShape::Removed(positions)
+        } else if moves(delta, current.tenants.len()) <= MOST_MOVES {
+            QosShape::Steps
         } else {
             QosShape::Full
         }
@@ -87,17 +85,253 @@ impl QosShape {
 
 /// What the enforcer is given of an update (see [`QosShape`]).
 pub(super) enum QosChange {
-    /// The new contracts, and the new microburst settings (if any) of those whose settings changed.
-    Replaced(Vec<(usize, TenantQos)>, Vec<(usize, Option<TenantBursts>)>),
-    /// At this position on, with the microburst settings of those that have any.
-    Inserted(usize, Vec<TenantQos>, Vec<TenantBursts>),
-    Removed(Vec<usize>),
+    /// In order; then the contracts of the tenants re-weighed; and what a tenant put in alone is
+    /// checked against ([`alone_checks`]).
+    Steps(Vec<QosStep>, Vec<(usize, TenantQos)>, Box<QosSpec>),
     /// Boxed: far larger than the others.
     Full(Box<QosSpec>),
 }
 
+/// What a tenant put in place of another brings besides its contract.
+pub(super) struct Replacement {
+    /// Its microburst settings, checked (none if it watches nothing).
+    bursts: Vec<TenantBursts>,
+    /// Whether they changed ([`Enforcer::rescope`] then follows them).
+    rescoped: bool,
+    /// Whether the tenant may go out and in again when the enforcer cannot put its contract in
+    /// place of the old one (its classes or profiles changed, or its name): a tenant the update
+    /// gave, not one re-weighed.
+    may_renew: bool,
+}
+
+/// One step of an update, as the enforcer takes it.
+pub(super) enum QosStep {
+    /// Tenants put in place of others, one after another in the update: (position, contract),
+    /// and what each brings besides.
+    Replace(Vec<(usize, TenantQos)>, Vec<Replacement>),
+    /// Tenants put in one after another from this position, with their microburst settings.
+    Insert(usize, Vec<TenantQos>, Vec<TenantBursts>),
+    Remove(usize),
+}
+
+impl QosStep {
+    /// Whether the enforcer took it. Replacements go all at once, else one by one, a tenant whose
+    /// contract cannot be put in place going out and in again.
+    fn take(self, enforcer: &mut Enforcer, checks: &QosSpec) -> bool {
+        match self {
+            QosStep::Replace(contracts, replacements) => {
+                if enforcer.replace_contracts(&contracts) {
+                    for ((at, _), replacement) in contracts.iter().zip(replacements).filter(|(_, r)| r.rescoped) {
+                        enforcer.rescope(*at, replacement.bursts.into_iter().next());
+                    }
+                    return true;
+                }
+                contracts.into_iter().zip(replacements).all(|(contract, replacement)| replacement.take_alone(contract, enforcer, checks))
+            }
+            QosStep::Insert(at, added, bursts) => enforcer.insert_watched(at, added, bursts),
+            QosStep::Remove(at) => enforcer.remove(at),
+        }
+    }
+}
+
+impl Replacement {
+    fn take_alone(self, contract: (usize, TenantQos), enforcer: &mut Enforcer, checks: &QosSpec) -> bool {
+        let taken = enforcer.replace_contracts(std::slice::from_ref(&contract));
+        let (at, qos) = contract;
+        if taken {
+            if self.rescoped {
+                enforcer.rescope(at, self.bursts.into_iter().next());
+            }
+            return true;
+        }
+        if !self.may_renew {
+            return false;
+        }
+        let Ok(qos) = checked_alone(qos, checks, &self.bursts) else { return false };
+        enforcer.remove(at) && enforcer.insert_watched(at, vec![qos], self.bursts)
+    }
+}
+
+/// The steps among `delta`'s ops that move the tenants after them, the tenants being `count`.
+fn moves(delta: &Delta, mut count: usize) -> usize {
+    let mut moves = 0;
+    for op in &delta.ops {
+        match op {
+            TenantOp::Insert { at, .. } => {
+                moves += usize::from(*at < count);
+                count += 1;
+            }
+            TenantOp::Remove { at } => {
+                count = count.saturating_sub(1);
+                moves += usize::from(*at < count);
+            }
+            TenantOp::Replace { .. } => {}
+        }
+    }
+    moves
+}
+
+/// An op of an update, with what the enforcer's step reads of it: the inputs at its position
+/// as they were before it ([`Taken::before`]) and after it ([`Taken::after`]).
+pub(super) enum Taken {
+    /// `was`: the name of the tenant it replaces.
+    Replace {
+        at: usize,
+        name: String,
+        was: String,
+        old: Arc<TenantInput>,
+        new: Arc<TenantInput>,
+        weight: u32,
+    },
+    Insert {
+        at: usize,
+        name: String,
+        new: Arc<TenantInput>,
+    },
+    Remove {
+        at: usize,
+        was: String,
+    },
+}
+
+impl Taken {
+    /// `op` as it is about to be applied to `inputs`, the tenant at `at` being `name(at)`
+    /// (`None`: a position out of range, which the op refuses).
+    pub(super) fn before<'a>(op: &TenantOp, inputs: &QosInputs, name: impl Fn(usize) -> Option<&'a str>) -> Option<Taken> {
+        Some(match op {
+            TenantOp::Replace { at, .. } => {
+                let (old, weight) = (Arc::clone(inputs.tenants.get(*at)?), *inputs.weights.get(*at)?);
+                Taken::Replace { at: *at, name: String::new(), was: name(*at)?.to_string(), new: Arc::clone(&old), old, weight }
+            }
+            TenantOp::Insert { at, tenant } => Taken::Insert { at: *at, name: tenant.tables.name.clone(), new: Arc::default() },
+            TenantOp::Remove { at } => Taken::Remove { at: *at, was: name(*at)?.to_string() },
+        })
+    }
+
+    pub(super) fn at(&self) -> usize {
+        match self {
+            Taken::Replace { at, .. } | Taken::Insert { at, .. } | Taken::Remove { at, .. } => *at,
+        }
+    }
+
+    /// The name of the tenant it takes out, if it takes one out under its name (not one put
+    /// in place of a tenant of the same name).
+    fn takes_out(&self) -> Option<&str> {
+        match self {
+            Taken::Replace { name, was, .. } if name != was => Some(was),
+            Taken::Remove { was, .. } => Some(was),
+            Taken::Replace { .. } | Taken::Insert { .. } => None,
+        }
+    }
+
+    /// The op applied: the tenant it gave, from `inputs` and `name`.
+    pub(super) fn after(mut self, inputs: &QosInputs, name: &str) -> Taken {
+        if let Taken::Replace { at, name: given, new, .. } | Taken::Insert { at, name: given, new } = &mut self {
+            *new = Arc::clone(&inputs.tenants[*at]);
+            *given = name.to_string();
+        }
+        self
+    }
+
+    /// The name of the tenant it gives, if any.
+    pub(super) fn gives(&self) -> Option<&str> {
+        match self {
+            Taken::Replace { name, .. } | Taken::Insert { name, .. } => Some(name),
+            Taken::Remove { .. } => None,
+        }
+    }
+}
+
+/// Whether a tenant the ops take out comes back under its name (moved, or taken out and put
+/// in again): a retarget keeps its state, by name; steps would make it anew.
+fn comes_back(taken: &[Taken]) -> bool {
+    let out: FxHashSet<&str> = taken.iter().filter_map(Taken::takes_out).collect();
+    !out.is_empty()
+        && taken.iter().filter(|t| !matches!(t, Taken::Replace { name, was, .. } if name == was)).filter_map(Taken::gives).any(|name| out.contains(name))
+}
+
+/// The enforcer's steps for the ops `taken`, the update's `weights` set (each tenant given
+/// its weight as the update ends) and `inputs` the final inputs, tenant `at` being `name(at)`:
+/// the tenants given are resolved with their weights, those re-weighed alone are resolved
+/// after the steps.
+pub(super) fn steps<'a>(
+    taken: Vec<Taken>,
+    weights: &[(usize, u32)],
+    inputs: &QosInputs,
+    name: impl Fn(usize) -> &'a str + Copy,
+) -> Result<QosChange, CoreError> {
+    if comes_back(&taken) {
+        return Ok(QosChange::Full(Box::new(inputs.spec(name)?)));
+    }
+    let given: FxHashSet<&str> = taken.iter().filter_map(Taken::gives).collect();
+    let mut weight_of: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut reweighed = Vec::new();
+    for &(at, weight) in weights {
+        match given.get(name(at)) {
+            Some(&given) => _ = weight_of.insert(given, weight),
+            None => reweighed.push(at),
+        }
+    }
+    let (port, checks) = (inputs.settings.port.as_ref(), alone_checks(inputs)?);
+    let mut steps: Vec<QosStep> = Vec::with_capacity(taken.len());
+    for op in &taken {
+        match op {
+            Taken::Replace { at, name, old, new, weight, .. } => {
+                let qos = new.resolve(name, weight_of.get(name.as_str()).copied().unwrap_or(*weight), port)?;
+                let bursts = watched_one(new, name, inputs)?;
+                let replacement = Replacement { bursts, rescoped: !same_bursts(old, new), may_renew: true };
+                match steps.last_mut() {
+                    Some(QosStep::Replace(contracts, replacements)) => {
+                        contracts.push((*at, qos));
+                        replacements.push(replacement);
+                    }
+                    _ => steps.push(QosStep::Replace(vec![(*at, qos)], vec![replacement])),
+                }
+            }
+            Taken::Insert { at, name, new } => {
+                let qos = new.resolve(name, weight_of.get(name.as_str()).copied().unwrap_or(1), port)?;
+                let bursts = watched_one(new, name, inputs)?;
+                let qos = checked_alone(qos, &checks, &bursts)?;
+                match steps.last_mut() {
+                    Some(QosStep::Insert(first, added, watched)) if *first + added.len() == *at => {
+                        added.push(qos);
+                        watched.extend(bursts);
+                    }
+                    _ => steps.push(QosStep::Insert(*at, vec![qos], bursts)),
+                }
+            }
+            Taken::Remove { at, .. } => steps.push(QosStep::Remove(*at)),
+        }
+    }
+    let reweighed =
+        reweighed.into_iter().map(|at| Ok((at, inputs.tenants[at].resolve(name(at), inputs.weights[at], port)?))).collect::<Result<_, CoreError>>()?;
+    Ok(QosChange::Steps(steps, reweighed, Box::new(checks)))
+}
+
+/// The enforcer's step for an update that only puts tenants in place of tenants of the same
+/// name at `changed` (those `replaced` by the update, the others re-weighed), those at
+/// `rescoped` with new microburst settings; `inputs` are the final ones.
+pub(super) fn replacements<'a>(
+    changed: &[usize],
+    replaced: &[usize],
+    rescoped: &[usize],
+    inputs: &QosInputs,
+    name: impl Fn(usize) -> &'a str,
+) -> Result<QosChange, CoreError> {
+    let port = inputs.settings.port.as_ref();
+    let (mut contracts, mut replacements) = (Vec::with_capacity(changed.len()), Vec::with_capacity(changed.len()));
+    for &at in changed {
+        let given = replaced.binary_search(&at).is_ok();
+        let input = &inputs.tenants[at];
+        let bursts = if given { watched_one(input, name(at), inputs)? } else { Vec::new() };
+        contracts.push((at, input.resolve(name(at), inputs.weights[at], port)?));
+        replacements.push(Replacement { bursts, rescoped: rescoped.binary_search(&at).is_ok(), may_renew: given });
+    }
+    Ok(QosChange::Steps(vec![QosStep::Replace(contracts, replacements)], Vec::new(), Box::new(alone_checks(inputs)?)))
+}
+
 /// Whether `delta` only puts tenants in place of tenants of the same name (`None` if not),
-/// and the positions of those whose microburst settings changed.
+/// and the positions of those whose microburst settings changed, in order.
 fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> Option<Vec<usize>> {
     let mut rescoped = Vec::new();
     for op in &delta.ops {
@@ -110,45 +344,34 @@ fn replaced_alone(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> 
             rescoped.push(*at);
         }
     }
+    rescoped.sort_unstable();
+    rescoped.dedup();
     Some(rescoped)
 }
 
-/// (first, count) of the tenants `delta` puts in one after another at a position of the `count`
-/// there are, if that is all it does: with no overload profile, and no weight set but theirs.
-fn inserted_alone(delta: &Delta, count: usize) -> Option<(usize, usize)> {
-    // Burst profiles are what the enforcer takes alone (`Adaptive::insertable`).
-    let plain = |qos: &TenantInput| qos.on_overload.is_none();
-    let Some(TenantOp::Insert { at: first, .. }) = delta.ops.first() else { return None };
-    let (first, added) = (*first, delta.ops.len());
-    let inserts = delta.ops.iter().enumerate().all(|(i, op)| matches!(op, TenantOp::Insert { at, tenant } if *at == first + i && plain(&tenant.qos)));
-    (first <= count && inserts && delta.weights.iter().all(|(at, _)| (first..first + added).contains(at))).then_some((first, added))
+/// What a tenant put in alone is checked against: the port and its overload setting.
+fn alone_checks(inputs: &QosInputs) -> Result<QosSpec, CoreError> {
+    Ok(QosSpec { port: inputs.settings.port()?, overload: inputs.settings.overload(), ..QosSpec::default() })
 }
 
-/// The positions `delta` removes tenants at, in turn, if that is all it does (no weight set).
-fn removed_alone(delta: &Delta) -> Option<Vec<usize>> {
-    let at = |op: &TenantOp| if let TenantOp::Remove { at } = op { Some(*at) } else { None };
-    (!delta.ops.is_empty() && delta.weights.is_empty()).then(|| delta.ops.iter().map(at).collect()).flatten()
-}
-
-/// `qos` checked as [`QosSpec::check`] checks a tenant's contracts, with the port and its
-/// microburst settings among `bursts` (a burst profile needs its scope); its port queues
-/// against the others' are the enforcer's to check.
-pub(super) fn checked_alone(qos: TenantQos, port: Option<PortConfig>, bursts: &[TenantBursts]) -> Result<TenantQos, CoreError> {
+/// `qos` checked as [`QosSpec::check`] checks a tenant's contracts, against `checks`
+/// ([`alone_checks`]) and with its microburst settings among `bursts` (a burst profile needs
+/// its scope); its port queues against the others' are the enforcer's to check.
+fn checked_alone(qos: TenantQos, checks: &QosSpec, bursts: &[TenantBursts]) -> Result<TenantQos, CoreError> {
     let own = bursts.iter().filter(|b| b.name == qos.name).cloned().collect();
-    let spec = QosSpec { tenants: vec![qos], port, bursts: BurstSpec { tenants: own, ..BurstSpec::default() }, ..QosSpec::default() };
+    let spec = QosSpec { tenants: vec![qos], bursts: BurstSpec { tenants: own, ..BurstSpec::default() }, ..checks.clone() };
     spec.check()?;
     Ok(spec.tenants.into_iter().next().expect("one tenant"))
 }
 
-/// The microburst settings of the tenants at `positions` that have any, checked as
+/// The microburst settings of the tenant `name` of `input`, if it has any, checked as
 /// [`QosSpec::check`] checks them.
-pub(super) fn watched<'a>(inputs: &QosInputs, positions: std::ops::Range<usize>, name: impl Fn(usize) -> &'a str) -> Result<Vec<TenantBursts>, CoreError> {
-    let bursts = positions.map(|at| inputs.tenants[at].bursts(name(at)));
-    let tenants: Vec<TenantBursts> = bursts.filter(TenantBursts::watches_any).collect();
-    if tenants.is_empty() {
-        return Ok(tenants);
+fn watched_one(input: &TenantInput, name: &str, inputs: &QosInputs) -> Result<Vec<TenantBursts>, CoreError> {
+    let bursts = input.bursts(name);
+    if !bursts.watches_any() {
+        return Ok(Vec::new());
     }
-    let bursts = BurstSpec { tenants, poll_ns: inputs.settings.poll_ns.clone(), port: None };
+    let bursts = BurstSpec { tenants: vec![bursts], poll_ns: inputs.settings.poll_ns.clone(), port: None };
     let spec = QosSpec { bursts, port: inputs.settings.port()?, ..QosSpec::default() };
     spec.check()?;
     Ok(spec.bursts.tenants)
