@@ -4,6 +4,7 @@ the policy equals the one read from its own document, and traffic across updates
 
 from __future__ import annotations
 
+import random
 import warnings
 from typing import Any
 
@@ -274,6 +275,28 @@ def test_edits_chained_in_one_expression_read_as_their_changes_though_the_middle
         kept[i] = later
     assert later.changes_since(policy) is None and later.changes_since(renamed) is None
     assert [(op, at) for op, at, _, _ in later.changes_since(kept[199]) or []] == [("replace", 19)] * 100
+
+
+def test_positions_by_name_follow_edits_that_move_tenants() -> None:
+    """Tenants put in and taken out anywhere, 300 edits: each tenant is found where it is,
+    through the moves the edits made (and the map made afresh past 64 of them)."""
+    rng = random.Random(3)
+    policy = Policy.from_dict({"tenants": [{"name": f"t{i}", "vnis": [i]} for i in range(50)]})
+    policy._position("t0")  # the map, made once: the edits below carry it
+    carried = 0
+    for step in range(300):
+        names = policy.tenant_names
+        if names and rng.random() < 0.5:
+            policy = policy.without_tenant(rng.choice(names))
+        else:
+            policy = policy.with_tenant({"name": f"n{step}", "vnis": [1000 + step]})
+            if rng.random() < 0.5:  # and one moved: taken out and put in at the end
+                moved = rng.choice(policy.tenant_names)
+                policy = policy.without_tenant(moved).with_tenant({"name": moved, "vnis": [5000 + step]})
+        carried += "_positions" in policy.__dict__
+        assert [policy._position(name) for name in policy.tenant_names] == list(range(len(policy.tenant_names))), step
+        assert policy._position("nobody") is None
+    assert carried > 250, f"the map was made afresh {300 - carried} times"
 
 
 GUARANTEES = (None, "8bps", "10Mbps", "20Mbps", "30Mbps", "100Gbps")  # 8bps to 100Gbps: weights scaled to 32 bits

@@ -606,6 +606,27 @@ mod tests {
             assert!(err.contains(why), "{err}");
             assert_eq!(engine.tables().tenant_names(), ["a", "b", "c"]);
         }
+        let contracts = engine.with_enforcer(|e| (0..4).map(|t| e.contract_of(t).map(|qos| qos.name)).collect::<Vec<_>>());
+        assert_eq!(contracts, [Some("a".into()), Some("b".into()), Some("c".into()), None], "the enforcer follows the tables in force");
+    }
+
+    #[test]
+    fn an_update_of_several_changes_reaches_the_enforcer_in_their_order() {
+        let engine = engine(&[("a", 10), ("b", 20), ("c", 30)]);
+        let ops = vec![
+            TenantOp::Remove { at: 1 },
+            insert(2, metered("d", 40, 2000)),
+            TenantOp::Replace { at: 0, tenant: metered("a", 10, 1000) },
+            TenantOp::Replace { at: 1, tenant: metered("e", 50, 3000) }, // c renamed
+        ];
+        engine.apply(Delta { ops, weights: vec![(0, 1), (1, 2), (2, 3)], ..Delta::default() }).unwrap();
+        let tables = engine.tables();
+        assert_eq!(tables.tenant_names(), ["a", "e", "d"]);
+        let qos = engine.qos_inputs.lock().unwrap().spec(|at| &*tables.tenants[at].name).unwrap();
+        let enforced = engine.with_enforcer(|e| (0..4).map(|t| e.contract_of(t)).collect::<Vec<_>>());
+        assert_eq!(enforced, qos.tenants.into_iter().map(Some).chain([None]).collect::<Vec<_>>());
+        assert_eq!(verdict(&engine, 30, 80).0, None, "c's VNI is free");
+        assert_eq!(verdict(&engine, 50, 80).0.as_deref(), Some("e"));
     }
 
     #[test]

@@ -64,6 +64,48 @@ class Layered(Generic[K, V]):
         return Layered(base)
 
 
+MOST_MOVES = 64
+
+
+class Positions:
+    """Each tenant's position by name, kept across edits, those that move tenants too: the
+    positions when the map was made (or, for a tenant put in since, its position then and how
+    many moves it had seen) and the moves since, each (first position moved, by), applied on
+    lookup. At most :data:`MOST_MOVES` moves: past them the policy makes the map afresh."""
+
+    __slots__ = ("at", "moves")
+
+    def __init__(self, at: Layered[str, int | tuple[int, int]], moves: tuple[tuple[int, int], ...] = ()) -> None:
+        self.at, self.moves = at, moves
+
+    @classmethod
+    def of(cls, tenants: Iterable[Tenant]) -> Positions:
+        return cls(Layered({t.name: i for i, t in enumerate(tenants)}))
+
+    def get(self, name: str) -> int | None:
+        found = self.at.get(name)
+        if found is None:
+            return None
+        at, seen = found if isinstance(found, tuple) else (found, 0)
+        for first, by in self.moves[seen:]:
+            if at >= first:
+                at += by
+        return at
+
+    def changed(self, op: str, at: int, old: Tenant | None, new: Tenant | None, count: int) -> Positions | None:
+        """After ``op`` at position ``at`` of ``count`` tenants (``old`` out, ``new`` in);
+        ``None`` once there would be too many moves."""
+        if op == "replace":
+            return self
+        last = at == count - (op == "remove")  # nothing after it moves
+        moves = self.moves if last else (*self.moves, (at, 1) if op == "insert" else (at + 1, -1))
+        if len(moves) > MOST_MOVES:
+            return None
+        if op == "insert" and new is not None:
+            return Positions(self.at.changed((), {new.name: (at, len(moves))}), moves)
+        return Positions(self.at.changed([old.name] if old is not None else [], {}), moves)
+
+
 @dataclass(frozen=True)
 class Claims:
     names: Layered[str, Tenant]

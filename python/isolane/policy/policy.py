@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from isolane.pause_gc import gc_paused
 from isolane.policy.across import _guarantee, _policy_warnings, _port_checks, _tenant_warnings, port_weights
-from isolane.policy.claims import Claims, Layered, TenantChange, WeightBasis
+from isolane.policy.claims import Claims, Positions, TenantChange, WeightBasis
 from isolane.policy.compile import CompiledPolicy, TenantTables, _compile, tenant_tables
 from isolane.policy.constants import (
     _DSCP_NAME,
@@ -181,14 +181,9 @@ class Policy:
         # The edited tenant's weight (0: none, it was removed) while every other stays; None if they may all change.
         weight = (basis.weight(new) if new is not None else 0) if basis.scale is not None and basis.scale == self._weight_basis.scale else None
         policy.__dict__["_lineage"] = _lineage(self, _Edit(weakref.ref(self), change, weight))
-        positions = self.__dict__.get("_positions")
-        op, at, _, new = change
-        if positions is not None and op == "replace":
-            policy.__dict__["_positions"] = positions
-        elif positions is not None and op == "insert" and new is not None and at == len(self.tenants):
-            policy.__dict__["_positions"] = positions.changed((), {new.name: at})
-        elif positions is not None and op == "remove" and change[2] is not None and at == len(self.tenants) - 1:
-            policy.__dict__["_positions"] = positions.changed([change[2].name], {})  # the last: no other moves
+        positions: Positions | None = self.__dict__.get("_positions")
+        if positions is not None and (moved := positions.changed(*change, len(self.tenants))) is not None:
+            policy.__dict__["_positions"] = moved
         _emit(policy.warnings)
         return policy
 
@@ -197,8 +192,8 @@ class Policy:
         return Claims.of(self.tenants)
 
     @functools.cached_property
-    def _positions(self) -> Layered[str, int]:
-        return Layered({t.name: i for i, t in enumerate(self.tenants)})
+    def _positions(self) -> Positions:
+        return Positions.of(self.tenants)
 
     @functools.cached_property
     def _weight_basis(self) -> WeightBasis:
