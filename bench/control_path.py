@@ -2,7 +2,8 @@
 one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee, and a
 guarantee that changes the common divisor of the port weights, re-weighing every tenant), a
 tenant added and removed, one with a microburst setting, one with a burst profile and one with an
-overload profile, a tenant's classes changed, and a tenant renamed in one update; with
+overload profile, a tenant's classes changed, a tenant renamed in one update, and a tenant removed
+while its packets wait at the port; with
 ``--distinct``, the memory a tenant when no two tenants share a contract; with ``--rules N``, one
 tenant of N rules from file to a running engine.
 
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 import isolane
@@ -132,6 +134,22 @@ def run(count: int) -> None:
         engine.update(engine.policy.without_tenant(old).with_tenant(dict(tenant(k), name=new)))
         times.append(time.perf_counter() - start)
     print(f"  a tenant renamed (taken out and put in, in one update): median {1e3 * statistics.median(times):.3f} ms")
+    times = []
+    for k in range(20):  # the last tenant, its packets waiting at the port
+        name = engine.policy.tenants[-1].name
+        engine.process(burst(engine.policy.tenants[-1].vnis[0], (k + 1) * 10**9))
+        start = time.perf_counter()
+        engine.update(engine.policy.without_tenant(name))
+        times.append(time.perf_counter() - start)
+    print(f"  a tenant removed while its packets wait at the port: median {1e3 * statistics.median(times):.3f} ms")
+
+
+def burst(vni: int, at_ns: int) -> Any:
+    """Eight 1500-byte packets of VNI ``vni`` at once: all but the first wait at the port."""
+    rows = np.zeros(8, dtype=isolane.PARSED_DTYPE)
+    rows["vni"], rows["tunnel"], rows["ip_version"], rows["proto"] = vni, isolane.Tunnel.VXLAN, 4, 6
+    rows["wire_len"], rows["inner_len"], rows["timestamp_ns"] = 1500, 1450, at_ns
+    return rows
 
 
 def added_and_removed(engine: isolane.Engine, make: Any, n: int = 20) -> tuple[float, float]:

@@ -232,6 +232,35 @@ def test_overload_profiles_added_and_taken_out_during_an_overload_leave_the_othe
     assert [names[t] for t in returns["tenant"][:4]] == ["t0", "t2", "t3", "t4"], "in policy order"
 
 
+def test_a_tenant_removed_with_packets_at_the_port_during_an_overload_leaves_the_others_overloaded() -> None:
+    """t1's packets wait at the port when it is removed: the port is drained and started again
+    (as a rebuild would), but t0, t2 and t3 stay in their overload profiles and return in
+    policy order; every packet is counted."""
+    from test_engine_port import LINE, SECOND, offered, traffic
+
+    rng = np.random.default_rng(5)
+    rows = traffic(*[offered(rng, 100 + i, 4_000_000, 0, SECOND // 10) for i in range(4)])
+    police = {"meter": {"kind": "srtcm", "cir": "2MB/s", "actions": {"red": "drop"}}}
+    tenants = [{"name": f"t{i}", "vnis": [100 + i], "rate": "2MB/s", "on_overload": police} for i in range(4)]
+    port = {"rate": f"{LINE}B/s", "buffer": "1MB", "overload": {"above": "50%", "below": "10%", "stagger": "5ms"}}
+    before = policy({"count": "outer", "unknown_tenant": "allow", "port": port, "tenants": tenants})
+    engine = Engine(before)
+    cut = int(np.searchsorted(rows["timestamp_ns"], SECOND * 95 // 1000))
+    engine.process(rows[:cut])
+    waiting = {e["tenant"]: e["packets"] - e["delay_ns"]["count"] for e in engine.stats() if e["cls"] is not None}
+    assert waiting["t1"] > 0, "t1's packets wait at the port"
+    seen = len(engine.profile_events())
+    engine.update(before.without_tenant("t1"))
+    names = engine.profile_tenants
+    assert [(names[e["tenant"]], int(e["to"]), int(e["cause"])) for e in engine.profile_events()[seen:]] == [("t1", ProfileId.NORMAL, SwitchCause.UPDATE)]
+    engine.process(rows[cut:][rows["vni"][cut:] != 101])
+    engine.drain()
+    returns = engine.profile_events()[seen + 1 :]
+    returns = returns[returns["cause"] == SwitchCause.RECOVERED]
+    assert [names[t] for t in returns["tenant"][:3]] == ["t0", "t2", "t3"], "in policy order"
+    assert sum(e["packets"] for e in engine.stats()) == cut + int((rows["vni"][cut:] != 101).sum())
+
+
 def test_a_staggered_return_overloads_the_port_again_later_than_a_static_fallback() -> None:
     """The static fallback: every tenant to its conservative profile at once, and back at once."""
     staggered, _, staggered_out = overload_run("5ms")

@@ -679,13 +679,36 @@ fn a_removal_the_enforcer_cannot_take_alone_changes_nothing() {
     let (mut e, _) = with_and_without_b();
     run(&mut e, &[(packet(MS as i64, 100), verdict(1, 0, ALLOW)), (packet(MS as i64, 100), verdict(1, 0, ALLOW))]);
     let before = (state_of(&e), e.stats());
-    assert!(!e.remove(1), "b's packets are on their way to the port");
     assert!(!e.remove(3), "no tenant 3");
     assert_eq!((state_of(&e), e.stats()), before);
     e.drain();
     let (tenants, port) = tenants_a_b_c();
     e.stage(Some(QosSpec { port: Some(port), ..spec(tenants) }));
     assert!(!e.remove(1), "a spec waits for the tables");
+}
+
+#[test]
+fn a_tenant_removed_with_packets_at_the_port_drains_it_and_the_port_starts_again_at_packet_times() {
+    let (mut e, mut without) = with_and_without_b();
+    // Two packets of each tenant at once: the second of each waits at the port.
+    let first: Vec<_> = [0, 1, 2, 0, 1, 2].into_iter().enumerate().map(|(i, t)| (packet((MS + i as u64) as i64, 100), verdict(t, 0, ALLOW))).collect();
+    run(&mut e, &first);
+    assert!(e.packets_at_port(1), "b's packets are on their way to the port or queued there");
+    assert!(e.remove(1), "b goes alone, its packets at the port too");
+    assert!(e.in_flight.is_empty() && e.port.as_ref().unwrap().port.queued_bytes() == 0, "the port drained");
+    let counted: u64 = e.stats().iter().map(|(_, s)| s.counters.packets).sum();
+    assert_eq!(counted, first.len() as u64, "every packet counted, b's under its name");
+    // Later traffic meets a port as a fresh one would: the restarted port sends a's and c's as
+    // the port of an enforcer made without b, drained after the same traffic, does.
+    run(&mut without, &without_b(&first));
+    without.drain();
+    let later = without_b(&traffic_around_b(50 * MS));
+    assert_eq!(outcomes(&run(&mut e, &later)), outcomes(&run(&mut without, &later)));
+    e.drain();
+    without.drain();
+    let delays =
+        |e: &Enforcer| e.stats().into_iter().filter(|(key, _)| key.0.as_deref() != Some("b")).map(|(key, s)| (key, s.delay_ns.count())).collect::<Vec<_>>();
+    assert_eq!(delays(&e), delays(&without), "every packet of a and c sent, as many as without b");
 }
 
 #[test]

@@ -269,10 +269,18 @@ impl Enforcer {
     /// as the engine's do), its counters, queueing delays and microburst scopes' totals go to
     /// the archive as a full retarget keeps them (its open burst events end now; a burst profile
     /// it or a class of it is in ends as an update ends it, and it leaves the order of return
-    /// from overload), and the room after the class rows grows by its classes. Changes nothing
-    /// and returns false when it takes a full retarget: a spec waits, or packets of it are on
-    /// their way to the port or queued there.
+    /// from overload), and the room after the class rows grows by its classes. If packets of it
+    /// are on their way to the port or queued there, the port is first drained and started
+    /// again as a retarget does it ([`Enforcer::restart_port`]): every tenant's queued packets
+    /// are sent, and nothing else of theirs changes. Changes nothing and returns false when it
+    /// takes a full retarget: a spec waits.
     pub fn remove(&mut self, index: usize) -> bool {
+        if self.staged.is_some() || !self.spec.tenants.is_empty() || index >= self.tenants.len() {
+            return false;
+        }
+        if self.packets_at_port(index) {
+            self.restart_port();
+        }
         if !self.removable(index) {
             return false;
         }
@@ -321,17 +329,25 @@ impl Enforcer {
 
     /// Whether tenant `index` may go by [`Enforcer::remove`].
     fn removable(&self, index: usize) -> bool {
-        if self.staged.is_some() || !self.spec.tenants.is_empty() || index >= self.tenants.len() {
-            return false;
-        }
+        let queues = if self.port.is_some() { self.class_rows_of(index) } else { 0..0 };
+        !self.packets_at_port(index) && self.bursts.removable(index, queues)
+    }
+
+    /// Whether packets of tenant `index` are on their way to the port or queued there.
+    pub(super) fn packets_at_port(&self, index: usize) -> bool {
         let rows = self.class_rows_of(index);
         let in_flight = self.in_flight.iter().any(|packet| rows.contains(&(packet.0.row as usize)));
-        let queues = match &self.port {
-            Some(state) if state.port.holds_packets(rows.start as u32..rows.end as u32) => return false,
-            Some(_) => rows,
-            None => 0..0,
-        };
-        !in_flight && self.bursts.removable(index, queues)
+        in_flight || self.port.as_ref().is_some_and(|state| state.port.holds_packets(rows.start as u32..rows.end as u32))
+    }
+
+    /// The port drained as a retarget drains it (packets in flight arrive, everything queued is
+    /// sent, the delays recorded) and started again empty, every queue keeping its
+    /// configuration (a profile's, for a tenant in one) and statistics; nothing else changes.
+    fn restart_port(&mut self) {
+        self.drain_port();
+        if let Some(state) = &mut self.port {
+            state.port.restart();
+        }
     }
 
     /// Tenant `index`'s class rows (its class stages, statistics rows and port queues).

@@ -38,6 +38,11 @@ impl Bucket {
         Bucket { rate, depth_bytes, tokens: i128::from(depth_bytes) * unit, at: 0 }
     }
 
+    /// This bucket full at tick 0, as a new one of its rate and depth.
+    pub(super) fn refilled(&self, unit: i128) -> Self {
+        Bucket::new(self.rate, self.depth_bytes, unit)
+    }
+
     /// This bucket at a new `rate` and `depth_bytes` from `now` on, with the tokens it holds
     /// then (at most the new depth): a change of contract neither refills nor empties it.
     pub(super) fn retuned(&self, rate: NonZeroU64, depth_bytes: u64, unit: i128, now: Tick) -> Self {

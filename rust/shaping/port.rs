@@ -396,6 +396,23 @@ impl Port {
         self.advance(now_ns);
     }
 
+    /// Starts again from tick 0 as a new port of the same queues would, each queue keeping its
+    /// configuration and statistics, empty with full buckets: for a port that [`Port::finish`]
+    /// emptied, so that arrivals take their own times again (after `finish` they would wait
+    /// for the last transmission start).
+    pub fn restart(&mut self) {
+        debug_assert!(self.queued_bytes == 0 && self.fifo.is_empty(), "restart follows finish");
+        let unit = self.unit;
+        for queue in &mut self.queues {
+            queue.guarantee = queue.guarantee.as_ref().map(|bucket| bucket.refilled(unit));
+            queue.ceil = queue.ceil.as_ref().map(|bucket| bucket.refilled(unit));
+            queue.timer = None;
+        }
+        self.scheduler = self.scheduler.restarted();
+        self.timers.clear();
+        (self.clock, self.free_at, self.free_at_ns, self.shared_used) = (0, 0, Some((0, 0)), 0);
+    }
+
     /// Sends everything still queued (the line runs until the last packet has started).
     pub fn finish(&mut self) {
         self.run(None);

@@ -397,6 +397,24 @@ fn jain(values: &[f64]) -> f64 {
 // Port: unit tests
 
 #[test]
+fn a_port_restarted_after_it_finished_sends_as_a_new_one_and_keeps_its_statistics() {
+    let queues = [queue(0, 1, GBIT / 4, 0), queue(1, 3, GBIT / 8, GBIT / 2), queue(1, 1, 0, 0)];
+    let mut rng = Rng(17);
+    let traffic = |rng: &mut Rng, from: u64| merged((0..3).map(|q| offered(rng, q, GBIT / 2, from, from + SECOND / 100)).collect());
+    let (first, later) = (traffic(&mut rng, SECOND), traffic(&mut rng, SECOND / 2)); // later starts earlier than the first ends
+    let (mut used, _, _) = run(per_queue(GBIT, 1 << 20), &queues, &first);
+    let sent_before: Vec<u64> = (0..3).map(|q| used.stats(q).sent_packets).collect();
+    used.restart();
+    let verdicts: Vec<_> = later.iter().map(|a| used.arrive(a.ns, a.bytes, a.queue, a.packet)).collect();
+    used.finish();
+    let (fresh, departures, fresh_verdicts) = run(per_queue(GBIT, 1 << 20), &queues, &later);
+    assert_eq!((used.take_departures(), verdicts), (departures, fresh_verdicts));
+    for q in 0..3 {
+        assert_eq!(used.stats(q).sent_packets, sent_before[q as usize] + fresh.stats(q).sent_packets);
+    }
+}
+
+#[test]
 fn an_idle_port_sends_at_once_and_back_to_back_at_line_rate() {
     let line = 999_999_937; // a prime: transmission times are fractions of a ns
     let mut port = Port::new(per_queue(line, 1 << 20), vec![QueueConfig::BEST_EFFORT]).unwrap();

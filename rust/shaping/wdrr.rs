@@ -75,6 +75,11 @@ pub(super) struct Scheduler {
 }
 
 impl Scheduler {
+    /// A new scheduler of the same queues, priorities and quanta: every ring empty.
+    pub(super) fn restarted(&self) -> Self {
+        Scheduler::new(self.entries.iter().map(|entry| (entry.priority, entry.quantum)))
+    }
+
     /// One entry per queue: its priority and its quantum (bytes added per turn).
     pub(super) fn new(queues: impl Iterator<Item = (u8, u64)>) -> Self {
         Scheduler {
