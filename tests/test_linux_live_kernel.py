@@ -174,10 +174,10 @@ def _served_address(live: subprocess.Popen[str]) -> str:
 
 def _scrape_until(url: str, done: Callable[[dict[str, int]], bool]) -> dict[str, int]:
     """Packets by tenant in isolane_packets_total, scraped until ``done`` says so (the engine sees
-    a block once the kernel hands it over) or 3 s passed."""
+    a block once the kernel hands it over) or 10 s passed."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 10
     while True:
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read().decode()
@@ -215,12 +215,17 @@ def test_ctrl_c_stops_the_live_command_and_it_still_reports(pair: None, tmp_path
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps(POLICY))
     command = [sys.executable, "-m", "isolane.cli", "linux", "live", "--netns", B, "--dev", "vb0", "--direction", "in", "--policy", str(policy), "--json"]
-    live = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # Python started and the ring is open
-    send((OVERLAYS[100][2], 7, 100))
-    time.sleep(0.5)
-    live.send_signal(signal.SIGINT)
-    out, err = live.communicate(timeout=30)
+    # The metrics say when the ring is open and when the engine has seen the packets: no sleep
+    # to guess either on a busy machine.
+    live = subprocess.Popen([*command, "--metrics", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        address = _served_address(live)
+        send((OVERLAYS[100][2], 7, 100))
+        seen = _scrape_until(address, lambda packets: packets.get("training") == 7)
+    finally:
+        live.send_signal(signal.SIGINT)
+        out, err = live.communicate(timeout=30)
+    assert seen.get("training") == 7, "the engine saw the packets before Ctrl-C"
     assert live.returncode == 0, err
     report = json.loads(out)
     assert {t["tenant"]: t["packets"] for t in report["tenants"]}["training"] == 7
