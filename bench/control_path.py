@@ -5,9 +5,11 @@ tenant added and removed, one with a microburst setting, one with a burst profil
 overload profile, a tenant's classes changed, a tenant renamed in one update, and a tenant removed
 while its packets wait at the port; with
 ``--distinct``, the memory a tenant when no two tenants share a contract; with ``--rules N``, one
-tenant of N rules from file to a running engine.
+tenant of N rules from file to a running engine; with ``--alone``, only the memory a tenant, on
+one contract tier and every contract distinct, each in a process of its own.
 
     python bench/control_path.py 100 1000 10000 100000 --distinct --rules 100000
+    python bench/control_path.py 10000 100000 --alone
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import ctypes
 import gc
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -166,18 +170,48 @@ def added_and_removed(engine: isolane.Engine, make: Any, n: int = 20) -> tuple[f
     return 1e3 * statistics.median(added), 1e3 * statistics.median(removed)
 
 
-def run_distinct(count: int) -> None:
-    """Resident bytes a tenant when no two tenants share a contract (each its own meter rate),
-    the case where nothing is held once for many tenants."""
-    path = Path(tempfile.mkdtemp()) / "distinct.yaml"
-    tenants = [dict(tenant(i), meter={"kind": "srtcm", "cir": f"{10_000 + i}kbps"}) for i in range(count)]
+def policy_file(count: int, distinct: bool) -> Path:
+    """A policy of ``count`` simple tenants, each with its own meter rate if ``distinct`` (no two
+    tenants share a contract: nothing is held once for many), else on one contract tier."""
+    path = Path(tempfile.mkdtemp()) / "tenants.yaml"
+    tenants = [dict(tenant(i), meter={"kind": "srtcm", "cir": f"{10_000 + i}kbps"}) if distinct else tenant(i) for i in range(count)]
     path.write_text(yaml.safe_dump({"port": {"rate": f"{max(400, count // 50)}Gbps", "buffer": "64MB"}, "tenants": tenants}, width=1 << 16))
-    del tenants
+    return path
+
+
+def run_distinct(count: int) -> None:
+    """Resident bytes a tenant when no two tenants share a contract, after the other cases."""
+    path = policy_file(count, distinct=True)
     warm_up()
     before = settled_resident_bytes()
     engine = isolane.Engine(isolane.Policy.from_file(path))
     gc.collect()
     print(f"{count} tenants, every contract distinct: {(resident_bytes() - before) / count / 1024:.1f} KiB resident per tenant (policy and engine)")
+    del engine
+
+
+def run_alone(count: int) -> None:
+    """Resident bytes a tenant, on one contract tier and every contract distinct, each in a
+    process of its own (in one, what a case frees is counted in the next)."""
+    for distinct in (False, True):
+        command = [sys.executable, __file__, "--resident", str(count), *(["--distinct"] if distinct else [])]
+        print(subprocess.run(command, capture_output=True, text=True, check=True).stdout, end="")
+
+
+def resident(count: int, distinct: bool) -> None:
+    """The resident bytes a tenant that reading the policy and then making the engine add."""
+    path = policy_file(count, distinct)
+    warm_up()
+    before = settled_resident_bytes()
+    policy = isolane.Policy.from_file(path)
+    read = settled_resident_bytes()
+    engine = isolane.Engine(policy)
+    made = settled_resident_bytes()
+    label = "every contract distinct" if distinct else "on one contract tier"
+    print(
+        f"{count} tenants {label}, alone: policy {(read - before) / count:.0f} B, engine {(made - read) / count:.0f} B, "
+        f"{(made - before) / count / 1024:.2f} KiB resident per tenant"
+    )
     del engine
 
 
@@ -201,8 +235,16 @@ if __name__ == "__main__":
     parser.add_argument("tenants", nargs="*", type=int, help="policy sizes (default 1000 10000)")
     parser.add_argument("--rules", type=int, help="also one tenant of this many rules")
     parser.add_argument("--distinct", action="store_true", help="also the memory a tenant when no two share a contract")
+    parser.add_argument("--alone", action="store_true", help="only the memory a tenant, each case in a process of its own")
+    parser.add_argument("--resident", type=int, help=argparse.SUPPRESS)  # one case of --alone
     args = parser.parse_args()
+    if args.resident:
+        resident(args.resident, args.distinct)
+        sys.exit()
     for count in args.tenants or ([] if args.rules else [1000, 10000]):
+        if args.alone:
+            run_alone(count)
+            continue
         run(count)
         if args.distinct:
             run_distinct(count)

@@ -124,3 +124,19 @@ def test_values_are_shared_within_a_read_and_nothing_is_held_after_it() -> None:
     for n in range(S._RECENT_MOST + 1):
         S.remember("test", n, Value(n))
     assert S.recall("test", 0) is None and S.recall("test", S._RECENT_MOST) == Value(S._RECENT_MOST), "outside one, only the latest"
+
+
+def test_a_scope_holds_a_bounded_table_and_caches_however_many_distinct_values_it_sees() -> None:
+    """A policy of a rate a tenant would otherwise keep a key a tenant until the read ends."""
+    from isolane.policy import sharing as S
+    from isolane.policy.sharing import shared, sharing
+
+    with sharing():
+        for n in range(3 * S._SCOPE_MOST):
+            shared(("rate", n))
+            S.remember("test", n, n)
+        scope = S._SCOPE.get()
+        assert scope is not None and len(scope.values) <= S._SCOPE_MOST and len(scope.caches["test"]) <= S._SCOPE_MOST
+        assert S.recall("test", 3 * S._SCOPE_MOST - 1) == 3 * S._SCOPE_MOST - 1, "the latest are kept"
+        tier = shared(("tier", 1))
+        assert shared(("tier", 1)) is tier, "values seen again are shared"

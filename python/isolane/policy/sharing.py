@@ -2,11 +2,12 @@
 contracts, meters, classes, rates and compiled rows from tenant to tenant, and one object for
 each value spares a copy a tenant.
 
-The tables live as long as the :func:`sharing` scope that made them, so that a policy whose
-values are all distinct (each tenant its own rate) holds no table beside its tenants once read;
-outside a scope :func:`shared` gives the value itself. A cache of what was read or compiled
-(:func:`remember`, :func:`recall`) keeps all of a scope's entries for the scope, and outside
-scopes the latest few: one-tenant edits, made outside a scope, often give a contract given before."""
+The tables live as long as the :func:`sharing` scope that made them, up to 1,024 entries each,
+so that a policy whose values are all distinct (each tenant its own rate) holds no table beside
+its tenants once read; outside a scope :func:`shared` gives the value itself. A cache of what was
+read or compiled (:func:`remember`, :func:`recall`) keeps a scope's entries for the scope (as
+many), and outside scopes the latest few: one-tenant edits, made outside a scope, often give a
+contract given before."""
 
 from __future__ import annotations
 
@@ -48,7 +49,21 @@ def shared(value: _T) -> _T:
     scope = _SCOPE.get()
     if scope is None:
         return value
-    return scope.values.setdefault((value.__class__, value), value)  # type: ignore[no-any-return]
+    return _room(scope.values).setdefault((value.__class__, value), value)  # type: ignore[no-any-return]
+
+
+_SCOPE_MOST = 1024
+"""Past this many entries a scope's table of values or a cache of its starts afresh. A policy of
+distinct values (each tenant its own rate) would otherwise hold a key a tenant until the scope
+ends, freed then among the tenants that stay: pages that stay resident, 0.5 KiB a tenant at
+10,000 tenants. Tiers are still shared: an equal value is kept once again after each new start."""
+
+
+def _room(table: dict[Any, Any]) -> dict[Any, Any]:
+    """``table``, emptied if it holds :data:`_SCOPE_MOST` entries."""
+    if len(table) >= _SCOPE_MOST:
+        table.clear()
+    return table
 
 
 _RECENT: dict[str, dict[Any, Any]] = {}
@@ -67,7 +82,7 @@ def recall(cache: str, key: Any) -> Any | None:
 def remember(cache: str, key: Any, value: Any) -> None:
     scope = _SCOPE.get()
     if scope is not None:
-        scope.caches.setdefault(cache, {})[key] = value
+        _room(scope.caches.setdefault(cache, {}))[key] = value
         return
     recent = _RECENT.setdefault(cache, {})
     if len(recent) >= _RECENT_MOST:

@@ -88,10 +88,11 @@ def _parse_quantity(value: object, pattern: re.Pattern[str], kind: str, example:
     return _parse_text(value, pattern, kind, example)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=256)
 def _parse_text(value: str, pattern: re.Pattern[str], kind: str, example: str) -> Fraction:
     """A quantity from its text; kept, since a policy writes the same few quantities over and
-    over (10,000 tenants, a handful of rates)."""
+    over (10,000 tenants, a handful of rates). A few hundred are enough for that; more would
+    hold distinct rates (a tenant each) that no other tenant reads again."""
     match = pattern.fullmatch(value)
     if not match:
         units = {"rate": _ALL_RATE_UNITS, "size": _ALL_SIZE_UNITS}.get(kind, list(_TIME_UNITS))
