@@ -180,58 +180,60 @@ def test_a_tenant_removed_from_the_middle_leaves_the_others_meters_queues_and_co
     assert sum(entry["packets"] for entry in engine.stats()) == len(burst) + len(again)
 
 
+def queued_at_a_port(count: int) -> tuple[list[dict[str, Any]], Policy, Engine, np.ndarray]:
+    """``count`` tenants metered at 8 Mbps (3000 B buckets) and guaranteed 10 Mbps at a 100 Mbps
+    port, with three 1000 B packets at once at packet time 0 for t0, t2 and t3: each bucket
+    empties, and 9 KB take 72 us to send. The tenants' documents, the policy, the engine and those packets."""
+    tenants = [{"name": f"t{i}", "vnis": [i], "meter": {"kind": "srtcm", "cir": "8Mbps", "cbs": "3000B", "ebs": "0B"}, "rate": "10Mbps"} for i in range(count)]
+    policy = Policy.from_dict({"tenants": tenants, "port": {"rate": "100Mbps", "buffer": "1MB"}})
+    engine = Engine(policy)
+    burst = traffic([0, 2, 3])[:-1:6].repeat(3)
+    burst["timestamp_ns"] = 0
+    engine.process(burst)
+    return tenants, policy, engine, burst
+
+
+def sent(engine: Engine) -> int:
+    """Packets the port has started sending."""
+    return sum(entry["delay_ns"]["count"] for entry in engine.stats() if entry["delay_ns"] is not None)
+
+
+def assert_buckets_kept(engine: Engine, burst: np.ndarray) -> None:
+    """t0, t2 and t3 of :func:`queued_at_a_port` kept their (empty) buckets: a packet each 1 us
+    later finds 1 byte of tokens, not 1000; and every packet is counted."""
+    again = burst[::3].copy()
+    again["timestamp_ns"] = 1000
+    assert engine.process(again)["outcome"].tolist() == [isolane.Outcome.DROP_METER] * 3
+    engine.drain()
+    assert sum(entry["packets"] for entry in engine.stats()) == len(burst) + len(again)
+
+
 def test_a_guarantee_that_re_weighs_every_tenant_keeps_their_meters_and_queued_packets() -> None:
     """15 Mbps among 10 Mbps guarantees changes the common divisor: every tenant's port weight
     changes (2 and 3 in place of 1), and nothing else of theirs."""
-    tenants = [{"name": f"t{i}", "vnis": [i], "meter": {"kind": "srtcm", "cir": "8Mbps", "cbs": "3000B", "ebs": "0B"}, "rate": "10Mbps"} for i in range(4)]
-    policy = Policy.from_dict({"tenants": tenants, "port": {"rate": "100Mbps", "buffer": "1MB"}})
-    engine = Engine(policy)
-    burst = traffic([0, 2, 3])[:-1:6].repeat(3)  # three 1000 B packets at once per tenant but t1: each bucket empties
-    burst["timestamp_ns"] = 0
-    engine.process(burst)  # 9 KB at 100 Mbps: 72 us to send, at packet time 0
-
-    def sent() -> int:
-        return sum(entry["delay_ns"]["count"] for entry in engine.stats() if entry["delay_ns"] is not None)
-
-    before = sent()
+    tenants, policy, engine, burst = queued_at_a_port(4)
+    before = sent(engine)
     assert before < len(burst)
     rated = policy.with_tenant(dict(tenants[1], rate="15Mbps"))
     assert rated._weights_since(policy) is None and rated.compile_qos().tenant_weight.tolist() == [2, 3, 2, 2]
     engine.update(rated)
-    assert sent() == before, "the port still has their packets"
-    again = burst[::3].copy()
-    again["timestamp_ns"] = 1000  # 1 us later: 1 byte of tokens, not 1000
-    assert engine.process(again)["outcome"].tolist() == [isolane.Outcome.DROP_METER] * 3  # t0, t2 and t3 kept their (empty) buckets
-    engine.drain()
-    assert sum(entry["packets"] for entry in engine.stats()) == len(burst) + len(again)
+    assert sent(engine) == before, "the port still has their packets"
+    assert_buckets_kept(engine, burst)
 
 
 def test_a_rename_and_new_classes_in_one_update_leave_the_other_tenants_queued_packets_at_the_port() -> None:
     """t1 renamed (taken out, a new tenant put in) and t4 given classes, in one update: each goes
     alone, and the packets t0, t2 and t3 have queued at the port stay there."""
-    tenants = [{"name": f"t{i}", "vnis": [i], "meter": {"kind": "srtcm", "cir": "8Mbps", "cbs": "3000B", "ebs": "0B"}, "rate": "10Mbps"} for i in range(5)]
-    policy = Policy.from_dict({"tenants": tenants, "port": {"rate": "100Mbps", "buffer": "1MB"}})
-    engine = Engine(policy)
-    burst = traffic([0, 2, 3])[:-1:6].repeat(3)  # three 1000 B packets at once per tenant: 72 us to send at 100 Mbps
-    burst["timestamp_ns"] = 0
-    engine.process(burst)
-
-    def sent() -> int:
-        return sum(entry["delay_ns"]["count"] for entry in engine.stats() if entry["delay_ns"] is not None)
-
-    before = sent()
+    tenants, policy, engine, burst = queued_at_a_port(5)
+    before = sent(engine)
     assert before < len(burst)
     classes = [{"name": "bulk", "priority": 5, "rate": "5Mbps"}, {"name": "rpc", "priority": 1, "rate": "5Mbps"}]
     edited = policy.without_tenant("t1").with_tenant(dict(tenants[1], name="x")).with_tenant(dict(tenants[4], classes=classes, default_class="bulk"))
     report = engine.update(edited)
-    assert sent() == before, "the port still has their packets"
+    assert sent(engine) == before, "the port still has their packets"
     assert report == isolane.engine.UpdateReport(kept=4, incremental=0, rebuilt=1)  # t4 keeps its tables; x is new
     assert engine.policy.tenant_names == ["t0", "t2", "t3", "t4", "x"]
-    again = burst[::3].copy()
-    again["timestamp_ns"] = 1000  # 1 us later: 1 byte of tokens, not 1000
-    assert engine.process(again)["outcome"].tolist() == [isolane.Outcome.DROP_METER] * 3  # t0, t2 and t3 kept their (empty) buckets
-    engine.drain()
-    assert sum(entry["packets"] for entry in engine.stats()) == len(burst) + len(again)
+    assert_buckets_kept(engine, burst)
 
 
 def test_edits_are_checked_against_the_other_tenants_with_their_place() -> None:

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{BurstProfile, ClassBurstProfile, ClassQos, ProfileQos, Profiles, TenantQos};
+use super::{BurstProfile, ClassBurstProfile, ClassQos, ProfileQos, Profiles, TenantQos, NO_CONTRACT};
 use crate::shaping::QueueConfig;
 
 /// A tenant's contract less its name.
@@ -109,6 +109,11 @@ impl Kept {
     /// they may go on: a change of port weights alone re-weighs the queues, not the meters.
     pub(super) fn enforces(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
         *self.name == *qos.name && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, profiles, |kept, class| kept.enforces(class, profiles)))
+    }
+
+    /// Its own contract's profile number ([`NO_CONTRACT`] without a contract).
+    pub(super) fn profile(&self) -> u32 {
+        self.terms.as_ref().map_or(NO_CONTRACT, |terms| terms.profile)
     }
 
     /// Its classes (none without a contract).

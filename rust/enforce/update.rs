@@ -11,7 +11,7 @@ use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use super::kept::{Kept, KeptClass, TermsPool};
 use super::rows::StatsRows;
-use super::{ClassQos, Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
+use super::{Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
 use crate::bursts::TenantBursts;
 use crate::shaping::port::check_queues;
 use crate::shaping::{Port, PortConfig, QueueConfig};
@@ -57,20 +57,21 @@ impl Enforcer {
             let (mut stage, mut classes) = kept
                 .map(|(_, stage, classes)| (stage, classes))
                 .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
-            stage.profile = profiles.of(&qos.contract);
+            let kept = terms.keep(qos, &mut profiles);
+            stage.profile = kept.profile();
             stage.classes_enforced = classes_enforced(qos);
             stage.lane = lane(&profiles, &stage, &spec);
             tenants.push(TenantState { stage, first_row: class_rows as u32, classes: qos.classes.len() as u32 });
             class_rows += qos.classes.len();
             if keep_class_stages {
-                for (class_stage, class) in classes.iter_mut().zip(&qos.classes) {
-                    class_stage.profile = profiles.of(&class.contract);
+                for (class_stage, class) in classes.iter_mut().zip(kept.classes()) {
+                    class_stage.profile = class.profile;
                 }
                 class_stages.extend(classes);
             }
             queues.extend(qos.classes.iter().map(|class| class.queue));
             queue_scopes.extend((0..qos.classes.len()).map(|c| (index, c as u16)));
-            contracts.push(terms.keep(qos, &mut profiles));
+            contracts.push(kept);
         }
         let new_class_keys = class_keys(&contracts);
         let port_kept = self.replace_port(spec.port, &old_queues, queues, &old_keys[..self.class_rows], &new_class_keys);
@@ -141,18 +142,18 @@ impl Enforcer {
                 self.terms.release(std::mem::replace(&mut self.contracts[index], kept));
                 continue;
             }
-            let stage = self.fresh_stage(qos);
+            let kept = self.terms.keep(qos, &mut self.profiles);
+            let stage = self.fresh_stage(qos, &kept);
             if stage.classes_enforced {
                 self.make_class_stages();
             }
             let first = self.tenants[index].first_row as usize;
             if !self.class_stages.is_empty() {
-                for (c, class) in qos.classes.iter().enumerate() {
-                    self.class_stages[first + c] = class_stage(&mut self.profiles, class);
+                for (c, class) in kept.classes().iter().enumerate() {
+                    self.class_stages[first + c] = class_stage(&self.profiles, class);
                 }
             }
             self.tenants[index].stage = stage;
-            let kept = self.terms.keep(qos, &mut self.profiles);
             self.terms.release(std::mem::replace(&mut self.contracts[index], kept));
         }
         if let (Some(state), Some(sums)) = (&mut self.port, sums) {
@@ -232,12 +233,13 @@ impl Enforcer {
         // Its class rows go before the next tenant's that has classes.
         let first = self.tenants[index..].iter().find(|t| t.classes > 0).map_or(self.class_rows, |t| t.first_row as usize);
         let rows = first..first + count;
-        let stage = self.fresh_stage(&qos);
+        let kept = self.terms.keep(&qos, &mut self.profiles);
+        let stage = self.fresh_stage(&qos, &kept);
         if stage.classes_enforced {
             self.make_class_stages();
         }
         if stage.classes_enforced || !self.class_stages.is_empty() {
-            let class_stages: Vec<Stage> = qos.classes.iter().map(|class| class_stage(&mut self.profiles, class)).collect();
+            let class_stages: Vec<Stage> = kept.classes().iter().map(|class| class_stage(&self.profiles, class)).collect();
             self.class_stages.splice(first..first, class_stages);
         }
         // The room's first rows (zero, unnamed) move before the later tenants' class rows.
@@ -257,7 +259,6 @@ impl Enforcer {
         self.adaptive.insert_tenant(index, rows);
         let overloaded = self.adaptive.add_tenant(&qos, index, &self.tenants, &self.class_stages, &self.spec, &mut self.profiles);
         *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
-        let kept = self.terms.keep(&qos, &mut self.profiles);
         self.contracts.insert(index, kept);
         if let Some(slot) = overloaded {
             self.overload_now(slot);
@@ -388,10 +389,10 @@ impl Enforcer {
         }
     }
 
-    /// A new stage for `qos`'s tenant, with its profile and lane.
-    fn fresh_stage(&mut self, qos: &TenantQos) -> Stage {
+    /// A new stage for `qos`'s tenant, kept as `kept`, with its profile and lane.
+    fn fresh_stage(&self, qos: &TenantQos, kept: &Kept) -> Stage {
         let mut stage = Stage::new(&qos.contract);
-        stage.profile = self.profiles.of(&qos.contract);
+        stage.profile = kept.profile();
         stage.classes_enforced = classes_enforced(qos);
         stage.lane = lane(&self.profiles, &stage, &self.spec);
         stage
@@ -405,7 +406,7 @@ impl Enforcer {
         }
         let Enforcer { contracts, profiles, .. } = self;
         let mut stages = crate::memory::with_capacity(self.no_tenant_row);
-        stages.extend(contracts.iter().flat_map(|kept| kept.classes()).map(|class| kept_class_stage(profiles, class)));
+        stages.extend(contracts.iter().flat_map(|kept| kept.classes()).map(|class| class_stage(profiles, class)));
         self.class_stages = stages;
     }
 
@@ -565,15 +566,8 @@ fn classes_enforced(qos: &TenantQos) -> bool {
     qos.classes.iter().any(|c| c.contract != Contract::default() || c.on_burst.is_some())
 }
 
-/// A fresh stage for `class`, with its profile.
-fn class_stage(profiles: &mut Profiles, class: &ClassQos) -> Stage {
-    let mut stage = Stage::new(&class.contract);
-    stage.profile = profiles.of(&class.contract);
-    stage
-}
-
 /// A fresh stage for a class kept, with its profile.
-fn kept_class_stage(profiles: &Profiles, class: &KeptClass) -> Stage {
+fn class_stage(profiles: &Profiles, class: &KeptClass) -> Stage {
     Stage { profile: class.profile, ..Stage::new(&profiles[class.profile as usize].contract()) }
 }
 

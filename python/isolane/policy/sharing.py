@@ -59,9 +59,9 @@ ends, freed then among the tenants that stay: pages that stay resident, 0.5 KiB 
 10,000 tenants. Tiers are still shared: an equal value is kept once again after each new start."""
 
 
-def _room(table: dict[Any, Any]) -> dict[Any, Any]:
-    """``table``, emptied if it holds :data:`_SCOPE_MOST` entries."""
-    if len(table) >= _SCOPE_MOST:
+def _room(table: dict[Any, Any], most: int = _SCOPE_MOST) -> dict[Any, Any]:
+    """``table``, emptied if it holds ``most`` entries."""
+    if len(table) >= most:
         table.clear()
     return table
 
@@ -84,7 +84,4 @@ def remember(cache: str, key: Any, value: Any) -> None:
     if scope is not None:
         _room(scope.caches.setdefault(cache, {}))[key] = value
         return
-    recent = _RECENT.setdefault(cache, {})
-    if len(recent) >= _RECENT_MOST:
-        recent.clear()
-    recent[key] = value
+    _room(_RECENT.setdefault(cache, {}), _RECENT_MOST)[key] = value
