@@ -231,7 +231,7 @@ def run_rules(count: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("tenants", nargs="*", type=int, help="policy sizes (default 1000 10000)")
     parser.add_argument("--rules", type=int, help="also one tenant of this many rules")
     parser.add_argument("--distinct", action="store_true", help="also the memory a tenant when no two share a contract")
