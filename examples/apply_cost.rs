@@ -5,7 +5,6 @@
 //! replacements, inserts at the end, removals of the last tenant, then inserts and removals in the middle. `--heap`: only the heap,
 //! then exit with the engine held (for `heaptrack`, whose leaks are then the engine's heap).
 //! `--distinct`: every tenant's meter at its own rate, so that no two tenants share a contract.
-//! `--distinct`: every tenant's meter at its own rate, so that no two tenants share a contract.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -18,15 +17,18 @@ use isolane::engine::{Delta, Engine, Route, TablesSpec, TenantEntry, TenantOp, T
 struct Counting;
 
 static HELD: AtomicUsize = AtomicUsize::new(0);
+static BLOCKS: AtomicUsize = AtomicUsize::new(0);
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         HELD.fetch_add(layout.size(), Ordering::Relaxed);
+        BLOCKS.fetch_add(1, Ordering::Relaxed);
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+        BLOCKS.fetch_sub(1, Ordering::Relaxed);
         unsafe { System.dealloc(ptr, layout) }
     }
 }
@@ -56,7 +58,7 @@ fn tenant(i: usize, rate_mbps: u64, distinct: bool) -> Box<TenantEntry> {
     let cir = if distinct { 1_250_000 + i as u64 * 125 } else { rate };
     let meter = MeterRow { kind: 1, byte_count: 1, cir, cbs: 9216, ebs: 9216, actions: [0, 0, 2], ..MeterRow::default() };
     let class = ClassInput { priority: 7, weight: 1, ceil: 125_000_000, ..ClassInput::default() };
-    let qos = TenantInput { name, rate, burst: 9216, ceil: 125_000_000, meter: Some(Box::new(meter)), classes: vec![class], ..TenantInput::default() };
+    let qos = TenantInput { rate, burst: 9216, ceil: 125_000_000, meter: Some(meter), classes: [class].into(), ..TenantInput::default() };
     Box::new(TenantEntry { tables, route: Route { vnis: vec![1000 + i as u32], ..Route::default() }, qos })
 }
 
@@ -81,13 +83,13 @@ fn time(engine: &Engine, runs: usize, delta: impl Fn(usize) -> Delta) -> (f64, f
 }
 
 fn run(count: usize, heap_only: bool, distinct: bool) {
-    let before = HELD.load(Ordering::Relaxed);
+    let (before, blocks_before) = (HELD.load(Ordering::Relaxed), BLOCKS.load(Ordering::Relaxed));
     let engine = Engine::new(TablesSpec::default()).expect("an empty engine");
     let ops = (0..count).map(|i| TenantOp::Insert { at: i, tenant: tenant(i, 10, distinct) }).collect();
     let weights = (0..count).map(|i| (i, 1)).collect();
     engine.apply(Delta { ops, weights, settings: Some(settings()), unknown_action: 0 }).expect("the bench's policy");
-    let held = HELD.load(Ordering::Relaxed) - before;
-    println!("{count} tenants: {:.0} B of heap per tenant", held as f64 / count as f64);
+    let (held, blocks) = (HELD.load(Ordering::Relaxed) - before, BLOCKS.load(Ordering::Relaxed) - blocks_before);
+    println!("{count} tenants: {:.0} B of heap per tenant, in {:.1} blocks", held as f64 / count as f64, blocks as f64 / count as f64);
     if heap_only {
         std::process::exit(0);
     }

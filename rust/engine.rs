@@ -97,11 +97,11 @@ pub enum RuleEdit {
 }
 
 impl TenantTables {
-    /// The tables of `spec`, whose rules `table` holds (`spec` checked by [`check_tenant`]; its
-    /// rules may have been taken).
-    fn new(spec: TenantSpec, mut table: RuleTable<RowOutcome>) -> TenantTables {
-        table.set_payloads(outcomes(&spec));
-        let mut tables = TenantTables { table, name: spec.name.into(), default_action: spec.default_action, default_class: spec.default_class, frames: None };
+    /// The tables of `spec`, whose rules `table` holds (`spec` checked by [`check_tenant`]).
+    fn new(spec: &TenantSpec, mut table: RuleTable<RowOutcome>) -> TenantTables {
+        table.set_payloads(outcomes(spec));
+        let mut tables =
+            TenantTables { table, name: spec.name.as_str().into(), default_action: spec.default_action, default_class: spec.default_class, frames: None };
         tables.frames = tables.read_frames();
         tables
     }
@@ -662,16 +662,16 @@ impl Engine {
                 Some(old) => match incremental(old, &tenant) {
                     Some(table) => {
                         report.incremental += 1;
-                        Arc::new(TenantTables::new(tenant, table))
+                        Arc::new(TenantTables::new(&tenant, table))
                     }
                     None => {
                         report.rebuilt += 1;
-                        Arc::new(build(tenant, index)?)
+                        Arc::new(build(&tenant, index)?)
                     }
                 },
                 None => {
                     report.rebuilt += 1;
-                    Arc::new(build(tenant, index)?)
+                    Arc::new(build(&tenant, index)?)
                 }
             };
             tenants.push(tables);

@@ -30,9 +30,29 @@ where
 
 /// A meter row, `None` if it has no meter.
 #[cfg(feature = "python")]
-fn meter_row(given: &Bound<'_, PyAny>) -> PyResult<Option<Box<MeterRow>>> {
+fn meter_row(given: &Bound<'_, PyAny>) -> PyResult<Option<MeterRow>> {
     let row: MeterRow = given.extract()?;
-    Ok((row.kind != MeterKindCode::None as u8).then(|| Box::new(row)))
+    Ok((row.kind != MeterKindCode::None as u8).then_some(row))
+}
+
+/// The same, boxed (a class's meter: most classes have none).
+#[cfg(feature = "python")]
+fn boxed_meter_row(given: &Bound<'_, PyAny>) -> PyResult<Option<Box<MeterRow>>> {
+    Ok(meter_row(given)?.map(Box::new))
+}
+
+/// A tenant's classes, in one allocation (which the [`InputPool`] shares): made at its size
+/// and filled in place, not collected first, as a short-lived copy per tenant would leave
+/// holes in the heap among what the engine keeps.
+#[cfg(feature = "python")]
+fn class_list(given: &Bound<'_, PyAny>) -> PyResult<Arc<[ClassInput]>> {
+    let len = given.len()?;
+    let mut classes: Arc<[ClassInput]> = (0..len).map(|_| ClassInput::default()).collect();
+    let slots = Arc::get_mut(&mut classes).expect("a list no one else holds yet");
+    for (slot, class) in slots.iter_mut().zip(given.try_iter()?) {
+        *slot = class?.extract()?;
+    }
+    Ok(classes)
 }
 
 /// A shaper row, `None` if it has no shaper.
@@ -97,7 +117,7 @@ pub struct ClassInput {
     pub burst_given: bool,
     pub ceil: u64,
     /// `None`: no meter (a row of kind 0 as given); boxed, as most classes have none.
-    #[cfg_attr(feature = "python", pyo3(from_py_with = meter_row))]
+    #[cfg_attr(feature = "python", pyo3(from_py_with = boxed_meter_row))]
     pub meter: Option<Box<MeterRow>>,
     /// `None`: no shaper (a row of rate 0 as given).
     #[cfg_attr(feature = "python", pyo3(from_py_with = shaper_row))]
@@ -127,26 +147,27 @@ pub struct ProfileInput {
 }
 
 /// A tenant's QoS as compiled from its part of the policy alone (so it is compiled once and
-/// kept while the tenant does not change); its weight is the policy's business. What is rare
-/// is boxed: it is kept per tenant.
+/// kept while the tenant does not change); its name is the tables' business and its weight the
+/// policy's. It is kept per tenant of a contract of its own: what is rare is boxed, its meter
+/// (most tenants have one) is not, and its classes are shared.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct TenantInput {
-    pub name: String,
     /// Its guarantee: its rate, or the sum of its classes' (bytes/s; 0 none).
     pub rate: u64,
     pub burst: u64,
     pub burst_given: bool,
     pub ceil: u64,
-    /// `None`: no meter (a row of kind 0 as given); boxed, as most classes have none.
+    /// `None`: no meter (a row of kind 0 as given).
     #[cfg_attr(feature = "python", pyo3(from_py_with = meter_row))]
-    pub meter: Option<Box<MeterRow>>,
+    pub meter: Option<MeterRow>,
     /// `None`: no shaper (a row of rate 0 as given).
     #[cfg_attr(feature = "python", pyo3(from_py_with = shaper_row))]
     pub shaper: Option<Box<ShaperRow>>,
     #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
     pub microburst: Option<Box<BurstRow>>,
-    pub classes: Vec<ClassInput>,
+    #[cfg_attr(feature = "python", pyo3(from_py_with = class_list))]
+    pub classes: Arc<[ClassInput]>,
     #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
     pub on_burst: Option<Box<ProfileInput>>,
     #[cfg_attr(feature = "python", pyo3(from_py_with = boxed))]
@@ -280,7 +301,7 @@ impl TenantInput {
                 .map_err(|e| e.within(format!("{}, on_burst", place(Some(c)))))?;
             classes.push(ClassQos { contract, queue: *queue, on_burst });
         }
-        let contract = contract(self.meter.as_deref(), self.shaper.as_deref()).map_err(|e| e.within(place(None)))?;
+        let contract = contract(self.meter.as_ref(), self.shaper.as_deref()).map_err(|e| e.within(place(None)))?;
         let normal = ProfileQos { contract, queues };
         let profile = |p: &ProfileInput, name: &str| self.profile(p, &normal, port).map_err(|e| e.within(format!("{}, {name}", place(None))));
         let on_burst = self.on_burst.as_ref().map(|p| {
@@ -441,29 +462,57 @@ impl QosInputs {
 }
 
 /// The QoS inputs an engine keeps, once for all the tenants that give equal ones (a policy
-/// sells a few tiers to many tenants): kept without the name (the engine's tables have it) and
-/// shared by content, so that a simple tenant costs a pointer here instead of its inputs.
+/// sells a few tiers to many tenants), shared by content, so that a simple tenant costs a
+/// pointer here instead of its inputs.
 #[derive(Debug, Default)]
 pub struct InputPool {
-    kept: FxHashSet<Arc<TenantInput>>,
-    /// The size at which those no tenant holds any more are let go.
-    sweep_at: usize,
+    inputs: Shared<TenantInput>,
+    classes: Shared<[ClassInput]>,
 }
 
 impl InputPool {
-    /// `input` without its name: the one kept if an equal one is, else kept from now on.
-    pub fn share(&mut self, mut input: TenantInput) -> Arc<TenantInput> {
-        input.name = String::new();
-        if let Some(kept) = self.kept.get(&input) {
+    /// The one kept equal to `input` if there is one, else a copy of it, kept from now on (its
+    /// classes shared with those of any kept input, as tenants of distinct contracts often have
+    /// equal classes).
+    pub fn share(&mut self, input: &TenantInput) -> Arc<TenantInput> {
+        if let Some(kept) = self.inputs.get(input) {
+            return Arc::clone(kept);
+        }
+        let classes = self.classes.share(Arc::clone(&input.classes));
+        self.inputs.share(Arc::new(TenantInput { classes, ..input.clone() }))
+    }
+}
+
+/// Values kept once each, by content, and let go once no one else holds them.
+#[derive(Debug)]
+struct Shared<T: ?Sized> {
+    kept: FxHashSet<Arc<T>>,
+    /// The size at which those no one holds any more are let go.
+    sweep_at: usize,
+}
+
+impl<T: ?Sized> Default for Shared<T> {
+    fn default() -> Self {
+        Shared { kept: FxHashSet::default(), sweep_at: 0 }
+    }
+}
+
+impl<T: ?Sized + Eq + std::hash::Hash> Shared<T> {
+    fn get(&self, value: &T) -> Option<&Arc<T>> {
+        self.kept.get(value)
+    }
+
+    /// The one kept equal to `value`, else `value`, kept from now on.
+    fn share(&mut self, value: Arc<T>) -> Arc<T> {
+        if let Some(kept) = self.kept.get(&value) {
             return Arc::clone(kept);
         }
         if self.kept.len() >= self.sweep_at {
             self.kept.retain(|kept| Arc::strong_count(kept) > 1); // amortised: the size to come doubles
             self.sweep_at = (2 * self.kept.len()).max(64);
         }
-        let input = Arc::new(input);
-        self.kept.insert(Arc::clone(&input));
-        input
+        self.kept.insert(Arc::clone(&value));
+        value
     }
 }
 
@@ -476,7 +525,7 @@ mod tests {
     }
 
     fn tenant(rate: u64, classes: Vec<ClassInput>) -> TenantInput {
-        TenantInput { name: "a".to_string(), rate, classes, ..TenantInput::default() }
+        TenantInput { rate, classes: classes.into(), ..TenantInput::default() }
     }
 
     #[test]
@@ -505,18 +554,20 @@ mod tests {
     #[test]
     fn the_pool_shares_equal_inputs_and_lets_go_of_those_no_tenant_holds() {
         let mut pool = InputPool::default();
-        let (a, b) = (pool.share(tenant(0, vec![class(0, 1)])), pool.share(TenantInput { name: "b".into(), ..tenant(0, vec![class(0, 1)]) }));
-        assert!(Arc::ptr_eq(&a, &b) && a.name.is_empty());
+        let (a, b) = (pool.share(&tenant(0, vec![class(0, 1)])), pool.share(&tenant(0, vec![class(0, 1)])));
+        assert!(Arc::ptr_eq(&a, &b));
+        let own = pool.share(&tenant(5, vec![class(0, 1)]));
+        assert!(!Arc::ptr_eq(&a, &own) && Arc::ptr_eq(&a.classes, &own.classes), "a contract of its own, its classes shared");
         for rate in 1..=1000 {
-            pool.share(TenantInput { rate, ..tenant(0, vec![]) }); // held by no tenant
+            pool.share(&TenantInput { rate, ..tenant(0, vec![]) }); // held by no tenant
         }
-        assert!(pool.kept.len() <= 129 && pool.kept.contains(&*a), "{}", pool.kept.len());
+        assert!(pool.inputs.kept.len() <= 129 && pool.inputs.kept.contains(&*a), "{}", pool.inputs.kept.len());
     }
 
     #[test]
     fn refusals_name_the_tenant_and_class() {
         let bad_meter = TenantInput {
-            classes: vec![ClassInput { meter: Some(Box::new(MeterRow { kind: 9, ..MeterRow::default() })), ..class(0, 1) }],
+            classes: [ClassInput { meter: Some(Box::new(MeterRow { kind: 9, ..MeterRow::default() })), ..class(0, 1) }].into(),
             ..tenant(0, vec![])
         };
         let err = bad_meter.resolve("a", 1, None).unwrap_err().to_string();
@@ -525,7 +576,7 @@ mod tests {
         assert!(heavy.contains("port weight"), "{heavy}");
         let srtcm = MeterRow { kind: 1, byte_count: 1, actions: [0, 0, 2], ..MeterRow::default() };
         let inputs = QosInputs {
-            tenants: vec![Arc::new(TenantInput { meter: Some(Box::new(srtcm)), ..tenant(0, vec![class(0, 1)]) })].into(),
+            tenants: vec![Arc::new(TenantInput { meter: Some(srtcm), ..tenant(0, vec![class(0, 1)]) })].into(),
             weights: vec![1].into(),
             ..QosInputs::default()
         };

@@ -1,7 +1,7 @@
-//! The contracts the enforcer keeps, one per tenant: the name apart, the terms shared by every
-//! tenant of equal terms (tenants on a few plans keep a few), and each contract in the terms as
-//! the number of its [`Profile`](super::Profile), which can give it back (a tenant of a contract
-//! of its own keeps it once, there).
+//! The contracts the enforcer keeps, one per tenant: the name and the number of its own
+//! contract's [`Profile`](super::Profile) (which can give the contract back: a tenant of a
+//! contract of its own keeps it once, there) apart, the terms shared by every tenant of equal
+//! terms (tenants on a few plans keep a few, whatever their own contracts).
 
 use std::sync::Arc;
 
@@ -10,10 +10,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::{BurstProfile, ClassBurstProfile, ClassQos, ProfileQos, Profiles, TenantQos, NO_CONTRACT};
 use crate::shaping::QueueConfig;
 
-/// A tenant's contract less its name.
+/// A tenant's contract less its name and its own contract: its classes and profiles.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) struct Terms {
-    profile: u32,
     classes: Box<[KeptClass]>,
     on_burst: Option<Box<BurstProfile>>,
     on_overload: Option<Box<ProfileQos>>,
@@ -49,7 +48,6 @@ impl KeptClass {
 impl Terms {
     fn of(qos: &TenantQos, profiles: &mut Profiles) -> Terms {
         Terms {
-            profile: profiles.of(&qos.contract),
             classes: qos.classes.iter().map(|class| KeptClass::of(class, profiles)).collect(),
             on_burst: qos.on_burst.clone(),
             on_overload: qos.on_overload.clone(),
@@ -61,27 +59,28 @@ impl Terms {
             renumber(&mut profile);
             profile
         };
-        let profile = number(self.profile);
         let classes = self.classes.iter().map(|class| KeptClass { profile: number(class.profile), queue: class.queue, on_burst: class.on_burst.clone() });
-        Terms { profile, classes: classes.collect(), on_burst: self.on_burst.clone(), on_overload: self.on_overload.clone() }
+        Terms { classes: classes.collect(), on_burst: self.on_burst.clone(), on_overload: self.on_overload.clone() }
     }
 
-    fn matches(&self, qos: &TenantQos, profiles: &Profiles, class_matches: impl Fn(&KeptClass, &ClassQos) -> bool) -> bool {
+    fn matches(&self, qos: &TenantQos, class_matches: impl Fn(&KeptClass, &ClassQos) -> bool) -> bool {
         let classes = self.classes.len() == qos.classes.len() && self.classes.iter().zip(&qos.classes).all(|(kept, class)| class_matches(kept, class));
-        classes && self.on_burst == qos.on_burst && self.on_overload == qos.on_overload && profiles[self.profile as usize].contract() == qos.contract
+        classes && self.on_burst == qos.on_burst && self.on_overload == qos.on_overload
     }
 }
 
-/// A tenant as the enforcer keeps it: its name, and its terms if it has a contract.
+/// A tenant as the enforcer keeps it: its name, and if it has a contract, its own contract's
+/// profile number and its terms.
 #[derive(Debug)]
 pub(super) struct Kept {
     pub(super) name: Box<str>,
+    profile: u32,
     terms: Option<Arc<Terms>>,
 }
 
 impl Kept {
     pub(super) fn without_contract(name: &str) -> Kept {
-        Kept { name: name.into(), terms: None }
+        Kept { name: name.into(), profile: NO_CONTRACT, terms: None }
     }
 
     pub(super) fn has_contract(&self) -> bool {
@@ -93,7 +92,7 @@ impl Kept {
         let terms = self.terms.as_ref()?;
         Some(TenantQos {
             name: self.name.to_string(),
-            contract: profiles[terms.profile as usize].contract(),
+            contract: profiles[self.profile as usize].contract(),
             classes: terms.classes.iter().map(|class| class.qos(profiles)).collect(),
             on_burst: terms.on_burst.clone(),
             on_overload: terms.on_overload.clone(),
@@ -102,18 +101,23 @@ impl Kept {
 
     /// Whether it is `qos`, name and terms.
     pub(super) fn is(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
-        *self.name == *qos.name && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, profiles, |kept, class| kept.is(class, profiles)))
+        self.is_named_and_bound_by(qos, profiles) && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, |kept, class| kept.is(class, profiles)))
     }
 
     /// Whether its stages enforce `qos` (name and all but the port queues the same), so that
     /// they may go on: a change of port weights alone re-weighs the queues, not the meters.
     pub(super) fn enforces(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
-        *self.name == *qos.name && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, profiles, |kept, class| kept.enforces(class, profiles)))
+        self.is_named_and_bound_by(qos, profiles) && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, |kept, class| kept.enforces(class, profiles)))
+    }
+
+    /// Whether it has `qos`'s name and own contract.
+    fn is_named_and_bound_by(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
+        *self.name == *qos.name && self.profile != NO_CONTRACT && profiles[self.profile as usize].contract() == qos.contract
     }
 
     /// Its own contract's profile number ([`NO_CONTRACT`] without a contract).
     pub(super) fn profile(&self) -> u32 {
-        self.terms.as_ref().map_or(NO_CONTRACT, |terms| terms.profile)
+        self.profile
     }
 
     /// Its classes (none without a contract).
@@ -130,7 +134,7 @@ impl TermsPool {
     /// `qos` as kept, its contracts numbered in `profiles` and its terms shared with every
     /// tenant kept with equal ones.
     pub(super) fn keep(&mut self, qos: &TenantQos, profiles: &mut Profiles) -> Kept {
-        Kept { name: qos.name.as_str().into(), terms: Some(self.share(Terms::of(qos, profiles))) }
+        Kept { name: qos.name.as_str().into(), profile: profiles.of(&qos.contract), terms: Some(self.share(Terms::of(qos, profiles))) }
     }
 
     fn share(&mut self, terms: Terms) -> Arc<Terms> {
@@ -142,12 +146,14 @@ impl TermsPool {
         shared
     }
 
-    /// Every tenant of `contracts` with its terms' profile numbers through `renumber` (terms
-    /// shared before stay shared).
+    /// Every tenant of `contracts` with its profile numbers through `renumber` (terms shared
+    /// before stay shared).
     pub(super) fn renumber(&mut self, contracts: &mut [Kept], renumber: &mut impl FnMut(&mut u32)) {
         let mut renumbered: FxHashMap<*const Terms, Arc<Terms>> = FxHashMap::default();
         let mut pool = TermsPool::default();
-        for terms in contracts.iter_mut().filter_map(|kept| kept.terms.as_mut()) {
+        for kept in contracts.iter_mut() {
+            renumber(&mut kept.profile);
+            let Some(terms) = kept.terms.as_mut() else { continue };
             let new = renumbered.entry(Arc::as_ptr(terms)).or_insert_with(|| pool.share(terms.renumbered(renumber)));
             *terms = Arc::clone(new);
         }
@@ -189,6 +195,20 @@ mod tests {
         pool.release(b);
         pool.release(c);
         assert!(pool.0.is_empty());
+    }
+
+    #[test]
+    fn tenants_of_contracts_of_their_own_share_equal_terms() {
+        let (mut pool, mut profiles) = (TermsPool::default(), Profiles::default());
+        let shaped = |name: &str, rate: u64| {
+            let shaper = ShaperParams { rate, burst: 1500, max_queue_bytes: 0, max_delay_ns: 0 };
+            TenantQos { contract: Contract { meter: None, shaper: Some(shaper) }, ..tenant(name, 1) }
+        };
+        let (a, b) = (pool.keep(&shaped("a", 1000), &mut profiles), pool.keep(&shaped("b", 2000), &mut profiles));
+        assert!(Arc::ptr_eq(a.terms.as_ref().unwrap(), b.terms.as_ref().unwrap()) && pool.0.len() == 1);
+        assert_ne!(a.profile(), b.profile());
+        assert_eq!((a.qos(&profiles), b.qos(&profiles)), (Some(shaped("a", 1000)), Some(shaped("b", 2000))));
+        assert!(a.is(&shaped("a", 1000), &profiles) && !a.is(&shaped("a", 2000), &profiles) && !a.enforces(&shaped("a", 2000), &profiles));
     }
 
     #[test]

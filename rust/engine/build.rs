@@ -33,9 +33,8 @@ pub(super) fn outcomes(spec: &TenantSpec) -> impl Iterator<Item = RowOutcome> + 
     (0..spec.actions.len()).map(move |row| RowOutcome { action: spec.actions[row], class: spec.classes[row], first_of_policy_rule: first(row) })
 }
 
-pub(super) fn build(mut tenant: TenantSpec, index: usize) -> Result<TenantTables, CoreError> {
-    let rules = std::mem::take(&mut tenant.rules);
-    let table = RuleTable::with_payloads(rules.into_iter().zip(outcomes(&tenant)));
+pub(super) fn build(tenant: &TenantSpec, index: usize) -> Result<TenantTables, CoreError> {
+    let table = RuleTable::with_payloads(tenant.rules.iter().copied().zip(outcomes(tenant)));
     let mut table = table.map_err(|err| err.within(format!("tenant {index} ({})", tenant.name)))?;
     table.rebuild_elsewhere(); // the engine rebuilds worn trees in the background
     Ok(TenantTables::new(tenant, table))

@@ -31,10 +31,10 @@ pub(super) enum KeptRoute {
 }
 
 impl KeptRoute {
-    fn of(route: Route) -> KeptRoute {
+    fn of(route: &Route) -> KeptRoute {
         match route.vnis[..] {
             [vni] if route.vlans.is_empty() && route.sources.is_empty() => KeptRoute::Vni(vni),
-            _ => KeptRoute::Other(Arc::new(route)),
+            _ => KeptRoute::Other(Arc::new(route.clone())),
         }
     }
 
@@ -237,16 +237,16 @@ impl Edit<'_> {
 
     /// The tables of `spec` for position `at`, sharing or patching `old`'s when it holds the
     /// same tenant.
-    fn tables(&mut self, spec: TenantSpec, old: Option<&Arc<TenantTables>>, at: usize) -> Result<Arc<TenantTables>, CoreError> {
-        check_tenant(&spec).map_err(|e| e.within(format!("tenant {at} ({})", spec.name)))?;
+    fn tables(&mut self, spec: &TenantSpec, old: Option<&Arc<TenantTables>>, at: usize) -> Result<Arc<TenantTables>, CoreError> {
+        check_tenant(spec).map_err(|e| e.within(format!("tenant {at} ({})", spec.name)))?;
         let Some(old) = old.filter(|old| *old.name == spec.name) else {
             self.report.rebuilt += 1;
             return Ok(Arc::new(build(spec, at)?));
         };
-        if old.holds(&spec) {
+        if old.holds(spec) {
             return Ok(Arc::clone(old));
         }
-        Ok(Arc::new(match incremental(old, &spec) {
+        Ok(Arc::new(match incremental(old, spec) {
             Some(table) => {
                 self.report.incremental += 1;
                 TenantTables::new(spec, table)
@@ -258,19 +258,22 @@ impl Edit<'_> {
         }))
     }
 
-    fn place(&mut self, at: usize, tables: Arc<TenantTables>, route: Route) {
+    fn place(&mut self, at: usize, tables: Arc<TenantTables>, route: &Route) {
         let slot = self.engine.counter_names.lock().unwrap_or_else(|p| p.into_inner()).slot(&tables.name);
         self.next.data_path.set(at, TenantHead::of(&tables, slot), Some(HotTenant::of(&tables)));
         self.next.tenants.set(at, tables);
-        self.route(&route, at);
+        self.route(route, at);
         self.next.routes.set(at, KeptRoute::of(route));
     }
 
-    fn apply(&mut self, op: TenantOp, qos: &mut GroupedVec<Arc<TenantInput>>, weights: &mut GroupedVec<u32>) -> Result<(), CoreError> {
+    /// Applies `op`, borrowed: what the engine keeps of it is copied, so that it is made while
+    /// the update's ops still stand and lies apart from them, not in the holes each op would
+    /// leave as it went (pages the heap could then not hand back).
+    fn apply(&mut self, op: &TenantOp, qos: &mut GroupedVec<Arc<TenantInput>>, weights: &mut GroupedVec<u32>) -> Result<(), CoreError> {
         let count = self.next.tenants.len();
-        match op {
-            TenantOp::Replace { at, tenant } if at < count => {
-                let TenantEntry { tables, route, qos: input } = *tenant;
+        match *op {
+            TenantOp::Replace { at, ref tenant } if at < count => {
+                let TenantEntry { tables, route, qos: input } = &**tenant;
                 let old = Arc::clone(&self.next.tenants[at]);
                 let tables = self.tables(tables, Some(&old), at)?;
                 self.unroute(at);
@@ -280,8 +283,8 @@ impl Edit<'_> {
                     qos.set(at, input);
                 }
             }
-            TenantOp::Insert { at, tenant } if at <= count => {
-                let TenantEntry { tables, route, qos: input } = *tenant;
+            TenantOp::Insert { at, ref tenant } if at <= count => {
+                let TenantEntry { tables, route, qos: input } = &**tenant;
                 let tables = self.tables(tables, None, at)?;
                 if at < count {
                     self.shift(at, 1); // none at the end: a policy installed tenant by tenant stays linear
@@ -358,9 +361,9 @@ impl Engine {
         };
         let replaced: Vec<usize> = delta.ops.iter().filter_map(|op| if let TenantOp::Replace { at, .. } = op { Some(*at) } else { None }).collect();
         let (mut taken, mut worn) = (Vec::new(), Vec::new());
-        for op in delta.ops {
-            let before = if shape == QosShape::Steps { Taken::before(&op, &inputs, |at| edit.next.tenants.get(at).map(|t| &*t.name)) } else { None };
-            let replacing = if let TenantOp::Replace { at, .. } = &op { Some(*at) } else { None };
+        for op in &delta.ops {
+            let before = if shape == QosShape::Steps { Taken::before(op, &inputs, |at| edit.next.tenants.get(at).map(|t| &*t.name)) } else { None };
+            let replacing = if let TenantOp::Replace { at, .. } = op { Some(*at) } else { None };
             edit.apply(op, &mut inputs.tenants, &mut inputs.weights)?;
             // A table patched too often is built afresh in the background, by name (positions move).
             if let Some(table) = replacing.and_then(|at| edit.next.tenants.get(at)).filter(|t| t.table.is_worn()) {
@@ -425,15 +428,14 @@ mod tests {
             default_action: DROP,
             default_class: 0,
         };
-        let qos =
-            TenantInput { name: name.to_string(), classes: vec![ClassInput { weight: 1, priority: 7, ..ClassInput::default() }], ..TenantInput::default() };
+        let qos = TenantInput { classes: [ClassInput { weight: 1, priority: 7, ..ClassInput::default() }].into(), ..TenantInput::default() };
         Box::new(TenantEntry { tables, route: Route { vnis: vnis.to_vec(), ..Route::default() }, qos })
     }
 
     /// A tenant policed by an srTCM meter of `cir` B/s (0: one the core refuses).
     fn metered(name: &str, vni: u32, cir: u64) -> Box<TenantEntry> {
         let mut tenant = entry(name, &[vni], 80);
-        tenant.qos.meter = Some(Box::new(MeterRow { kind: 1, byte_count: 1, cir, cbs: 1500, ebs: 1500, actions: [0, 0, 2], ..MeterRow::default() }));
+        tenant.qos.meter = Some(MeterRow { kind: 1, byte_count: 1, cir, cbs: 1500, ebs: 1500, actions: [0, 0, 2], ..MeterRow::default() });
         tenant
     }
 
@@ -573,7 +575,7 @@ mod tests {
     fn tenants_with_equal_contracts_share_one_kept_input_and_a_changed_one_gets_its_own() {
         let engine = engine(&[("a", 10), ("b", 20), ("c", 30)]);
         let kept = |at: usize| Arc::clone(&engine.qos_inputs.lock().unwrap().tenants[at]);
-        assert!(Arc::ptr_eq(&kept(0), &kept(2)) && kept(0).name.is_empty(), "one input, no name");
+        assert!(Arc::ptr_eq(&kept(0), &kept(2)), "one input");
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: metered("b", 20, 1000) }], ..Delta::default() }).unwrap();
         assert!(!Arc::ptr_eq(&kept(0), &kept(1)) && Arc::ptr_eq(&kept(0), &kept(2)));
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 2, tenant: metered("c", 30, 1000) }], ..Delta::default() }).unwrap();

@@ -381,5 +381,5 @@ fn watched_one(input: &TenantInput, name: &str, inputs: &QosInputs) -> Result<Ve
 fn same_bursts(old: &TenantInput, new: &TenantInput) -> bool {
     old.microburst == new.microburst
         && old.classes.len() == new.classes.len()
-        && old.classes.iter().zip(&new.classes).all(|(o, n)| o.microburst == n.microburst)
+        && old.classes.iter().zip(new.classes.iter()).all(|(o, n)| o.microburst == n.microburst)
 }
