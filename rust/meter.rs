@@ -139,10 +139,12 @@ fn check_bucket(bucket: &str, rate_name: &str, rate: u64, size_name: &str, size:
 }
 
 /// A meter profile as the per-packet path reads it, computed once: the three RFCs differ only
-/// in where E's (or P's) tokens come from and in which bucket a packet tries first.
+/// in where E's (or P's) tokens come from and in which bucket a packet tries first. It gives
+/// back the parameters it was made from ([`MeterConsts::params`]) instead of keeping them: a
+/// tenant of a contract of its own holds one profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MeterConsts {
-    pub params: MeterParams,
+    color_aware: bool,
     /// CBS, and EBS or PBS, in nano-bytes.
     committed_cap: u64,
     excess_or_peak_cap: u64,
@@ -159,6 +161,7 @@ pub struct MeterConsts {
 }
 
 impl MeterConsts {
+    /// `params` must have passed [`MeterParams::check`] (so that its bursts are exact in nano-bytes).
     pub fn new(params: &MeterParams) -> Self {
         let (committed, excess_or_peak) = params.burst_sizes();
         let (committed_rate, excess_or_peak_rate) = match params.kind {
@@ -167,7 +170,7 @@ impl MeterConsts {
             MeterKind::Rfc4115 { cir, eir, .. } => (cir, eir),
         };
         MeterConsts {
-            params: *params,
+            color_aware: params.color_aware,
             committed_cap: nano(committed),
             excess_or_peak_cap: nano(excess_or_peak),
             committed_rate,
@@ -176,6 +179,19 @@ impl MeterConsts {
             peak_first: matches!(params.kind, MeterKind::TrTcm { .. }),
             needs_more_than_cost: matches!(params.kind, MeterKind::Rfc4115 { .. }),
         }
+    }
+
+    /// The parameters it was made from.
+    pub fn params(&self) -> MeterParams {
+        let (cir, cbs, other_rate, other_bs) = (self.committed_rate, self.committed_cap / NANO, self.excess_or_peak_rate, self.excess_or_peak_cap / NANO);
+        let kind = if self.spills {
+            MeterKind::SrTcm { cir, cbs, ebs: other_bs }
+        } else if self.peak_first {
+            MeterKind::TrTcm { pir: other_rate, pbs: other_bs, cir, cbs }
+        } else {
+            MeterKind::Rfc4115 { cir, cbs, eir: other_rate, ebs: other_bs }
+        };
+        MeterParams { kind, color_aware: self.color_aware }
     }
 }
 
@@ -220,7 +236,7 @@ impl MeterState {
     pub fn mark_with(&mut self, consts: &MeterConsts, now_ns: u64, bytes: u32, color_in: Color) -> Color {
         let elapsed_ns = self.advance_clock(now_ns);
         // The RFCs' colour-blind rules are their colour-aware rules for a packet that came in green.
-        let color_in = select_unpredictable(consts.params.color_aware, color_in, Color::Green);
+        let color_in = select_unpredictable(consts.color_aware, color_in, Color::Green);
         let cost = u64::from(bytes) * NANO;
         let spill = fill(&mut self.committed, consts.committed_cap, arrivals(consts.committed_rate, elapsed_ns));
         // One of the two terms is 0: srTCM has no E rate, the others drop C's spill.

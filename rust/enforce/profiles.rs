@@ -39,7 +39,7 @@ impl Profile {
     }
 
     pub(super) fn contract(&self) -> Contract {
-        let meter = self.meter.map(|m| MeterSpec { params: m.params, count: self.meter_count, actions: self.actions });
+        let meter = self.meter.map(|m| MeterSpec { params: m.params(), count: self.meter_count, actions: self.actions });
         Contract { meter, shaper: self.shaper.map(|s| s.params) }
     }
 

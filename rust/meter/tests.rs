@@ -779,6 +779,11 @@ proptest! {
     }
 
     #[test]
+    fn consts_give_back_the_params_they_were_made_from(params in meter_params()) {
+        prop_assert_eq!(MeterConsts::new(&params).params(), params);
+    }
+
+    #[test]
     fn colour_blind_colours_follow_the_arrival_curves(params in meter_params(), packets in prop::collection::vec((0u64..=3_000_000, 0u32..=3000), 1..60)) {
         let params = MeterParams::blind(params.kind);
         let mut meter = MeterState::new(&params, 0);
@@ -796,5 +801,19 @@ proptest! {
             }
             by_colour[got as usize].push(k);
         }
+    }
+}
+
+#[test]
+fn consts_give_back_the_largest_bursts_the_check_takes() {
+    let most = MAX_BURST_BYTES;
+    for kind in [
+        MeterKind::SrTcm { cir: u64::MAX, cbs: most, ebs: most },
+        MeterKind::TrTcm { pir: u64::MAX, pbs: most, cir: 1, cbs: most },
+        MeterKind::Rfc4115 { cir: 1, cbs: most, eir: 0, ebs: 0 },
+    ] {
+        let params = MeterParams::aware(kind);
+        assert_eq!(params.check().map_err(|e| e.to_string()), Ok(()));
+        assert_eq!(MeterConsts::new(&params).params(), params);
     }
 }

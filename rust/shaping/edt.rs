@@ -8,6 +8,7 @@
 //! remainder in 1/rate ns, so that a billion packets at a rate land exactly where they should.
 
 use std::hint::select_unpredictable;
+use std::num::NonZeroU64;
 
 use super::{MAX_RATE, NS_PER_S};
 use crate::error::CoreError;
@@ -143,7 +144,7 @@ impl ShaperState {
     /// multiply by a precomputed reciprocal. No branch depends on the traffic.
     #[inline]
     pub fn offer(&self, consts: &ShaperConsts, now_ns: u64, bytes: u32) -> Offer {
-        let rate = consts.rate.divisor;
+        let rate = consts.rate.divisor.get();
         let now = now_ns.max(self.last_ns);
         // max(TAT, now): the remainder is below the rate, so whole ns decide.
         let behind = self.tat_ns < now;
@@ -222,14 +223,16 @@ impl Pair {
 /// is at most one short, then one correction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Divisor {
-    divisor: u64,
+    /// Not 0, which also lets an optional shaper take no room of its own.
+    divisor: NonZeroU64,
     /// floor(2^64 / divisor), or 2^64 - 1 for 1 (it is never more than one short either way).
     reciprocal: u64,
 }
 
 impl Divisor {
     fn new(divisor: u64) -> Self {
-        let reciprocal = u64::try_from((1u128 << 64) / u128::from(divisor)).unwrap_or(u64::MAX);
+        let divisor = NonZeroU64::new(divisor).expect("a checked shaper's rate is above 0");
+        let reciprocal = u64::try_from((1u128 << 64) / u128::from(divisor.get())).unwrap_or(u64::MAX);
         Divisor { divisor, reciprocal }
     }
 
@@ -237,9 +240,10 @@ impl Divisor {
     #[inline]
     fn div_rem(&self, n: u64) -> (u64, u64) {
         let quotient = ((u128::from(n) * u128::from(self.reciprocal)) >> 64) as u64;
-        let rem = n - quotient * self.divisor;
-        let short = rem >= self.divisor;
-        (quotient + u64::from(short), rem - select_unpredictable(short, self.divisor, 0))
+        let divisor = self.divisor.get();
+        let rem = n - quotient * divisor;
+        let short = rem >= divisor;
+        (quotient + u64::from(short), rem - select_unpredictable(short, divisor, 0))
     }
 }
 
