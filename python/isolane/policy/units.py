@@ -114,10 +114,21 @@ def parse_rate(value: object) -> int:
     ``M``, ``G``, ``T`` (powers of 1000) or ``Ki``, ``Mi``, ``Gi``, ``Ti`` (powers of 1024). One
     space may separate number and unit. Raises ``ValueError`` saying what is wrong.
     """
+    return _rate_of_text(value) if type(value) is str else _rate(value)
+
+
+def _rate(value: object) -> int:
     bits = _parse_quantity(value, _RATE_RE, "rate", "40Gbps")
     if bits.denominator != 1:
         raise ValueError(f"{value!r} is not a whole number of bits per second")
     return int(bits)
+
+
+@functools.lru_cache(maxsize=256)
+def _rate_of_text(value: str) -> int:
+    """The same, kept: tenants that write the same rate then hold one number, not one each
+    (a tenant of a contract of its own keeps its numbers for as long as the policy lives)."""
+    return _rate(value)
 
 
 def parse_size(value: object) -> int:
