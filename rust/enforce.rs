@@ -19,6 +19,7 @@ mod metered;
 mod observe;
 mod profiles;
 mod rows;
+mod shared;
 mod spec;
 mod stats;
 mod update;

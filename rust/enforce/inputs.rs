@@ -5,8 +5,7 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
-
+use super::shared::Shared;
 use super::{BurstProfile, ClassBurstProfile, ClassQos, ColorAction, ColorActionCode, Contract, Count, MeterSpec, Overload, ProfileQos, QosSpec, TenantQos};
 use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
 use crate::chunked_vec::GroupedVec;
@@ -41,18 +40,10 @@ fn boxed_meter_row(given: &Bound<'_, PyAny>) -> PyResult<Option<Box<MeterRow>>> 
     Ok(meter_row(given)?.map(Box::new))
 }
 
-/// A tenant's classes, in one allocation (which the [`InputPool`] shares): made at its size
-/// and filled in place, not collected first, as a short-lived copy per tenant would leave
-/// holes in the heap among what the engine keeps.
+/// A tenant's classes, in one allocation (which the [`InputPool`] shares).
 #[cfg(feature = "python")]
 fn class_list(given: &Bound<'_, PyAny>) -> PyResult<Arc<[ClassInput]>> {
-    let len = given.len()?;
-    let mut classes: Arc<[ClassInput]> = (0..len).map(|_| ClassInput::default()).collect();
-    let slots = Arc::get_mut(&mut classes).expect("a list no one else holds yet");
-    for (slot, class) in slots.iter_mut().zip(given.try_iter()?) {
-        *slot = class?.extract()?;
-    }
-    Ok(classes)
+    Ok(given.extract::<Vec<ClassInput>>()?.into())
 }
 
 /// A shaper row, `None` if it has no shaper.
@@ -483,39 +474,6 @@ impl InputPool {
     }
 }
 
-/// Values kept once each, by content, and let go once no one else holds them.
-#[derive(Debug)]
-struct Shared<T: ?Sized> {
-    kept: FxHashSet<Arc<T>>,
-    /// The size at which those no one holds any more are let go.
-    sweep_at: usize,
-}
-
-impl<T: ?Sized> Default for Shared<T> {
-    fn default() -> Self {
-        Shared { kept: FxHashSet::default(), sweep_at: 0 }
-    }
-}
-
-impl<T: ?Sized + Eq + std::hash::Hash> Shared<T> {
-    fn get(&self, value: &T) -> Option<&Arc<T>> {
-        self.kept.get(value)
-    }
-
-    /// The one kept equal to `value`, else `value`, kept from now on.
-    fn share(&mut self, value: Arc<T>) -> Arc<T> {
-        if let Some(kept) = self.kept.get(&value) {
-            return Arc::clone(kept);
-        }
-        if self.kept.len() >= self.sweep_at {
-            self.kept.retain(|kept| Arc::strong_count(kept) > 1); // amortised: the size to come doubles
-            self.sweep_at = (2 * self.kept.len()).max(64);
-        }
-        self.kept.insert(Arc::clone(&value));
-        value
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,7 +519,7 @@ mod tests {
         for rate in 1..=1000 {
             pool.share(&TenantInput { rate, ..tenant(0, vec![]) }); // held by no tenant
         }
-        assert!(pool.inputs.kept.len() <= 129 && pool.inputs.kept.contains(&*a), "{}", pool.inputs.kept.len());
+        assert!(pool.inputs.len() <= 129 && pool.inputs.contains(&a), "{}", pool.inputs.len());
     }
 
     #[test]

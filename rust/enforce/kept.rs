@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
+use super::shared::Shared;
 use super::{BurstProfile, ClassBurstProfile, ClassQos, ProfileQos, Profiles, TenantQos, NO_CONTRACT};
 use crate::shaping::QueueConfig;
 
@@ -128,7 +129,7 @@ impl Kept {
 
 /// The terms of the tenants kept, each once.
 #[derive(Debug, Default)]
-pub(super) struct TermsPool(FxHashSet<Arc<Terms>>);
+pub(super) struct TermsPool(Shared<Terms>);
 
 impl TermsPool {
     /// `qos` as kept, its contracts numbered in `profiles` and its terms shared with every
@@ -138,12 +139,10 @@ impl TermsPool {
     }
 
     fn share(&mut self, terms: Terms) -> Arc<Terms> {
-        if let Some(shared) = self.0.get(&terms) {
-            return Arc::clone(shared);
+        match self.0.get(&terms) {
+            Some(shared) => Arc::clone(shared),
+            None => self.0.share(Arc::new(terms)),
         }
-        let shared = Arc::new(terms);
-        self.0.insert(Arc::clone(&shared));
-        shared
     }
 
     /// Every tenant of `contracts` with its profile numbers through `renumber` (terms shared
@@ -163,10 +162,7 @@ impl TermsPool {
     /// Lets `kept` go, and its terms with it if no other tenant has them.
     pub(super) fn release(&mut self, kept: Kept) {
         if let Some(terms) = kept.terms {
-            // This one and the pool's: the last tenant of these terms.
-            if Arc::strong_count(&terms) == 2 {
-                self.0.remove(&*terms);
-            }
+            self.0.release(terms);
         }
     }
 }
