@@ -17,6 +17,7 @@ import yaml  # type: ignore[import-untyped]
 import isolane
 from isolane.cli import main
 from support.locations import ROOT, SAMPLE
+from support.signals import interruptible
 
 
 def test_inspect_table_on_the_sample(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -93,7 +94,7 @@ def run_patched(patch: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``isolane ARGS`` in a subprocess whose ``isolane.cli.summarize`` (what inspect runs) is
     ``patch``, a lambda taking anything."""
     script = f"import os, signal, sys, time\nimport isolane.cli as cli\ncli.summarize = {patch}\nsys.exit(cli.main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60, preexec_fn=interruptible)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *expected: str) -> None:

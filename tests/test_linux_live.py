@@ -27,6 +27,7 @@ pytest.importorskip("pyroute2")  # tests/support/netns.py probes the kernel with
 
 from support.kernel_htb import htb_counts  # noqa: E402
 from support.netns import OVERLAYS, TAG, A, B, run, send  # noqa: E402
+from support.signals import interruptible  # noqa: E402
 
 #: (VNI, datagrams, payload bytes) sent from A, one row per VXLAN device.
 SENT = [(100, 120, 100), (200, 80, 1000), (300, 50, 1300)]
@@ -156,7 +157,7 @@ with LiveCapture("lo", sys.argv[1], block_size=65536, blocks=2) as capture:
 
 
 def test_ctrl_c_interrupts_a_wait_without_a_timeout(pair: None) -> None:
-    waiter = subprocess.Popen([sys.executable, "-c", WAIT_FOREVER, B], stdout=subprocess.PIPE, text=True)
+    waiter = subprocess.Popen([sys.executable, "-c", WAIT_FOREVER, B], stdout=subprocess.PIPE, text=True, preexec_fn=interruptible)
     try:
         assert waiter.stdout is not None and waiter.stdout.readline() == "waiting\n"
         time.sleep(0.2)

@@ -29,6 +29,7 @@ from isolane.linux import LiveCapture, apply_plan, plan_htb  # noqa: E402
 from isolane.policy import Policy  # noqa: E402
 from support.kernel_htb import htb_counts  # noqa: E402
 from support.netns import OVERLAYS, A, B, run, send  # noqa: E402
+from support.signals import interruptible  # noqa: E402
 
 POLICY = {
     "count": "wire",  # HTB charges frame + 20 B (its overhead), as isolane's wire count does
@@ -217,7 +218,7 @@ def test_ctrl_c_stops_the_live_command_and_it_still_reports(pair: None, tmp_path
     command = [sys.executable, "-m", "isolane.cli", "linux", "live", "--netns", B, "--dev", "vb0", "--direction", "in", "--policy", str(policy), "--json"]
     # The metrics say when the ring is open and when the engine has seen the packets: no sleep
     # to guess either on a busy machine.
-    live = subprocess.Popen([*command, "--metrics", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    live = subprocess.Popen([*command, "--metrics", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     try:
         address = _served_address(live)
         send((OVERLAYS[100][2], 7, 100))
