@@ -88,6 +88,12 @@ impl Profiles {
         self.list.len()
     }
 
+    /// Keeps room for `room` more profiles and lets the rest of the list's slack go: it grows by
+    /// doubling, and a tenant of its own contract has a profile (92 bytes a tenant at 10,000).
+    pub(super) fn shrink_to(&mut self, room: usize) {
+        self.list.shrink_to(self.list.len() + room);
+    }
+
     pub(super) fn of(&mut self, contract: &Contract) -> u32 {
         let Profiles { list, index } = self;
         let hash = FxBuildHasher.hash_one(contract);
@@ -144,6 +150,7 @@ impl Enforcer {
         }
         self.adaptive.renumber_profiles(&mut renumber);
         self.terms.renumber(&mut self.contracts, &mut renumber);
+        self.profiles.shrink_to(super::update::room_for(self.profiles.len()));
         self.profiles_numbered = self.profiles.len();
     }
 }

@@ -89,6 +89,7 @@ impl Enforcer {
             *self.name_hashes.entry(name_hash(&kept.name)).or_default() += 1;
         }
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
+        profiles.shrink_to(room_for(profiles.len()));
         (self.tenants, self.contracts, self.terms, self.class_stages, self.profiles) = (tenants, contracts, terms, class_stages, profiles);
         self.profiles_numbered = self.profiles.len();
         self.rebind_timeline();
@@ -589,7 +590,7 @@ fn set_queues(port: &mut Port, mut changes: Vec<(u32, QueueConfig, QueueConfig)>
 }
 
 /// Room for tenants or classes added after `count`, until a full retarget makes more.
-fn room_for(count: usize) -> usize {
+pub(super) fn room_for(count: usize) -> usize {
     count / 8 + 8
 }
 

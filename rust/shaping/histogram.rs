@@ -15,15 +15,25 @@
 const SUB_BITS: u32 = 6;
 const SUB_BUCKETS: usize = 1 << SUB_BITS;
 
+/// The cells before the buckets: the sample count, the exact sum (low and high words), the
+/// smallest and the largest sample.
+const TOTAL: usize = 0;
+const SUM_LOW: usize = 1;
+const SUM_HIGH: usize = 2;
+const MIN: usize = 3;
+const MAX: usize = 4;
+const HEADER: usize = 5;
+
+/// Empty, it holds no allocation and takes 16 bytes: a port has a histogram for each of its
+/// thousands of queues, most of them idle. Its figures sit in the allocation of its buckets,
+/// which every sample touches anyway.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogHistogram {
-    counts: Vec<u64>,
-    total: u64,
-    /// Exact: u128 holds 2^64 samples of the largest u64.
-    sum: u128,
-    min: u64,
-    max: u64,
+    /// [`HEADER`] cells, then the bucket counts; empty before the first sample.
+    cells: Box<[u64]>,
 }
+
+const _: () = assert!(std::mem::size_of::<LogHistogram>() == 16);
 
 impl LogHistogram {
     pub fn new() -> Self {
@@ -32,86 +42,108 @@ impl LogHistogram {
 
     #[inline]
     pub fn record(&mut self, value: u64) {
-        let index = bucket_index(value);
-        if index >= self.counts.len() {
+        let bucket = bucket_index(value);
+        if HEADER + bucket >= self.cells.len() {
             // A whole power of two at a time: delays that creep up one bucket after another
             // (a queue building) would otherwise grow the array, and copy it, on most samples.
-            self.counts.resize((index | (SUB_BUCKETS - 1)) + 1, 0);
+            self.grow(HEADER + (bucket | (SUB_BUCKETS - 1)) + 1);
         }
-        self.counts[index] += 1;
-        self.min = if self.total == 0 { value } else { self.min.min(value) };
-        self.max = self.max.max(value);
-        self.total += 1;
-        self.sum += u128::from(value);
+        let cells = &mut self.cells;
+        cells[HEADER + bucket] += 1;
+        cells[MIN] = if cells[TOTAL] == 0 { value } else { cells[MIN].min(value) };
+        cells[MAX] = cells[MAX].max(value);
+        cells[TOTAL] += 1;
+        let sum = (u128::from(cells[SUM_HIGH]) << 64 | u128::from(cells[SUM_LOW])) + u128::from(value);
+        (cells[SUM_LOW], cells[SUM_HIGH]) = (sum as u64, (sum >> 64) as u64);
+    }
+
+    /// Room for `len` cells, the new ones zero.
+    #[cold]
+    fn grow(&mut self, len: usize) {
+        let mut cells = std::mem::take(&mut self.cells).into_vec();
+        cells.resize(len, 0);
+        self.cells = cells.into_boxed_slice();
+    }
+
+    fn cell(&self, at: usize) -> u64 {
+        self.cells.get(at).copied().unwrap_or(0)
+    }
+
+    fn counts(&self) -> &[u64] {
+        self.cells.get(HEADER..).unwrap_or(&[])
     }
 
     /// Adds every sample of `other`, as if each had been recorded here.
     pub fn merge(&mut self, other: &LogHistogram) {
-        if other.total == 0 {
+        if other.count() == 0 {
             return;
         }
-        if other.counts.len() > self.counts.len() {
-            self.counts.resize(other.counts.len(), 0);
+        let (empty, sum) = (self.count() == 0, self.sum() + other.sum());
+        if other.cells.len() > self.cells.len() {
+            self.grow(other.cells.len());
         }
-        for (sum, &count) in self.counts.iter_mut().zip(&other.counts) {
-            *sum += count;
+        let cells = &mut self.cells;
+        for (total, &count) in cells[HEADER..].iter_mut().zip(other.counts()) {
+            *total += count;
         }
-        self.min = if self.total == 0 { other.min } else { self.min.min(other.min) };
-        self.max = self.max.max(other.max);
-        self.total += other.total;
-        self.sum += other.sum;
+        cells[MIN] = if empty { other.min() } else { cells[MIN].min(other.min()) };
+        cells[MAX] = cells[MAX].max(other.max());
+        cells[TOTAL] += other.count();
+        (cells[SUM_LOW], cells[SUM_HIGH]) = (sum as u64, (sum >> 64) as u64);
     }
 
     pub fn count(&self) -> u64 {
-        self.total
+        self.cell(TOTAL)
     }
 
     /// The exact sum of the samples.
     pub fn sum(&self) -> u128 {
-        self.sum
+        u128::from(self.cell(SUM_HIGH)) << 64 | u128::from(self.cell(SUM_LOW))
     }
 
     /// The samples at or below `edge`: exact where `edge` is the top of a bucket
     /// ([`is_exact_edge`]), at or above the smallest sample or the largest; elsewhere the
     /// samples of the bucket holding `edge` are left out (all of them within 1/64 below `edge`).
     pub fn count_at_or_below(&self, edge: u64) -> u64 {
-        if self.total == 0 || edge < self.min {
+        if self.count() == 0 || edge < self.min() {
             return 0;
         }
-        if edge >= self.max {
-            return self.total;
+        if edge >= self.max() {
+            return self.count();
         }
         let index = bucket_index(edge);
         let whole_buckets = if is_exact_edge(edge) { index + 1 } else { index };
-        self.counts[..whole_buckets.min(self.counts.len())].iter().sum()
+        let counts = self.counts();
+        counts[..whole_buckets.min(counts.len())].iter().sum()
     }
 
     /// The exact smallest sample (0 when empty).
     pub fn min(&self) -> u64 {
-        self.min
+        self.cell(MIN)
     }
 
     /// The exact largest sample (0 when empty).
     pub fn max(&self) -> u64 {
-        self.max
+        self.cell(MAX)
     }
 
     /// The nearest-rank quantile `numerator/denominator` (the smallest sample with at least that
     /// share of samples at or below it), within 1/128 of it; `None` when empty.
     pub fn quantile(&self, numerator: u64, denominator: u64) -> Option<u64> {
-        if self.total == 0 {
+        let total = self.count();
+        if total == 0 {
             return None;
         }
-        let rank = (u128::from(self.total) * u128::from(numerator)).div_ceil(u128::from(denominator.max(1)));
-        let rank = (rank as u64).clamp(1, self.total);
+        let rank = (u128::from(total) * u128::from(numerator)).div_ceil(u128::from(denominator.max(1)));
+        let rank = (rank as u64).clamp(1, total);
         let mut seen = 0;
-        for (index, &count) in self.counts.iter().enumerate() {
+        for (index, &count) in self.counts().iter().enumerate() {
             seen += count;
             if seen >= rank {
-                return Some(bucket_middle(index).clamp(self.min, self.max));
+                return Some(bucket_middle(index).clamp(self.min(), self.max()));
             }
         }
-        Some(self.max)
+        Some(self.max())
     }
 
     pub fn p50(&self) -> Option<u64> {
@@ -127,7 +159,7 @@ impl LogHistogram {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.counts.capacity() * std::mem::size_of::<u64>()
+        std::mem::size_of_val(self) + std::mem::size_of_val(&*self.cells)
     }
 }
 
