@@ -41,10 +41,18 @@ def test_edited_tenants_equal_the_same_edits_on_a_list(chunk: int, start: list[T
             assert all(seq[i] is model[i] for i in range(len(model)))
             assert all(seq[-i] is model[-i] for i in range(1, len(model) + 1))
             assert list(previous) == before  # the sequence it was made from is untouched
+            assert previous.differing(seq) == _differing(before, model)
+        first = Tenants(start)
+        assert first.differing(seq) == _differing(start, model) and seq.differing(first) == _differing(model, start)
+        assert seq.differing(seq) == [] and seq.differing(Tenants(model)) == []
         assert seq == tuple(model) and seq == model and seq == Tenants(model) and hash(seq) == hash(tuple(model))
         assert seq[1:3] == tuple(model[1:3])
     finally:
         tenants_module._CHUNK = saved
+
+
+def _differing(a: list[Tenant], b: list[Tenant]) -> list[int]:
+    return [i for i in range(min(len(a), len(b))) if a[i] is not b[i]]
 
 
 def test_an_edit_shares_every_chunk_but_the_one_it_changes() -> None:

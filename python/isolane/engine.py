@@ -29,6 +29,7 @@ from isolane.policy.claims import TenantChange
 from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP
 from isolane.policy.qos import QosContext, TenantQos, qos_context, qos_settings, tenant_qos
 from isolane.policy.sharing import sharing
+from isolane.policy.tenants import as_tenants
 
 VERDICT_DTYPE: np.dtype = dtype_of(_core.verdict_layout())
 """One row of :meth:`Engine.classify`: ``tenant`` (-1 unknown), ``rule`` (index of the policy
@@ -276,7 +277,10 @@ def _diff(before: Policy, after: Policy, everything: bool = False) -> list[Tenan
         return changes
     old, new = before.tenants, after.tenants
     common = min(len(old), len(new))
-    found: list[TenantChange] = [("replace", i, old[i], new[i]) for i in range(common) if everything or old[i] is not new[i]]
+    if everything:
+        found: list[TenantChange] = [("replace", i, a, b) for i, (a, b) in enumerate(zip(old, new))]
+    else:
+        found = [("replace", i, old[i], new[i]) for i in as_tenants(old).differing(as_tenants(new))]
     found += [("insert", i, None, new[i]) for i in range(common, len(new))]
     found += [("remove", i, old[i], None) for i in reversed(range(common, len(old)))]
     return found

@@ -115,6 +115,28 @@ class Tenants(Sequence[Tenant]):
             return Tenants._of((*self._chunks[:chunk], *self._chunks[chunk + 1 :]), (*starts[:chunk], *later))
         return Tenants._of(self._chunks_with(chunk, (*old[:offset], *old[offset + 1 :])), (*starts[: chunk + 1], *later))
 
+    def differing(self, other: Tenants) -> list[int]:
+        """The positions below both lengths where the two hold different tenant objects. A
+        chunk both share at the same position is skipped whole, so that two policies edited
+        from one another compare in time proportional to their chunks and their edits."""
+        found: list[int] = []
+        mine, theirs = self._chunks, other._chunks
+        my_starts, their_starts = self._starts, other._starts
+        position, common = 0, min(len(self), len(other))
+        a = b = 0
+        while position < common:
+            while my_starts[a + 1] <= position:
+                a += 1
+            while their_starts[b + 1] <= position:
+                b += 1
+            offset = position - my_starts[a]
+            end = min(my_starts[a + 1], their_starts[b + 1], common)
+            if mine[a] is not theirs[b] or offset != position - their_starts[b]:
+                pairs = zip(mine[a][offset : offset + end - position], theirs[b][position - their_starts[b] :])
+                found += [position + k for k, (x, y) in enumerate(pairs) if x is not y]
+            position = end
+        return found
+
     def _chunks_with(self, index: int, chunk: tuple[Tenant, ...]) -> tuple[tuple[Tenant, ...], ...]:
         return (*self._chunks[:index], chunk, *self._chunks[index + 1 :])
 
