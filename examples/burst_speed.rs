@@ -50,7 +50,7 @@ fn main() {
             threshold_bps: std::env::var("THRESHOLD").ok().and_then(|t| t.parse().ok()).unwrap_or(1_900_000_000 * window_ns / 1_000),
             queue: None,
         };
-        let bursts = plain.tenants.iter().map(|t| TenantBursts { name: t.name.clone(), tenant: Some(config), classes: vec![] }).collect();
+        let bursts = plain.tenants.iter().map(|t| TenantBursts { name: t.name.to_string(), tenant: Some(config), classes: vec![] }).collect();
         QosSpec { bursts: BurstSpec { port: None, tenants: bursts, poll_ns: vec![1_000_000_000, 100_000_000, 10_000_000, 1_000_000] }, ..plain.clone() }
     };
     let specs = [("off", plain.clone()), ("1us", watched(1_000)), ("10us", watched(10_000))];

@@ -12,6 +12,7 @@ mod monitor;
 mod polls;
 
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 use crate::error::CoreError;
 use crate::outcome::Outcome;
@@ -231,7 +232,7 @@ impl Detector {
     /// (`queues`: each one's tenant index and class id; empty without a port). A scope whose
     /// setting (and the polling intervals) did not change keeps its state; the others' open
     /// events end at `now`. `queues_kept`: the port was kept, so the bytes waiting in it stay.
-    pub fn retarget(&mut self, spec: &BurstSpec, names: &[String], queues: &[(usize, u16)], queues_kept: bool, now: u64) {
+    pub fn retarget(&mut self, spec: &BurstSpec, names: &[Arc<str>], queues: &[(usize, u16)], queues_kept: bool, now: u64) {
         let old_scopes = std::mem::take(&mut self.hot).into_iter().zip(std::mem::take(&mut self.monitors));
         let mut old: FxHashMap<ScopeKey, (Hot, Monitor)> = old_scopes.map(|(hot, m)| (m.key.clone(), (hot, m))).collect();
         let old_depths: Vec<u64> = if queues_kept { self.queues.iter().map(|q| q.depth).collect() } else { vec![0; queues.len()] };
@@ -263,17 +264,18 @@ impl Detector {
         let mut tenants = Vec::with_capacity(names.len());
         let mut class_slots = Vec::new();
         for (index, name) in names.iter().enumerate() {
-            let Some(settings) = by_name.get(name.as_str()) else {
+            let Some(settings) = by_name.get(&**name) else {
                 tenants.push(TenantSlots::NONE);
                 continue;
             };
             let id = self.name_id(name);
-            let tenant = settings.tenant.map_or(NONE, |config| add(ScopeKey::Tenant(name.clone()), Scope::Tenant, id, -1, config, depth_of(Some(index), None)));
+            let tenant =
+                settings.tenant.map_or(NONE, |config| add(ScopeKey::Tenant(name.to_string()), Scope::Tenant, id, -1, config, depth_of(Some(index), None)));
             let classes = settings.classes.iter().map(|(cls, _)| u32::from(*cls) + 1).max().unwrap_or(0);
             let first_class = class_slots.len() as u32;
             class_slots.resize(class_slots.len() + classes as usize, NONE);
             for &(cls, config) in &settings.classes {
-                let key = ScopeKey::Class(name.clone(), cls);
+                let key = ScopeKey::Class(name.to_string(), cls);
                 class_slots[(first_class + u32::from(cls)) as usize] = add(key, Scope::Class, id, i32::from(cls), config, depth_of(Some(index), Some(cls)));
             }
             tenants.push(TenantSlots { tenant, first_class, classes });
@@ -322,9 +324,8 @@ impl Detector {
     fn add_scopes(&mut self, settings: &TenantBursts, kept: impl Fn(&Detector, Option<u16>, &BurstConfig) -> Option<u32>) -> TenantSlots {
         let (name, id) = (&settings.name, self.name_id(&settings.name));
         let tenant = match settings.tenant {
-            Some(config) => {
-                kept(self, None, &config).unwrap_or_else(|| self.add_scope(ScopeKey::Tenant(name.clone()), Seen::new(Scope::Tenant, id, -1, &config), config))
-            }
+            Some(config) => kept(self, None, &config)
+                .unwrap_or_else(|| self.add_scope(ScopeKey::Tenant(name.to_string()), Seen::new(Scope::Tenant, id, -1, &config), config)),
             None => NONE,
         };
         let classes = settings.classes.iter().map(|(cls, _)| u32::from(*cls) + 1).max().unwrap_or(0);
@@ -332,7 +333,7 @@ impl Detector {
         self.class_slots.resize(self.class_slots.len() + classes as usize, NONE);
         for &(cls, config) in &settings.classes {
             let seen = Seen::new(Scope::Class, id, i32::from(cls), &config);
-            let m = kept(self, Some(cls), &config).unwrap_or_else(|| self.add_scope(ScopeKey::Class(name.clone(), cls), seen, config));
+            let m = kept(self, Some(cls), &config).unwrap_or_else(|| self.add_scope(ScopeKey::Class(name.to_string(), cls), seen, config));
             self.class_slots[(first_class + u32::from(cls)) as usize] = m;
         }
         TenantSlots { tenant, first_class, classes }

@@ -373,6 +373,14 @@ pub struct EngineTables {
 }
 
 impl EngineTables {
+    /// The tenants' names, shared with the tables.
+    pub fn shared_names(&self) -> Vec<Arc<str>> {
+        // Exact: collected from the chunks' iterator, the list would grow by doubling.
+        let mut names = Vec::with_capacity(self.tenants.len());
+        names.extend(self.tenants.iter().map(|t| Arc::clone(&t.name)));
+        names
+    }
+
     pub fn tenant_names(&self) -> Vec<String> {
         // Exact: collected from the chunks' iterator, the list would grow by doubling.
         let mut names = Vec::with_capacity(self.tenants.len());
@@ -654,7 +662,7 @@ impl Engine {
         let mut tenants = Vec::with_capacity(spec.tenants.len());
         for (index, tenant) in spec.tenants.into_iter().enumerate() {
             check_tenant(&tenant).map_err(|err| err.within(format!("tenant {index} ({})", tenant.name)))?;
-            let tables = match by_name.get(tenant.name.as_str()) {
+            let tables = match by_name.get(&*tenant.name) {
                 Some(old) if old.holds(&tenant) => {
                     report.kept += 1;
                     Arc::clone(old)
@@ -742,7 +750,7 @@ impl Engine {
 
     /// Swaps in new tables while holding the QoS state, which follows them by tenant name.
     fn install_tables(&self, tables: EngineTables) {
-        let names = tables.tenant_names();
+        let names = tables.shared_names();
         let mut qos = self.lock_qos();
         self.tables.store(Arc::new(tables));
         qos.retarget(&names);

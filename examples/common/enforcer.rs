@@ -16,7 +16,7 @@ pub fn stand_in_classifier(records: &[PacketInfo], out: &mut [Verdict]) {
 }
 
 pub fn enforcer(spec: &QosSpec) -> Enforcer {
-    let names: Vec<String> = spec.tenants.iter().map(|t| t.name.clone()).collect();
+    let names: Vec<_> = spec.tenants.iter().map(|t| t.name.clone()).collect();
     let mut enforcer = Enforcer::default();
     enforcer.stage(Some(spec.clone()));
     enforcer.retarget(&names);

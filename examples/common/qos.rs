@@ -14,6 +14,6 @@ pub fn metered_and_shaped(tenants: usize, cir: u64) -> QosSpec {
     let shaper = ShaperParams { rate: cir * 5 / 4, burst: 1500, max_queue_bytes: 16 << 10, max_delay_ns: 100_000_000 };
     let contract = Contract { meter: Some(meter), shaper: Some(shaper) };
     let class = ClassQos { contract: Contract::default(), queue: QueueConfig::BEST_EFFORT, on_burst: None };
-    let tenant = |t: usize| TenantQos { name: format!("t{t}"), contract, classes: vec![class.clone()], on_burst: None, on_overload: None };
+    let tenant = |t: usize| TenantQos { name: format!("t{t}").into(), contract, classes: vec![class.clone()], on_burst: None, on_overload: None };
     QosSpec { tenants: (0..tenants).map(tenant).collect(), ..QosSpec::default() }
 }

@@ -12,7 +12,7 @@ fn detector(queue: Option<QueueThresholds>, poll_ns: Vec<u64>) -> Detector {
     let config = BurstConfig { window_ns: W, threshold_bps: 800_000_000, queue };
     let spec = BurstSpec { port: None, tenants: vec![TenantBursts { name: "a".into(), tenant: Some(config), classes: vec![] }], poll_ns };
     let mut detector = Detector::default();
-    detector.retarget(&spec, &["a".to_string()], &[(0, 0)], false, 0);
+    detector.retarget(&spec, &["a".into()], &[(0, 0)], false, 0);
     detector
 }
 
@@ -139,7 +139,7 @@ fn polls_average_each_interval() {
 fn an_update_keeps_an_unchanged_scope_and_ends_a_changed_one() {
     let mut d = detector(None, vec![]);
     send(&mut d, 0, 2_000, 1);
-    let names = ["a".to_string()];
+    let names: [Arc<str>; 1] = ["a".into()];
     let config = d.monitors[0].config;
     let spec = |config| BurstSpec { port: None, tenants: vec![TenantBursts { name: "a".into(), tenant: Some(config), classes: vec![] }], poll_ns: vec![] };
     d.retarget(&spec(config), &names, &[], false, 5);
@@ -168,7 +168,7 @@ fn a_packet_leaves_the_window_exactly_one_window_after_it_came() {
 
 /// Tenants a and c, each watched with two classes, and b (watched, one class watched) between
 /// them; each class has a port queue, in tenant order.
-fn watched(names: &[&str]) -> (BurstSpec, Vec<String>, Vec<(usize, u16)>) {
+fn watched(names: &[&str]) -> (BurstSpec, Vec<Arc<str>>, Vec<(usize, u16)>) {
     let config = BurstConfig { window_ns: W, threshold_bps: 800_000_000, queue: Some(QueueThresholds { rise_bytes: 1_500, fall_bytes: 500 }) };
     let settings = |name: &str| match name {
         "b" => TenantBursts { name: "b".into(), tenant: Some(config), classes: vec![(1, config)] },
@@ -176,7 +176,7 @@ fn watched(names: &[&str]) -> (BurstSpec, Vec<String>, Vec<(usize, u16)>) {
     };
     let spec = BurstSpec { port: Some(config), tenants: names.iter().map(|&name| settings(name)).collect(), poll_ns: vec![4 * W] };
     let queues = (0..names.len()).flat_map(|t| [(t, 0), (t, 1)]).collect();
-    (spec, names.iter().map(|&name| name.to_string()).collect(), queues)
+    (spec, names.iter().map(|&name| name.into()).collect(), queues)
 }
 
 fn watched_detector(names: &[&str]) -> Detector {

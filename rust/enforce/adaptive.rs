@@ -9,6 +9,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
 use rustc_hash::FxHashMap;
@@ -320,7 +321,7 @@ impl Adaptive {
 
     /// The profiles of the policy `spec` for the engine's tenants `names` (whose states are in
     /// `tenants`, all in their normal profile); the counts so far go to the archive.
-    pub(super) fn retarget(&mut self, spec: &QosSpec, names: &[String], tenants: &[TenantState], class_stages: &[Stage], profiles: &mut Profiles) {
+    pub(super) fn retarget(&mut self, spec: &QosSpec, names: &[Arc<str>], tenants: &[TenantState], class_stages: &[Stage], profiles: &mut Profiles) {
         for sw in std::mem::take(&mut self.switchable) {
             let key = (self.names[sw.name as usize].clone(), sw.class.map(|(cls, _)| cls));
             self.archive.entry(key).or_default().add(&sw.counts);
@@ -328,9 +329,9 @@ impl Adaptive {
         self.due.clear();
         self.watch = vec![NONE; names.len()];
         self.class_watch.clear();
-        let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
+        let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (&*t.name, t)).collect();
         for (index, name) in names.iter().enumerate() {
-            let Some(qos) = by_name.get(name.as_str()) else { continue };
+            let Some(qos) = by_name.get(&**name) else { continue };
             self.add_classes(qos, index as u32, name, tenants, class_stages, spec, profiles);
             if qos.on_burst.is_none() && qos.on_overload.is_none() {
                 continue;

@@ -274,7 +274,7 @@ fn contract(meter: Option<&MeterRow>, shaper: Option<&ShaperRow>) -> Result<Cont
 impl TenantInput {
     /// The contracts and port queues of the tenant `name` (the inputs an engine keeps have no
     /// name: [`InputPool`]), its port weight being `weight`.
-    pub fn resolve(&self, name: &str, weight: u32, port: Option<&PortInput>) -> Result<TenantQos, CoreError> {
+    pub fn resolve(&self, name: &Arc<str>, weight: u32, port: Option<&PortInput>) -> Result<TenantQos, CoreError> {
         let place = |class: Option<usize>| match class {
             Some(c) => format!("tenant '{name}', class {c}"),
             None => format!("tenant '{name}'"),
@@ -299,7 +299,7 @@ impl TenantInput {
             Ok::<_, CoreError>(Box::new(BurstProfile { profile: profile(p, "on_burst")?, hold_ns: p.hold_ns, max_switches_per_s: p.max_switches_per_s }))
         });
         let on_overload = self.on_overload.as_ref().map(|p| profile(p, "on_overload").map(Box::new));
-        Ok(TenantQos { name: name.to_string(), contract, classes, on_burst: on_burst.transpose()?, on_overload: on_overload.transpose()? })
+        Ok(TenantQos { name: Arc::clone(name), contract, classes, on_burst: on_burst.transpose()?, on_overload: on_overload.transpose()? })
     }
 
     /// `given` applied to the tenant's `normal` contract and queues.
@@ -431,7 +431,7 @@ pub struct QosInputs {
 
 impl QosInputs {
     /// The spec of these inputs, checked ([`QosSpec::check`]), tenant `at` being named `name(at)`.
-    pub fn spec<'a>(&self, name: impl Fn(usize) -> &'a str) -> Result<QosSpec, CoreError> {
+    pub fn spec<'a>(&self, name: impl Fn(usize) -> &'a Arc<str>) -> Result<QosSpec, CoreError> {
         if self.weights.len() != self.tenants.len() {
             return Err(CoreError::spec(format!("{} weights for {} tenants", self.weights.len(), self.tenants.len())));
         }
@@ -528,9 +528,9 @@ mod tests {
             classes: [ClassInput { meter: Some(Box::new(MeterRow { kind: 9, ..MeterRow::default() })), ..class(0, 1) }].into(),
             ..tenant(0, vec![])
         };
-        let err = bad_meter.resolve("a", 1, None).unwrap_err().to_string();
+        let err = bad_meter.resolve(&"a".into(), 1, None).unwrap_err().to_string();
         assert!(err.contains("tenant 'a', class 0") && err.contains("meter kind 9"), "{err}");
-        let heavy = tenant(0, vec![class(0, u32::MAX)]).resolve("a", 2, None).unwrap_err().to_string();
+        let heavy = tenant(0, vec![class(0, u32::MAX)]).resolve(&"a".into(), 2, None).unwrap_err().to_string();
         assert!(heavy.contains("port weight"), "{heavy}");
         let srtcm = MeterRow { kind: 1, byte_count: 1, actions: [0, 0, 2], ..MeterRow::default() };
         let inputs = QosInputs {
@@ -538,8 +538,9 @@ mod tests {
             weights: vec![1].into(),
             ..QosInputs::default()
         };
-        assert!(inputs.spec(|_| "a").unwrap_err().to_string().contains("srTCM CIR is 0"));
+        let a: Arc<str> = "a".into();
+        assert!(inputs.spec(|_| &a).unwrap_err().to_string().contains("srTCM CIR is 0"));
         let no_weights = QosInputs { weights: GroupedVec::default(), ..inputs };
-        assert!(no_weights.spec(|_| "a").unwrap_err().to_string().contains("0 weights for 1 tenants"));
+        assert!(no_weights.spec(|_| &a).unwrap_err().to_string().contains("0 weights for 1 tenants"));
     }
 }

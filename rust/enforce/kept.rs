@@ -74,14 +74,14 @@ impl Terms {
 /// profile number and its terms.
 #[derive(Debug)]
 pub(super) struct Kept {
-    pub(super) name: Box<str>,
+    pub(super) name: Arc<str>,
     profile: u32,
     terms: Option<Arc<Terms>>,
 }
 
 impl Kept {
-    pub(super) fn without_contract(name: &str) -> Kept {
-        Kept { name: name.into(), profile: NO_CONTRACT, terms: None }
+    pub(super) fn without_contract(name: &Arc<str>) -> Kept {
+        Kept { name: Arc::clone(name), profile: NO_CONTRACT, terms: None }
     }
 
     pub(super) fn has_contract(&self) -> bool {
@@ -92,7 +92,7 @@ impl Kept {
     pub(super) fn qos(&self, profiles: &Profiles) -> Option<TenantQos> {
         let terms = self.terms.as_ref()?;
         Some(TenantQos {
-            name: self.name.to_string(),
+            name: Arc::clone(&self.name),
             contract: profiles[self.profile as usize].contract(),
             classes: terms.classes.iter().map(|class| class.qos(profiles)).collect(),
             on_burst: terms.on_burst.clone(),
@@ -135,7 +135,7 @@ impl TermsPool {
     /// `qos` as kept, its contracts numbered in `profiles` and its terms shared with every
     /// tenant kept with equal ones.
     pub(super) fn keep(&mut self, qos: &TenantQos, profiles: &mut Profiles) -> Kept {
-        Kept { name: qos.name.as_str().into(), profile: profiles.of(&qos.contract), terms: Some(self.share(Terms::of(qos, profiles))) }
+        Kept { name: Arc::clone(&qos.name), profile: profiles.of(&qos.contract), terms: Some(self.share(Terms::of(qos, profiles))) }
     }
 
     fn share(&mut self, terms: Terms) -> Arc<Terms> {
@@ -230,7 +230,7 @@ mod tests {
         assert!(!kept.is(&metered, &profiles) && kept.enforces(&metered, &profiles), "re-weighed, enforced alike");
         metered.classes[0].contract.shaper = None;
         assert!(!kept.is(&metered, &profiles) && !kept.enforces(&metered, &profiles), "a class's contract is compared");
-        let bare = Kept::without_contract("z");
+        let bare = Kept::without_contract(&"z".into());
         assert!(!bare.has_contract() && bare.qos(&profiles).is_none() && bare.classes().is_empty() && !bare.is(&tenant("z", 1), &profiles));
     }
 }

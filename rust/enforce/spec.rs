@@ -2,6 +2,7 @@
 //! it reads of each packet besides its verdict ([`Arrival`]).
 
 use std::hint::select_unpredictable;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -113,7 +114,8 @@ pub struct ClassBurstProfile {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantQos {
-    pub name: String,
+    /// Shared with the engine's tables (a tenant's name is held once).
+    pub name: Arc<str>,
     pub contract: Contract,
     /// By class id (the verdicts' `cls`).
     pub classes: Vec<ClassQos>,
@@ -177,7 +179,7 @@ impl QosSpec {
     pub fn check(&self) -> Result<(), CoreError> {
         let mut seen = FxHashMap::default();
         for tenant in &self.tenants {
-            if seen.insert(tenant.name.as_str(), ()).is_some() {
+            if seen.insert(&*tenant.name, ()).is_some() {
                 return Err(CoreError::spec(format!("tenant '{}' appears twice", tenant.name)));
             }
             check_contract(&tenant.contract).map_err(|err| err.within(format!("tenant '{}'", tenant.name)))?;
@@ -208,7 +210,7 @@ impl QosSpec {
     fn check_profiles(&self, tenant: &TenantQos) -> Result<(), CoreError> {
         if let Some(burst) = &tenant.on_burst {
             check_contract(&burst.profile.contract).map_err(|err| err.within("on_burst"))?;
-            if !self.bursts.tenants.iter().any(|t| t.name == tenant.name && t.tenant.is_some()) {
+            if !self.bursts.tenants.iter().any(|t| *t.name == *tenant.name && t.tenant.is_some()) {
                 return Err(CoreError::spec_at("on_burst", "needs the tenant's microburst setting (its rate view starts the profile)"));
             }
         }
@@ -222,7 +224,7 @@ impl QosSpec {
             let Some(burst) = &class.on_burst else { continue };
             let place = format!("class {cls}, on_burst");
             check_contract(&burst.contract).map_err(|err| err.within(place.clone()))?;
-            if !self.bursts.tenants.iter().any(|t| t.name == tenant.name && t.classes.iter().any(|(c, _)| usize::from(*c) == cls)) {
+            if !self.bursts.tenants.iter().any(|t| *t.name == *tenant.name && t.classes.iter().any(|(c, _)| usize::from(*c) == cls)) {
                 return Err(CoreError::spec_at(place, "needs the class's microburst setting (its rate view starts the profile)"));
             }
             let same_sums = burst.queue.guarantee == class.queue.guarantee && burst.queue.reserved_bytes == class.queue.reserved_bytes;
@@ -251,7 +253,7 @@ impl QosSpec {
 
     /// Every class's port queue, tenant by tenant: (tenant, class id, queue).
     fn queues(&self) -> impl Iterator<Item = (&str, u16, QueueConfig)> {
-        self.tenants.iter().flat_map(|t| t.classes.iter().enumerate().map(|(c, class)| (t.name.as_str(), c as u16, class.queue)))
+        self.tenants.iter().flat_map(|t| t.classes.iter().enumerate().map(|(c, class)| (&*t.name, c as u16, class.queue)))
     }
 }
 

@@ -7,6 +7,7 @@ use crate::shaping::ShaperParams;
 use crate::shaping::{PortMode, QueueConfig};
 use crate::verdict::{Reason, ALLOW};
 use proptest::prelude::*;
+use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
 
@@ -26,14 +27,14 @@ const POLICE: [ColorAction; 3] = [ColorAction::Pass, ColorAction::Pass, ColorAct
 
 fn tenant(name: &str, contract: Contract, classes: Vec<Contract>) -> TenantQos {
     let classes = classes.into_iter().map(|contract| ClassQos { contract, queue: QueueConfig::BEST_EFFORT, on_burst: None }).collect();
-    TenantQos { name: name.to_string(), contract, classes, on_burst: None, on_overload: None }
+    TenantQos { name: name.into(), contract, classes, on_burst: None, on_overload: None }
 }
 
 fn spec(tenants: Vec<TenantQos>) -> QosSpec {
     QosSpec { tenants, ..QosSpec::default() }
 }
 
-fn names(spec: &QosSpec) -> Vec<String> {
+fn names(spec: &QosSpec) -> Vec<Arc<str>> {
     spec.tenants.iter().map(|t| t.name.clone()).collect()
 }
 
@@ -737,7 +738,7 @@ fn own_rows_are_made_when_first_needed_and_reused_after_a_removal() {
     let (tenants, _) = tenants_a_b_c();
     let mut e = Enforcer::default();
     e.stage(Some(spec(tenants)));
-    e.retarget(&["a", "b", "c", "bare"].map(String::from));
+    e.retarget(&["a", "b", "c", "bare"].map(Arc::from));
     let rows = e.rows.len() as u32;
     let at = |t: i32, c: i32, action: u8| (packet(MS as i64, 100), verdict(t, c, action));
     run(&mut e, &[at(0, 0, ALLOW), at(1, 1, ALLOW)]);

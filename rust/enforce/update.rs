@@ -6,6 +6,7 @@
 
 use std::cmp::Reverse;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
@@ -27,17 +28,17 @@ impl Enforcer {
     /// (and the policy-wide count and colour map) did not change keeps its meters and shapers,
     /// whatever its port queues; the port keeps its packets if no port setting changed and it
     /// has the same queues (by tenant and class), each taking its new configuration in place.
-    pub fn retarget(&mut self, names: &[String]) {
+    pub fn retarget(&mut self, names: &[Arc<str>]) {
         self.restore_profiles();
         let old_keys = self.row_keys();
         let mut spec = self.staged.take().unwrap_or_else(|| self.current_spec());
         let same_globals = spec.count == self.spec.count && spec.color_map == self.spec.color_map;
         let old_queues: Vec<QueueConfig> = if self.port.is_some() { self.queue_configs().collect() } else { Vec::new() };
         let mut old = self.take_states();
-        let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (t.name.as_str(), t)).collect();
+        let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (&*t.name, t)).collect();
         // Packets read these at random: huge pages spare a TLB miss per packet when they are large.
-        let class_count = names.iter().filter_map(|name| by_name.get(name.as_str())).map(|qos| qos.classes.len()).sum();
-        let keep_class_stages = names.iter().filter_map(|name| by_name.get(name.as_str())).any(|qos| classes_enforced(qos));
+        let class_count = names.iter().filter_map(|name| by_name.get(&**name)).map(|qos| qos.classes.len()).sum();
+        let keep_class_stages = names.iter().filter_map(|name| by_name.get(&**name)).any(|qos| classes_enforced(qos));
         // Of their exact sizes and room for tenants added later (`append`): grown by pushes,
         // they would keep up to half again as slack, and copy themselves whole on the way.
         let mut tenants = crate::memory::with_capacity(names.len() + room_for(names.len()));
@@ -48,12 +49,12 @@ impl Enforcer {
         let (mut queues, mut queue_scopes) = (Vec::with_capacity(class_count), Vec::with_capacity(class_count));
         let mut profiles = Profiles::default();
         for (index, name) in names.iter().enumerate() {
-            let Some(&qos) = by_name.get(name.as_str()) else {
+            let Some(&qos) = by_name.get(&**name) else {
                 tenants.push(TenantState::without_contract());
                 contracts.push(Kept::without_contract(name));
                 continue;
             };
-            let kept = old.remove(name.as_str()).filter(|(old_qos, ..)| same_globals && old_qos.enforces(qos, &self.profiles));
+            let kept = old.remove(&**name).filter(|(old_qos, ..)| same_globals && old_qos.enforces(qos, &self.profiles));
             let (mut stage, mut classes) = kept
                 .map(|(_, stage, classes)| (stage, classes))
                 .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
@@ -94,8 +95,8 @@ impl Enforcer {
         self.profiles_numbered = self.profiles.len();
         self.rebind_timeline();
         // Each contract is kept once, in `contracts`: the spec keeps only those of no tenant of the tables.
-        let in_tables: FxHashSet<&str> = names.iter().map(String::as_str).collect();
-        spec.tenants.retain(|t| !in_tables.contains(t.name.as_str()));
+        let in_tables: FxHashSet<&str> = names.iter().map(|name| &**name).collect();
+        spec.tenants.retain(|t| !in_tables.contains(&*t.name));
         spec.tenants.shrink_to_fit();
         self.spec = spec;
     }
@@ -204,7 +205,7 @@ impl Enforcer {
             let hash = name_hash(&qos.name);
             // A burst profile reads its tenant's or class's scope.
             let profiles = qos.on_burst.is_some() || qos.classes.iter().any(|c| c.on_burst.is_some());
-            let scoped = !profiles || bursts.iter().any(|b| b.name == qos.name);
+            let scoped = !profiles || bursts.iter().any(|b| *b.name == *qos.name);
             hashes.insert(hash) && !self.name_hashes.contains_key(&hash) && scoped
         };
         let room = self.class_rows + classes <= self.no_tenant_row && self.tenants.len() + added.len() <= self.tenants.capacity();
@@ -217,7 +218,7 @@ impl Enforcer {
             return false;
         }
         for (at, qos) in (index..).zip(added) {
-            let settings = bursts.iter().find(|b| b.name == qos.name);
+            let settings = bursts.iter().find(|b| *b.name == *qos.name);
             self.insert_one(at, qos, settings);
         }
         self.spec.bursts.tenants.extend(bursts); // what a later full retarget reads
@@ -447,7 +448,7 @@ impl Enforcer {
     }
 
     /// Every tenant's contract with its stage and its classes' stages, by name.
-    fn take_states(&mut self) -> FxHashMap<Box<str>, (Kept, Stage, Vec<Stage>)> {
+    fn take_states(&mut self) -> FxHashMap<Arc<str>, (Kept, Stage, Vec<Stage>)> {
         let class_stages = std::mem::take(&mut self.class_stages);
         let profiles = &self.profiles;
         let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));

@@ -370,8 +370,8 @@ impl Engine {
                 worn.push(table.name.to_string());
             }
             if let Some(before) = before {
-                let name = edit.next.tenants.get(before.at()).map_or("", |t| &*t.name);
-                taken.push(before.after(&inputs, name));
+                let name = edit.next.tenants.get(before.at()).map_or_else(Arc::default, |t| Arc::clone(&t.name));
+                taken.push(before.after(&inputs, &name));
             }
         }
         for &(at, weight) in &delta.weights {
@@ -383,7 +383,7 @@ impl Engine {
         if let Some(settings) = delta.settings {
             inputs.settings = settings;
         }
-        let name = |at: usize| &*edit.next.tenants[at].name;
+        let name = |at: usize| &edit.next.tenants[at].name;
         let change = match shape {
             QosShape::Replaced(rescoped) => {
                 let mut changed: Vec<usize> = replaced.iter().copied().chain(delta.weights.iter().map(|(at, _)| *at)).collect();
@@ -581,8 +581,8 @@ mod tests {
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 2, tenant: metered("c", 30, 1000) }], ..Delta::default() }).unwrap();
         assert!(Arc::ptr_eq(&kept(1), &kept(2)), "c's new contract is b's");
         let tables = engine.tables();
-        let spec = engine.qos_inputs.lock().unwrap().spec(|at| &*tables.tenants[at].name).unwrap();
-        assert_eq!(spec.tenants.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+        let spec = engine.qos_inputs.lock().unwrap().spec(|at| &tables.tenants[at].name).unwrap();
+        assert_eq!(spec.tenants.iter().map(|t| &*t.name).collect::<Vec<_>>(), ["a", "b", "c"]);
     }
 
     #[test]
@@ -590,7 +590,7 @@ mod tests {
         let engine = engine(&[("a", 10), ("b", 20)]);
         engine.apply(Delta { ops: vec![TenantOp::Replace { at: 1, tenant: metered("b", 20, 1000) }], ..Delta::default() }).unwrap();
         let tables = engine.tables();
-        let qos = engine.qos_inputs.lock().unwrap().spec(|at| &*tables.tenants[at].name).unwrap();
+        let qos = engine.qos_inputs.lock().unwrap().spec(|at| &tables.tenants[at].name).unwrap();
         assert!(qos.tenants[1].contract.meter.is_some() && qos.tenants[0].contract.meter.is_none());
         let enforced = engine.with_enforcer(|e| e.contract_of(1));
         assert_eq!(enforced, Some(qos.tenants[1].clone()));
@@ -601,7 +601,7 @@ mod tests {
         let engine = engine(&[("a", 10), ("b", 20)]);
         engine.apply(Delta { ops: vec![insert(2, metered("c", 30, 1000))], weights: vec![(2, 3)], ..Delta::default() }).unwrap();
         let tables = engine.tables();
-        let qos = engine.qos_inputs.lock().unwrap().spec(|at| &*tables.tenants[at].name).unwrap();
+        let qos = engine.qos_inputs.lock().unwrap().spec(|at| &tables.tenants[at].name).unwrap();
         assert_eq!(engine.with_enforcer(|e| (0..3).map(|t| e.contract_of(t)).collect::<Vec<_>>()), qos.tenants.into_iter().map(Some).collect::<Vec<_>>());
         for (refused, why) in [(entry("a", &[40], 80), "tenant 'a' appears twice"), (metered("d", 40, 0), "tenant 'd': meter: srTCM CIR is 0")] {
             let err = engine.apply(Delta { ops: vec![insert(3, refused)], weights: vec![(3, 1)], ..Delta::default() }).unwrap_err().to_string();
@@ -624,7 +624,7 @@ mod tests {
         engine.apply(Delta { ops, weights: vec![(0, 1), (1, 2), (2, 3)], ..Delta::default() }).unwrap();
         let tables = engine.tables();
         assert_eq!(tables.tenant_names(), ["a", "e", "d"]);
-        let qos = engine.qos_inputs.lock().unwrap().spec(|at| &*tables.tenants[at].name).unwrap();
+        let qos = engine.qos_inputs.lock().unwrap().spec(|at| &tables.tenants[at].name).unwrap();
         let enforced = engine.with_enforcer(|e| (0..4).map(|t| e.contract_of(t)).collect::<Vec<_>>());
         assert_eq!(enforced, qos.tenants.into_iter().map(Some).chain([None]).collect::<Vec<_>>());
         assert_eq!(verdict(&engine, 30, 80).0, None, "c's VNI is free");

@@ -13,7 +13,7 @@
 
 use bytemuck::Zeroable;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::batch::BatchView;
 use crate::enforce::{Chunks, Enforcer, Processed, QosSpec, QosStats, StatsKey, CHUNK};
@@ -95,7 +95,7 @@ impl QosPipeline {
     }
 
     /// Aligns the enforcer with the engine's new tenants.
-    pub(super) fn retarget(&mut self, names: &[String]) {
+    pub(super) fn retarget(&mut self, names: &[Arc<str>]) {
         self.enforcer.retarget(names);
     }
 

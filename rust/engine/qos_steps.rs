@@ -34,18 +34,18 @@ impl Engine {
             self.tables.store(Arc::new(tables));
             return Ok(());
         }
-        let spec = match full_spec.map_or_else(|| inputs.spec(|at| &*tables.tenants[at].name), Ok) {
+        let spec = match full_spec.map_or_else(|| inputs.spec(|at| &tables.tenants[at].name), Ok) {
             Ok(spec) => spec,
             Err(refused) => {
                 // Steps taken before: the enforcer follows the tables in force again.
                 let current = self.tables.load_full();
-                let spec = self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()).spec(|at| &*current.tenants[at].name)?;
+                let spec = self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()).spec(|at| &current.tenants[at].name)?;
                 qos.stage(spec);
-                qos.retarget(&current.tenant_names());
+                qos.retarget(&current.shared_names());
                 return Err(refused);
             }
         };
-        let names = tables.tenant_names();
+        let names = tables.shared_names();
         qos.stage(spec);
         self.tables.store(Arc::new(tables));
         qos.retarget(&names);
@@ -177,7 +177,7 @@ pub(super) enum Taken {
     /// `was`: the name of the tenant it replaces.
     Replace {
         at: usize,
-        name: String,
+        name: Arc<str>,
         was: String,
         old: Arc<TenantInput>,
         new: Arc<TenantInput>,
@@ -185,7 +185,7 @@ pub(super) enum Taken {
     },
     Insert {
         at: usize,
-        name: String,
+        name: Arc<str>,
         new: Arc<TenantInput>,
     },
     Remove {
@@ -201,9 +201,9 @@ impl Taken {
         Some(match op {
             TenantOp::Replace { at, .. } => {
                 let (old, weight) = (Arc::clone(inputs.tenants.get(*at)?), *inputs.weights.get(*at)?);
-                Taken::Replace { at: *at, name: String::new(), was: name(*at)?.to_string(), new: Arc::clone(&old), old, weight }
+                Taken::Replace { at: *at, name: Arc::default(), was: name(*at)?.to_string(), new: Arc::clone(&old), old, weight }
             }
-            TenantOp::Insert { at, tenant } => Taken::Insert { at: *at, name: tenant.tables.name.clone(), new: Arc::default() },
+            TenantOp::Insert { at, tenant } => Taken::Insert { at: *at, name: tenant.tables.name.as_str().into(), new: Arc::default() },
             TenantOp::Remove { at } => Taken::Remove { at: *at, was: name(*at)?.to_string() },
         })
     }
@@ -218,17 +218,17 @@ impl Taken {
     /// in place of a tenant of the same name).
     fn takes_out(&self) -> Option<&str> {
         match self {
-            Taken::Replace { name, was, .. } if name != was => Some(was),
+            Taken::Replace { name, was, .. } if **name != **was => Some(was),
             Taken::Remove { was, .. } => Some(was),
             Taken::Replace { .. } | Taken::Insert { .. } => None,
         }
     }
 
     /// The op applied: the tenant it gave, from `inputs` and `name`.
-    pub(super) fn after(mut self, inputs: &QosInputs, name: &str) -> Taken {
+    pub(super) fn after(mut self, inputs: &QosInputs, name: &Arc<str>) -> Taken {
         if let Taken::Replace { at, name: given, new, .. } | Taken::Insert { at, name: given, new } = &mut self {
             *new = Arc::clone(&inputs.tenants[*at]);
-            *given = name.to_string();
+            *given = Arc::clone(name);
         }
         self
     }
@@ -247,7 +247,7 @@ impl Taken {
 fn comes_back(taken: &[Taken]) -> bool {
     let out: FxHashSet<&str> = taken.iter().filter_map(Taken::takes_out).collect();
     !out.is_empty()
-        && taken.iter().filter(|t| !matches!(t, Taken::Replace { name, was, .. } if name == was)).filter_map(Taken::gives).any(|name| out.contains(name))
+        && taken.iter().filter(|t| !matches!(t, Taken::Replace { name, was, .. } if **name == **was)).filter_map(Taken::gives).any(|name| out.contains(name))
 }
 
 /// The enforcer's steps for the ops `taken`, the update's `weights` set (each tenant given
@@ -258,7 +258,7 @@ pub(super) fn steps<'a>(
     taken: Vec<Taken>,
     weights: &[(usize, u32)],
     inputs: &QosInputs,
-    name: impl Fn(usize) -> &'a str + Copy,
+    name: impl Fn(usize) -> &'a Arc<str> + Copy,
 ) -> Result<QosChange, CoreError> {
     if comes_back(&taken) {
         return Ok(QosChange::Full(Box::new(inputs.spec(name)?)));
@@ -267,7 +267,7 @@ pub(super) fn steps<'a>(
     let mut weight_of: FxHashMap<&str, u32> = FxHashMap::default();
     let mut reweighed = Vec::new();
     for &(at, weight) in weights {
-        match given.get(name(at)) {
+        match given.get(&**name(at)) {
             Some(&given) => _ = weight_of.insert(given, weight),
             None => reweighed.push(at),
         }
@@ -277,7 +277,7 @@ pub(super) fn steps<'a>(
     for op in &taken {
         match op {
             Taken::Replace { at, name, old, new, weight, .. } => {
-                let qos = new.resolve(name, weight_of.get(name.as_str()).copied().unwrap_or(*weight), port)?;
+                let qos = new.resolve(name, weight_of.get(&**name).copied().unwrap_or(*weight), port)?;
                 let bursts = watched_one(new, name, inputs)?;
                 let replacement = Replacement { bursts, rescoped: !same_bursts(old, new), may_renew: true };
                 match steps.last_mut() {
@@ -289,7 +289,7 @@ pub(super) fn steps<'a>(
                 }
             }
             Taken::Insert { at, name, new } => {
-                let qos = new.resolve(name, weight_of.get(name.as_str()).copied().unwrap_or(1), port)?;
+                let qos = new.resolve(name, weight_of.get(&**name).copied().unwrap_or(1), port)?;
                 let bursts = watched_one(new, name, inputs)?;
                 let qos = checked_alone(qos, &checks, &bursts)?;
                 match steps.last_mut() {
@@ -316,7 +316,7 @@ pub(super) fn replacements<'a>(
     replaced: &[usize],
     rescoped: &[usize],
     inputs: &QosInputs,
-    name: impl Fn(usize) -> &'a str,
+    name: impl Fn(usize) -> &'a Arc<str>,
 ) -> Result<QosChange, CoreError> {
     let port = inputs.settings.port.as_ref();
     let (mut contracts, mut replacements) = (Vec::with_capacity(changed.len()), Vec::with_capacity(changed.len()));
@@ -358,7 +358,7 @@ fn alone_checks(inputs: &QosInputs) -> Result<QosSpec, CoreError> {
 /// ([`alone_checks`]) and with its microburst settings among `bursts` (a burst profile needs
 /// its scope); its port queues against the others' are the enforcer's to check.
 fn checked_alone(qos: TenantQos, checks: &QosSpec, bursts: &[TenantBursts]) -> Result<TenantQos, CoreError> {
-    let own = bursts.iter().filter(|b| b.name == qos.name).cloned().collect();
+    let own = bursts.iter().filter(|b| *b.name == *qos.name).cloned().collect();
     let spec = QosSpec { tenants: vec![qos], bursts: BurstSpec { tenants: own, ..BurstSpec::default() }, ..checks.clone() };
     spec.check()?;
     Ok(spec.tenants.into_iter().next().expect("one tenant"))

@@ -22,8 +22,7 @@ fn spec() -> QosSpec {
         hold_ns: HOLD_NS,
         max_switches_per_s: 0,
     };
-    let tenant =
-        TenantQos { name: "a".to_string(), contract: Contract::default(), classes: vec![class], on_burst: Some(Box::new(on_burst)), on_overload: None };
+    let tenant = TenantQos { name: "a".into(), contract: Contract::default(), classes: vec![class], on_burst: Some(Box::new(on_burst)), on_overload: None };
     let config = BurstConfig { window_ns: WINDOW_NS, threshold_bps: 1_000_000_000, queue: None };
     let bursts = BurstSpec { tenants: vec![TenantBursts { name: "a".to_string(), tenant: Some(config), classes: Vec::new() }], ..BurstSpec::default() };
     QosSpec { tenants: vec![tenant], bursts, ..QosSpec::default() }
@@ -32,7 +31,7 @@ fn spec() -> QosSpec {
 fn enforcer() -> Enforcer {
     let mut enforcer = Enforcer::default();
     enforcer.stage(Some(spec()));
-    enforcer.retarget(&["a".to_string()]);
+    enforcer.retarget(&["a".into()]);
     enforcer
 }
 
@@ -67,7 +66,7 @@ fn an_update_puts_a_tenant_back_in_its_normal_profile_and_its_counts_run_on() {
     let mut e = enforcer();
     run(&mut e, &[0, 1_000, 2_000]); // in a burst from the second packet
     e.stage(Some(spec()));
-    e.retarget(&["a".to_string()]);
+    e.retarget(&["a".into()]);
     let events = e.profile_events();
     assert_eq!((events[events.len() - 1].to, events[events.len() - 1].cause), (ProfileId::Normal as u8, SwitchCause::Update as u8));
     let out = run(&mut e, &[3_000]); // the detector's window kept its packets: the burst goes on, and switches the tenant again
@@ -80,10 +79,10 @@ fn an_update_puts_a_tenant_back_in_its_normal_profile_and_its_counts_run_on() {
 fn a_tenant_removed_before_one_with_a_profile_leaves_it_switching_as_before() {
     let mut with_x = spec();
     let plain = ClassQos { contract: Contract::default(), queue: QueueConfig::BEST_EFFORT, on_burst: None };
-    with_x.tenants.insert(0, TenantQos { name: "x".to_string(), contract: Contract::default(), classes: vec![plain], on_burst: None, on_overload: None });
+    with_x.tenants.insert(0, TenantQos { name: "x".into(), contract: Contract::default(), classes: vec![plain], on_burst: None, on_overload: None });
     let mut e = Enforcer::default();
     e.stage(Some(with_x));
-    e.retarget(&["x".to_string(), "a".to_string()]);
+    e.retarget(&["x".into(), "a".into()]);
     assert!(e.remove(0));
     // As in the first test, "a" now tenant 0: its profile slot, watch and burst scope followed it.
     let out = run(&mut e, &[0, 100_000, 101_000, 102_000, 103_000, 150_000, 170_000]);

@@ -57,7 +57,7 @@ fn random_tenant(rng: &mut Rng, id: u32) -> Tenant {
     let classes = rng.between(1, 3) as u16;
     let name = format!("t{id}");
     let qos = (rng.below(5) > 0).then(|| TenantQos {
-        name: name.clone(),
+        name: name.as_str().into(),
         contract: random_contract(rng),
         classes: (0..classes)
             .map(|_| ClassQos {
@@ -173,7 +173,7 @@ fn next_policy(rng: &mut Rng, tenants: &[Tenant], next_id: &mut u32) -> Vec<Tena
         if rng.below(4) == 0 {
             let changed = random_tenant(rng, 0);
             tenant.classes = changed.classes;
-            tenant.qos = changed.qos.map(|q| TenantQos { name: tenant.name.clone(), ..q });
+            tenant.qos = changed.qos.map(|q| TenantQos { name: tenant.name.as_str().into(), ..q });
         }
     }
     for _ in 0..rng.between(0, 3) {
