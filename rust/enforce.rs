@@ -439,15 +439,17 @@ impl Enforcer {
         self.port = port;
     }
 
-    /// Bytes of the state packets read at random: tenant lines, class stages, statistics rows.
+    /// Bytes of the state packets read at random: tenant lines, class stages, statistics rows,
+    /// profiles.
     fn state_bytes(&self) -> usize {
         use std::mem::size_of_val;
-        size_of_val(self.tenants.as_slice()) + size_of_val(self.class_stages.as_slice()) + self.rows.state_bytes()
+        size_of_val(self.tenants.as_slice()) + size_of_val(self.class_stages.as_slice()) + self.rows.state_bytes() + self.profiles.state_bytes()
     }
 
     /// Asks the cache for the state of packets ahead, so that the misses of several packets
     /// overlap (with a million tenants each packet's lines are far apart): the tenant's line
-    /// two steps ahead, then, from it, the statistics row and the class's stage one step ahead.
+    /// two steps ahead, then, from it, its profile (tenants of distinct contracts read distinct
+    /// ones), the statistics row and the class's stage one step ahead.
     #[inline]
     fn prefetch_ahead(&self, verdicts: &[Verdict], index: usize) {
         const AHEAD: usize = 8;
@@ -456,6 +458,9 @@ impl Enforcer {
         }
         if let Some(verdict) = verdicts.get(index + AHEAD) {
             let tenant = self.tenants.get(verdict.tenant as usize);
+            if let Some(tenant) = tenant {
+                self.profiles.prefetch(tenant.stage.profile);
+            }
             let Some(row) = self.row_of(verdict, tenant) else { return };
             self.rows.prefetch(row);
             if tenant.is_some_and(|t| t.stage.classes_enforced) && row < self.class_rows {

@@ -77,6 +77,31 @@ pub fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
+/// Starts loading every cache line `value` spans (a value larger than a line, or one that
+/// straddles two).
+#[inline]
+pub fn prefetch_whole<T>(value: &T) {
+    const LINE: usize = 64;
+    let (start, size) = ((value as *const T).cast::<u8>(), std::mem::size_of::<T>());
+    let lines = (start as usize % LINE + size).div_ceil(LINE);
+    for line in 0..lines {
+        prefetch_line(start.wrapping_add(line * LINE));
+    }
+}
+
+/// Starts loading the cache line of the byte at `at`, which need not be valid.
+#[inline]
+fn prefetch_line(at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: SSE is part of x86_64, and a prefetch never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
