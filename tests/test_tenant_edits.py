@@ -4,6 +4,7 @@ the policy equals the one read from its own document, and traffic across updates
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import warnings
 from typing import Any
@@ -362,3 +363,21 @@ def test_a_one_tenant_change_reports_that_tenants_weight_alone() -> None:
     assert doubled.without_tenant("t3")._weights_since(policy) == [(6, 2)]
     # A guarantee that changes the common divisor re-weighs everyone: the engine then compares every weight.
     assert policy.with_tenant({"name": "t7", "vnis": [7], "rate": "15Mbps"})._weights_since(policy) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(weighted_edit_runs(), st.data())
+def test_weight_columns_carried_through_edits_equal_those_read_afresh(run: tuple[dict[str, Any], list[tuple[str, Any]]], data: st.DataObject) -> None:
+    """A policy edited from one that has its weights takes them from it with the edits since,
+    rather than reading every tenant again: the same columns."""
+    doc, edits = run
+    chain = [quietly(lambda: Policy.from_dict(doc))]  # held: a policy looks back to those alive
+    for op, arg in edits:
+        if data.draw(st.booleans()):
+            _ = chain[-1]._port_weights  # some policies of the chain have their weights, later ones carry them
+        chain.append(quietly(lambda before=chain[-1], op=op, arg=arg: before.with_tenant(arg) if op == "with" else before.without_tenant(arg)))
+    policy = chain[-1]
+    fresh = dataclasses.replace(policy, tenants=tuple(policy.tenants))
+    assert "_weight_columns" not in fresh.__dict__
+    assert [column.tolist() for column in policy._weight_columns] == [column.tolist() for column in fresh._weight_columns]
+    assert policy._port_weights.tolist() == fresh._port_weights.tolist()

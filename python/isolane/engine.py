@@ -309,7 +309,8 @@ def _changed_weights(before: npt.NDArray[np.uint32], after: npt.NDArray[np.uint3
             else:
                 moved = moved.copy()
                 moved[at] = 0
-    return [(int(i), int(after[i])) for i in np.flatnonzero(moved != after)]
+    changed = np.flatnonzero(moved != after)
+    return list(zip(changed.tolist(), after[changed].tolist()))
 
 
 class Engine:

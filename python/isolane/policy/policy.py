@@ -202,9 +202,25 @@ class Policy:
     @functools.cached_property
     def _port_weights(self) -> npt.NDArray[np.uint32]:
         """Every tenant's share of the port's spare capacity, by position (:func:`port_weights`)."""
+        return port_weights(*self._weight_columns)
+
+    @functools.cached_property
+    def _weight_columns(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]:
+        """Every tenant's guarantee (bytes/s) and ``weight`` (0: none), by position: those of
+        the latest policy this one was edited from that has them, with the edits since (a
+        copy of two arrays a tenant changed, where reading every tenant again took ~0.3 us
+        each), else read from every tenant."""
+        lineage: tuple[_Edit, ...] = self.__dict__.get("_lineage", ())
+        for back, edit in enumerate(reversed(lineage)):
+            parent = edit.parent()
+            if parent is not None and "_weight_columns" in parent.__dict__:
+                guarantees, explicit = parent._weight_columns
+                for later in lineage[len(lineage) - 1 - back :]:
+                    guarantees, explicit = _columns_edited(guarantees, explicit, later.change)
+                return guarantees, explicit
         guarantees = np.array([_guarantee(t) // 8 for t in self.tenants], dtype=np.uint64)
         explicit = np.array([t.weight or 0 for t in self.tenants], dtype=np.uint32)
-        return port_weights(guarantees, explicit)
+        return guarantees, explicit
 
     def _edits_since(self, earlier: Policy) -> list[tuple[TenantChange, int | None]] | None:
         """The edits from ``earlier`` to this policy, in order, each with the weight it gave its
@@ -263,6 +279,22 @@ class _Edit:
     parent: weakref.ref[Policy]
     change: TenantChange
     weight: int | None
+
+
+def _columns_edited(
+    guarantees: npt.NDArray[np.uint64], explicit: npt.NDArray[np.uint32], change: TenantChange
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]:
+    """The weight columns (``Policy._weight_columns``) once ``change`` is made."""
+    op, at, _, new = change
+    if op == "remove":
+        return np.delete(guarantees, at), np.delete(explicit, at)
+    assert new is not None
+    guarantee, weight = _guarantee(new) // 8, new.weight or 0
+    if op == "insert":
+        return np.insert(guarantees, at, guarantee), np.insert(explicit, at, weight)
+    guarantees, explicit = guarantees.copy(), explicit.copy()
+    guarantees[at], explicit[at] = guarantee, weight
+    return guarantees, explicit
 
 
 def _lineage(parent: Policy, edit: _Edit) -> tuple[_Edit, ...]:
