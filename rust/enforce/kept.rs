@@ -36,10 +36,6 @@ impl KeptClass {
         ClassQos { contract: profiles[self.profile as usize].contract(), queue: self.queue, on_burst: self.on_burst.clone() }
     }
 
-    fn is(&self, class: &ClassQos, profiles: &Profiles) -> bool {
-        self.queue == class.queue && self.enforces(class, profiles)
-    }
-
     /// Whether its stage enforces `class`: all but the port queue is the same.
     fn enforces(&self, class: &ClassQos, profiles: &Profiles) -> bool {
         self.on_burst == class.on_burst && profiles[self.profile as usize].contract() == class.contract
@@ -100,20 +96,20 @@ impl Kept {
         })
     }
 
-    /// Whether it is `qos`, name and terms.
-    pub(super) fn is(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
-        self.is_named_and_bound_by(qos, profiles) && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, |kept, class| kept.is(class, profiles)))
-    }
-
     /// Whether its stages enforce `qos` (name and all but the port queues the same), so that
     /// they may go on: a change of port weights alone re-weighs the queues, not the meters.
     pub(super) fn enforces(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
         self.is_named_and_bound_by(qos, profiles) && self.terms.as_ref().is_some_and(|terms| terms.matches(qos, |kept, class| kept.enforces(class, profiles)))
     }
 
+    /// Whether its classes' port queues are `qos`'s (with [`Kept::enforces`], whether it is `qos`).
+    pub(super) fn queues_match(&self, qos: &TenantQos) -> bool {
+        self.classes().len() == qos.classes.len() && self.classes().iter().zip(&qos.classes).all(|(kept, class)| kept.queue == class.queue)
+    }
+
     /// Whether it has `qos`'s name and own contract.
     fn is_named_and_bound_by(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
-        *self.name == *qos.name && self.profile != NO_CONTRACT && profiles[self.profile as usize].contract() == qos.contract
+        same_name(&self.name, &qos.name) && self.profile != NO_CONTRACT && profiles[self.profile as usize].contract() == qos.contract
     }
 
     /// Its own contract's profile number ([`NO_CONTRACT`] without a contract).
@@ -127,6 +123,11 @@ impl Kept {
     }
 }
 
+/// Whether two names are the same: most often one allocation, the tables' (no string to read).
+pub(super) fn same_name(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
+}
+
 /// The terms of the tenants kept, each once.
 #[derive(Debug, Default)]
 pub(super) struct TermsPool(Shared<Terms>);
@@ -136,6 +137,15 @@ impl TermsPool {
     /// tenant kept with equal ones.
     pub(super) fn keep(&mut self, qos: &TenantQos, profiles: &mut Profiles) -> Kept {
         Kept { name: Arc::clone(&qos.name), profile: profiles.of(&qos.contract), terms: Some(self.share(Terms::of(qos, profiles))) }
+    }
+
+    /// `kept`, which enforces `qos` ([`Kept::enforces`]), with `qos`'s port queues: its profile
+    /// numbers stay (its contracts are the same), only its terms are shared anew.
+    pub(super) fn requeued(&mut self, kept: &Kept, qos: &TenantQos) -> Kept {
+        let classes = kept.classes().iter().zip(&qos.classes);
+        let classes = classes.map(|(kept, class)| KeptClass { profile: kept.profile, queue: class.queue, on_burst: class.on_burst.clone() });
+        let terms = Terms { classes: classes.collect(), on_burst: qos.on_burst.clone(), on_overload: qos.on_overload.clone() };
+        Kept { name: Arc::clone(&kept.name), profile: kept.profile, terms: Some(self.share(terms)) }
     }
 
     fn share(&mut self, terms: Terms) -> Arc<Terms> {
@@ -174,6 +184,11 @@ mod tests {
     use crate::meter::{MeterKind, MeterParams};
     use crate::shaping::ShaperParams;
 
+    /// Whether `kept` is `qos`, name and terms.
+    fn is(kept: &Kept, qos: &TenantQos, profiles: &Profiles) -> bool {
+        kept.enforces(qos, profiles) && kept.queues_match(qos)
+    }
+
     fn tenant(name: &str, weight: u32) -> TenantQos {
         let class = ClassQos { contract: Contract::default(), queue: QueueConfig { weight, ..QueueConfig::BEST_EFFORT }, on_burst: None };
         TenantQos { name: name.into(), contract: Contract::default(), classes: vec![class], on_burst: None, on_overload: None }
@@ -204,7 +219,7 @@ mod tests {
         assert!(Arc::ptr_eq(a.terms.as_ref().unwrap(), b.terms.as_ref().unwrap()) && pool.0.len() == 1);
         assert_ne!(a.profile(), b.profile());
         assert_eq!((a.qos(&profiles), b.qos(&profiles)), (Some(shaped("a", 1000)), Some(shaped("b", 2000))));
-        assert!(a.is(&shaped("a", 1000), &profiles) && !a.is(&shaped("a", 2000), &profiles) && !a.enforces(&shaped("a", 2000), &profiles));
+        assert!(is(&a, &shaped("a", 1000), &profiles) && !is(&a, &shaped("a", 2000), &profiles) && !a.enforces(&shaped("a", 2000), &profiles));
     }
 
     #[test]
@@ -212,8 +227,8 @@ mod tests {
         let (mut pool, mut profiles) = (TermsPool::default(), Profiles::default());
         let kept = pool.keep(&tenant("a", 3), &mut profiles);
         assert_eq!(kept.qos(&profiles), Some(tenant("a", 3)));
-        assert!(kept.is(&tenant("a", 3), &profiles));
-        assert!(!kept.is(&tenant("b", 3), &profiles) && !kept.is(&tenant("a", 4), &profiles));
+        assert!(is(&kept, &tenant("a", 3), &profiles));
+        assert!(!is(&kept, &tenant("b", 3), &profiles) && !is(&kept, &tenant("a", 4), &profiles));
         assert_eq!(kept.classes().len(), 1);
         let meter = MeterSpec {
             params: MeterParams::aware(MeterKind::TrTcm { pir: 9, pbs: 900, cir: 3, cbs: 300 }),
@@ -227,10 +242,15 @@ mod tests {
         let kept = pool.keep(&metered, &mut profiles);
         assert_eq!(kept.qos(&profiles), Some(metered.clone()), "each contract given back from its profile");
         metered.classes[0].queue.weight = 5;
-        assert!(!kept.is(&metered, &profiles) && kept.enforces(&metered, &profiles), "re-weighed, enforced alike");
+        assert!(!is(&kept, &metered, &profiles) && kept.enforces(&metered, &profiles), "re-weighed, enforced alike");
+        let requeued = pool.requeued(&kept, &metered);
+        assert!(is(&requeued, &metered, &profiles) && requeued.profile() == kept.profile(), "its new queues, its profiles as they were");
+        assert_eq!(requeued.classes()[0].profile, kept.classes()[0].profile);
+        let kept_afresh = pool.keep(&metered, &mut profiles);
+        assert!(Arc::ptr_eq(requeued.terms.as_ref().unwrap(), kept_afresh.terms.as_ref().unwrap()), "its terms shared with equal ones");
         metered.classes[0].contract.shaper = None;
-        assert!(!kept.is(&metered, &profiles) && !kept.enforces(&metered, &profiles), "a class's contract is compared");
+        assert!(!is(&kept, &metered, &profiles) && !kept.enforces(&metered, &profiles), "a class's contract is compared");
         let bare = Kept::without_contract(&"z".into());
-        assert!(!bare.has_contract() && bare.qos(&profiles).is_none() && bare.classes().is_empty() && !bare.is(&tenant("z", 1), &profiles));
+        assert!(!bare.has_contract() && bare.qos(&profiles).is_none() && bare.classes().is_empty() && !is(&bare, &tenant("z", 1), &profiles));
     }
 }

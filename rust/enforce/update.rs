@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
-use super::kept::{Kept, KeptClass, TermsPool};
+use super::kept::{same_name, Kept, KeptClass, TermsPool};
 use super::rows::StatsRows;
 use super::{Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
 use crate::bursts::TenantBursts;
@@ -117,7 +117,7 @@ impl Enforcer {
     /// nothing and returns false when any of them is more than that.
     pub fn replace_contracts(&mut self, changes: &[(usize, TenantQos)]) -> bool {
         let same_shape = |index: usize, qos: &TenantQos| match self.contracts.get(index) {
-            Some(old) => old.has_contract() && *old.name == *qos.name && old.classes().len() == qos.classes.len(),
+            Some(old) => old.has_contract() && same_name(&old.name, &qos.name) && old.classes().len() == qos.classes.len(),
             None => false,
         };
         let mut seen = FxHashSet::default();
@@ -135,13 +135,12 @@ impl Enforcer {
         for (index, qos) in changes {
             let index = *index;
             let kept = &self.contracts[index];
-            if kept.is(qos, &self.profiles) {
-                continue;
-            }
             if kept.enforces(qos, &self.profiles) {
-                // Re-weighed: its queues change (below), its stages go on.
-                let kept = self.terms.keep(qos, &mut self.profiles);
-                self.terms.release(std::mem::replace(&mut self.contracts[index], kept));
+                if !kept.queues_match(qos) {
+                    // Re-weighed: its queues change (below), its stages go on.
+                    let kept = self.terms.requeued(kept, qos);
+                    self.terms.release(std::mem::replace(&mut self.contracts[index], kept));
+                }
                 continue;
             }
             let kept = self.terms.keep(qos, &mut self.profiles);
