@@ -382,10 +382,7 @@ impl EngineTables {
     }
 
     pub fn tenant_names(&self) -> Vec<String> {
-        // Exact: collected from the chunks' iterator, the list would grow by doubling.
-        let mut names = Vec::with_capacity(self.tenants.len());
-        names.extend(self.tenants.iter().map(|t| t.name.to_string()));
-        names
+        self.shared_names().iter().map(|name| name.to_string()).collect()
     }
 
     #[inline]

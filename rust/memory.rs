@@ -66,15 +66,7 @@ pub fn release_free_heap() {
 /// Starts loading the cache line of `value`; no effect where the target has no prefetch.
 #[inline]
 pub fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: SSE is part of x86_64, and a prefetch never faults (it reads no memory the
-        // program sees); the address is a live reference anyway.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    prefetch_line((value as *const T).cast());
 }
 
 /// Starts loading every cache line `value` spans (a value larger than a line, or one that
@@ -95,7 +87,8 @@ fn prefetch_line(at: *const u8) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: SSE is part of x86_64, and a prefetch never faults, whatever the address.
+        // SAFETY: SSE is part of x86_64, and a prefetch never faults (it reads no memory the
+        // program sees), whatever the address.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast()) };
     }
     #[cfg(not(target_arch = "x86_64"))]

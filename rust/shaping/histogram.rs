@@ -48,13 +48,14 @@ impl LogHistogram {
             // (a queue building) would otherwise grow the array, and copy it, on most samples.
             self.grow(HEADER + (bucket | (SUB_BUCKETS - 1)) + 1);
         }
-        let cells = &mut self.cells;
-        cells[HEADER + bucket] += 1;
-        cells[MIN] = if cells[TOTAL] == 0 { value } else { cells[MIN].min(value) };
-        cells[MAX] = cells[MAX].max(value);
-        cells[TOTAL] += 1;
-        let sum = (u128::from(cells[SUM_HIGH]) << 64 | u128::from(cells[SUM_LOW])) + u128::from(value);
-        (cells[SUM_LOW], cells[SUM_HIGH]) = (sum as u64, (sum >> 64) as u64);
+        let (header, buckets) = self.cells.split_at_mut(HEADER);
+        let header: &mut [u64; HEADER] = header.try_into().expect("grown past the header");
+        buckets[bucket] += 1;
+        header[MIN] = if header[TOTAL] == 0 { value } else { header[MIN].min(value) };
+        header[MAX] = header[MAX].max(value);
+        header[TOTAL] += 1;
+        let (low, carried) = header[SUM_LOW].overflowing_add(value);
+        (header[SUM_LOW], header[SUM_HIGH]) = (low, header[SUM_HIGH] + u64::from(carried));
     }
 
     /// Room for `len` cells, the new ones zero.

@@ -210,17 +210,15 @@ class Policy:
         the latest policy this one was edited from that has them, with the edits since (a
         copy of two arrays a tenant changed, where reading every tenant again took ~0.3 us
         each), else read from every tenant."""
-        lineage: tuple[_Edit, ...] = self.__dict__.get("_lineage", ())
-        for back, edit in enumerate(reversed(lineage)):
+        for edit in reversed(self.__dict__.get("_lineage", ())):
             parent = edit.parent()
             if parent is not None and "_weight_columns" in parent.__dict__:
                 guarantees, explicit = parent._weight_columns
-                for later in lineage[len(lineage) - 1 - back :]:
-                    guarantees, explicit = _columns_edited(guarantees, explicit, later.change)
+                for change, _ in self._edits_since(parent) or ():
+                    guarantees, explicit = _columns_edited(guarantees, explicit, change)
                 return guarantees, explicit
-        guarantees = np.array([_guarantee(t) // 8 for t in self.tenants], dtype=np.uint64)
-        explicit = np.array([t.weight or 0 for t in self.tenants], dtype=np.uint32)
-        return guarantees, explicit
+        values = [_weight_inputs(t) for t in self.tenants]
+        return np.array([g for g, _ in values], dtype=np.uint64), np.array([w for _, w in values], dtype=np.uint32)
 
     def _edits_since(self, earlier: Policy) -> list[tuple[TenantChange, int | None]] | None:
         """The edits from ``earlier`` to this policy, in order, each with the weight it gave its
@@ -281,6 +279,11 @@ class _Edit:
     weight: int | None
 
 
+def _weight_inputs(tenant: Tenant) -> tuple[int, int]:
+    """What a tenant's port weight is made of: its guarantee in bytes/s and its ``weight`` (0: none)."""
+    return _guarantee(tenant) // 8, tenant.weight or 0
+
+
 def _columns_edited(
     guarantees: npt.NDArray[np.uint64], explicit: npt.NDArray[np.uint32], change: TenantChange
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]:
@@ -289,7 +292,7 @@ def _columns_edited(
     if op == "remove":
         return np.delete(guarantees, at), np.delete(explicit, at)
     assert new is not None
-    guarantee, weight = _guarantee(new) // 8, new.weight or 0
+    guarantee, weight = _weight_inputs(new)
     if op == "insert":
         return np.insert(guarantees, at, guarantee), np.insert(explicit, at, weight)
     guarantees, explicit = guarantees.copy(), explicit.copy()
