@@ -1,6 +1,6 @@
 """The control path at N tenants: full load (file to a running engine), an identical update,
 one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee, back
-to a policy the running one was edited from, and a guarantee that changes the common divisor of the port weights, re-weighing every tenant), a
+to a policy the running one was edited from, and a guarantee that changes the common divisor of the guarantees, so every tenant's port weight), a
 tenant added and removed, one with a microburst setting, one with a burst profile and one with an
 overload profile, a tenant's classes changed, a tenant renamed in one update, and a tenant removed
 while its packets wait at the port; with
@@ -115,11 +115,11 @@ def run(count: int) -> None:
         times.append(time.perf_counter() - start)
     print(f"  one-tenant change back to the policy edited into the running one: median {1e3 * statistics.median(times):.3f} ms")
     times = []
-    for k in range(20):  # 15 Mbps among guarantees of 10 and 20 changes their common divisor: every tenant re-weighed
+    for k in range(20):  # 15 Mbps among guarantees of 10 and 20 changes their common divisor: every tenant's port weight
         start = time.perf_counter()
         engine.update(engine.policy.with_tenant(tenant(0, 15 if k % 2 == 0 else 10)))
         times.append(time.perf_counter() - start)
-    print(f"  a guarantee that re-weighs every tenant: median {1e3 * statistics.median(times):.3f} ms")
+    print(f"  a guarantee that changes every tenant's port weight: median {1e3 * statistics.median(times):.3f} ms")
     added = [isolane.Policy.from_dict({"tenants": [tenant(count + k)]}).tenants[0] for k in range(20)]
     times = []
     for new in added:  # new tenants at the end, one by one

@@ -86,8 +86,7 @@ fn run(count: usize, heap_only: bool, distinct: bool) {
     let (before, blocks_before) = (HELD.load(Ordering::Relaxed), BLOCKS.load(Ordering::Relaxed));
     let engine = Engine::new(TablesSpec::default()).expect("an empty engine");
     let ops = (0..count).map(|i| TenantOp::Insert { at: i, tenant: tenant(i, 10, distinct) }).collect();
-    let weights = (0..count).map(|i| (i, 1)).collect();
-    engine.apply(Delta { ops, weights, settings: Some(settings()), unknown_action: 0 }).expect("the bench's policy");
+    engine.apply(Delta { ops, settings: Some(settings()), ..Delta::default() }).expect("the bench's policy");
     let (held, blocks) = (HELD.load(Ordering::Relaxed) - before, BLOCKS.load(Ordering::Relaxed) - blocks_before);
     println!("{count} tenants: {:.0} B of heap per tenant, in {:.1} blocks", held as f64 / count as f64, blocks as f64 / count as f64);
     if heap_only {
@@ -97,18 +96,12 @@ fn run(count: usize, heap_only: bool, distinct: bool) {
         ops: vec![TenantOp::Replace { at: k * 97 % count, tenant: tenant(k * 97 % count, 20 + k as u64 % 2, distinct) }],
         ..Delta::default()
     });
-    let insert = time(&engine, INSERTS, |k| Delta {
-        ops: vec![TenantOp::Insert { at: count + k, tenant: tenant(count + k, 10, distinct) }],
-        weights: vec![(count + k, 1)],
-        ..Delta::default()
-    });
+    let insert =
+        time(&engine, INSERTS, |k| Delta { ops: vec![TenantOp::Insert { at: count + k, tenant: tenant(count + k, 10, distinct) }], ..Delta::default() });
     let remove = time(&engine, INSERTS, |k| Delta { ops: vec![TenantOp::Remove { at: count + INSERTS - 1 - k }], ..Delta::default() });
     let middle = count / 2;
-    let insert_middle = time(&engine, INSERTS, |k| Delta {
-        ops: vec![TenantOp::Insert { at: middle, tenant: tenant(count + INSERTS + k, 10, distinct) }],
-        weights: vec![(middle, 1)],
-        ..Delta::default()
-    });
+    let insert_middle =
+        time(&engine, INSERTS, |k| Delta { ops: vec![TenantOp::Insert { at: middle, tenant: tenant(count + INSERTS + k, 10, distinct) }], ..Delta::default() });
     let remove_middle = time(&engine, INSERTS, |k| Delta { ops: vec![TenantOp::Remove { at: middle + INSERTS - 1 - k }], ..Delta::default() });
     let timed = [
         ("replace", replace),

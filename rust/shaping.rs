@@ -20,7 +20,7 @@ mod wdrr;
 
 pub use edt::{Offer, ShapeDrop, ShaperConsts, ShaperParams, ShaperState};
 pub use histogram::LogHistogram;
-pub use port::{bucket_bytes, Departure, Port, PortConfig, PortDrop, PortMode, QueueConfig, QueueStats};
+pub use port::{bucket_bytes, Departure, Port, PortConfig, PortDrop, PortMode, QueueConfig, QueueStats, WeightScale};
 
 /// Rates above this (about 35 Tbit/s) are refused, so that every product of a time, a rate and
 /// a size fits in 128 bits with room to spare.

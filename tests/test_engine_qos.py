@@ -387,13 +387,15 @@ def test_bad_input_gets_a_clear_exception() -> None:
     tables = isolane.policy.tenant_tables(pol.tenants[0])
     qos = isolane.policy.tenant_qos(pol.tenants[0], isolane.policy.qos_context(pol))
     with pytest.raises(ValueError, match=r"tenant 'a': meter kind 7"):
-        core.apply([("insert", 0, tables, qos._replace(meter=qos.meter._replace(kind=7)))], [(0, 1)], None, 0)
+        core.apply([("insert", 0, tables, qos._replace(meter=qos.meter._replace(kind=7)))], (1, 1), None, 0)
     with pytest.raises(TypeError, match="OpArg"):  # the core reads the compiler's types, not look-alikes
-        core.apply([("insert", 0, tables, {"name": "a"})], [(0, 1)], None, 0)
+        core.apply([("insert", 0, tables, {"name": "a"})], (1, 1), None, 0)
     with pytest.raises(ValueError, match="no tenant position 5"):
-        core.apply([("replace", 5, tables, qos)], [], None, 0)
+        core.apply([("replace", 5, tables, qos)], (1, 1), None, 0)
     with pytest.raises(ValueError, match="tenant op 'move'"):
-        core.apply([("move", 0, tables, qos)], [], None, 0)
+        core.apply([("move", 0, tables, qos)], (1, 1), None, 0)
+    with pytest.raises(isolane.EngineError, match="weight scale's divisor"):
+        core.apply([("insert", 0, tables, qos)], (1, 0), None, 0)
     assert core.tenant_names == []  # nothing is installed when anything is refused
     with pytest.raises(ValueError, match="whole parsed records"):
         engine._core.process_records(np.zeros(3, dtype=np.uint8))

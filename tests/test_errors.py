@@ -45,11 +45,11 @@ def ops(tables: Any = None, qos: Any = None) -> list[tuple[str, int, Any, Any]]:
     return [("insert", i, *part) for i, part in enumerate(parts)]
 
 
-def core_engine(settings: Any = None, weights: tuple[int, int] = (1, 1), **qos_changes: Any) -> isolane._core.Engine:
+def core_engine(settings: Any = None, **qos_changes: Any) -> isolane._core.Engine:
     """A core engine with ``policy()``, tenant 0's compiled QoS with ``qos_changes``."""
     first = tenant_qos(policy().tenants[0], qos_context(policy()))
     engine = isolane._core.Engine()
-    engine.apply(ops(qos=first._replace(**qos_changes)), list(enumerate(weights)), settings or qos_settings(policy(), ()), 0)
+    engine.apply(ops(qos=first._replace(**qos_changes)), (1, 1), settings or qos_settings(policy(), ()), 0)
     return engine
 
 
@@ -91,7 +91,8 @@ def test_refused_port_weights_and_bursts_are_engine_errors() -> None:
     with pytest.raises(EngineError, match="^port mode 5 is not 0"):
         core_engine(settings._replace(port=settings.port._replace(mode=5)))
     with pytest.raises(EngineError, match="^port: queue 0: weight must be >= 1"):
-        core_engine(settings, weights=(0, 1))
+        classes = tenant_qos(policy().tenants[0], qos_context(policy())).classes
+        core_engine(settings, classes=(classes[0]._replace(weight=0),))
     with pytest.raises(EngineError, match="^poll: polling interval 1500 ns is not a multiple of the shortest, 1000 ns"):
         core_engine(settings._replace(poll_ns=(1000, 1500)))
 
@@ -102,13 +103,13 @@ def test_refused_tables_are_engine_errors_naming_the_tenant() -> None:
     rows["policy_rule"] = 1
     bad = dataclasses.replace(tables, packed_rows=rows.tobytes())
     with pytest.raises(EngineError, match=r"^tenant 0 \(a\): row 0: policy rule 1 after -1"):
-        isolane._core.Engine().apply(ops(tables=bad), [(0, 1), (1, 1)], qos_settings(policy(), ()), 0)
+        isolane._core.Engine().apply(ops(tables=bad), (1, 1), qos_settings(policy(), ()), 0)
     engine = core_engine()
     with pytest.raises(EngineError, match=r"^tenant 0 \(a\): row 0"):
-        engine.apply([("replace", 0, bad, tenant_qos(policy().tenants[0], qos_context(policy())))], [], None, 0)
+        engine.apply([("replace", 0, bad, tenant_qos(policy().tenants[0], qos_context(policy())))], (1, 1), None, 0)
     cut = dataclasses.replace(tables, packed_rows=tables.packed_rows[:-1])
     with pytest.raises(EngineError, match=r"^tenant 'a': packed rows are 55 bytes, not whole 56-byte records"):
-        engine.apply([("replace", 0, cut, tenant_qos(policy().tenants[0], qos_context(policy())))], [], None, 0)
+        engine.apply([("replace", 0, cut, tenant_qos(policy().tenants[0], qos_context(policy())))], (1, 1), None, 0)
 
 
 def test_bad_policy_values_found_by_the_python_side_are_engine_errors_too() -> None:

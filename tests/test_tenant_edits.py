@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 
 import isolane
 from isolane import Engine, Policy, PolicyError, PolicyWarning
+from isolane import policy as P
+from isolane.policy.claims import WeightBasis
+from isolane.policy.qos import qos_context, tenant_qos
 
 RATES = ("10Mbps", "20Mbps", "30Mbps", "40Mbps")
 
@@ -97,6 +100,12 @@ def tables_of(policy: Policy) -> list[tuple[str, str, tuple[int, ...]]]:
     return [(t.name, t.fingerprint, t.vnis) for t in policy.compile().tenants]
 
 
+def delays_by_key(engine: Engine) -> dict[tuple[str | None, int], int]:
+    """The sum of the port's queueing delays (ns) by (tenant, class) of the statistics rows."""
+    found = engine.delay_histograms()
+    return {(found.tenants[row["tenant"]] if row["tenant"] >= 0 else None, int(row["cls"])): total for row, total in zip(found.rows, found.sum_ns)}
+
+
 def counts_by_key(engine: Engine) -> dict[tuple[str | None, int | None], tuple[int, ...]]:
     """Packets and bytes in, and packets by colour, by (tenant, class) of the engine's statistics."""
     return {(e["tenant"], e["cls"]): (e["packets"], e["bytes"], *(c["packets"] for c in e["colors"].values())) for e in engine.stats()}
@@ -126,10 +135,15 @@ def test_an_engine_that_went_through_edits_equals_one_built_from_the_final_polic
     edited.drain()
     later = np.repeat(packets, 20)  # 20 KB at once per VNI and port: meters and shapers tell their rates
     later["timestamp_ns"] = 10**12
-    counted_before = counts_by_key(edited)
+    counted_before, delayed_before = counts_by_key(edited), delays_by_key(edited)
     edited_rows, fresh_rows = edited.process(later), fresh.process(later)
     for field in ("color", "outcome", "dscp", "release_ns"):
         np.testing.assert_array_equal(edited_rows[field], fresh_rows[field], err_msg=field)
+    # The port sends them in the same order (its weights, priorities and buckets the same): the same delays.
+    edited.drain()
+    fresh.drain()
+    delayed = {key: total - delayed_before.get(key, 0) for key, total in delays_by_key(edited).items()}
+    assert {key: total for key, total in delayed.items() if total} == {key: total for key, total in delays_by_key(fresh).items() if total}
     # The statistics rows take the same packets under the same (tenant, class) as the fresh engine's.
     counted_after = counts_by_key(edited)
     counted_later = {key: tuple(a - b for a, b in zip(value, counted_before.get(key, (0,) * len(value)))) for key, value in counted_after.items()}
@@ -216,7 +230,8 @@ def test_a_guarantee_that_re_weighs_every_tenant_keeps_their_meters_and_queued_p
     before = sent(engine)
     assert before < len(burst)
     rated = policy.with_tenant(dict(tenants[1], rate="15Mbps"))
-    assert rated._weights_since(policy) is None and rated.compile_qos().tenant_weight.tolist() == [2, 3, 2, 2]
+    assert rated._weight_basis.weight_scale != policy._weight_basis.weight_scale
+    assert rated.compile_qos().tenant_weight.tolist() == [2, 3, 2, 2]
     engine.update(rated)
     assert sent(engine) == before, "the port still has their packets"
     assert_buckets_kept(engine, burst)
@@ -336,33 +351,31 @@ def weighted_edit_runs(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[str,
 
 @settings(max_examples=200, deadline=None)
 @given(weighted_edit_runs())
-def test_the_weights_an_edit_chain_reports_are_the_final_policys(run: tuple[dict[str, Any], list[tuple[str, Any]]]) -> None:
+def test_the_weight_scale_an_edit_chain_carries_weighs_each_tenants_share_as_the_final_policy_does(run: tuple[dict[str, Any], list[tuple[str, Any]]]) -> None:
+    """The engine is given each tenant's share (its weight, else its guarantee: what its
+    compiled QoS carries) and the policy's scale, carried through the edits: the port weights
+    they make are the final policy's, read afresh."""
     doc, edits = run
-    start = policy = quietly(lambda: Policy.from_dict(doc))
+    policy = quietly(lambda: Policy.from_dict(doc))
     for op, arg in edits:
         policy = quietly(lambda before=policy, op=op, arg=arg: before.with_tenant(arg) if op == "with" else before.without_tenant(arg))
-    found = policy._weights_since(start)
-    if found is None:  # every weight may have changed: the engine compares all of them
-        return
-    weights: list[int | None] = list(start._port_weights.tolist())
-    for kind, at, _, _ in policy.changes_since(start) or []:
-        if kind == "remove":
-            del weights[at]
-        else:
-            weights[at : at + (kind == "replace")] = [None]
-    for position, weight in found:
-        weights[position] = weight
-    assert weights == policy._port_weights.tolist()
+    times, per = policy._weight_basis.weight_scale
+    assert (times, per) == WeightBasis.of(policy.tenants).weight_scale
+    context = qos_context(policy)
+    shares = [qos.weight or qos.rate for qos in (tenant_qos(t, context) for t in policy.tenants)]
+    assert [min(max(share * times // per, 1), P.MAX_WEIGHT) for share in shares] == policy._port_weights.tolist()
 
 
-def test_a_one_tenant_change_reports_that_tenants_weight_alone() -> None:
+def test_a_guarantee_edit_changes_the_weight_scale_alone() -> None:
+    """A one-tenant change gives the engine that tenant and the scale: a guarantee that changes
+    the common divisor of the guarantees changes the scale, not the other tenants."""
     policy = Policy.from_dict({"tenants": [{"name": f"t{i}", "vnis": [i], "rate": "10Mbps"} for i in range(1000)]})
+    assert policy._weight_basis.weight_scale == (1, 1_250_000)
     doubled = policy.with_tenant({"name": "t7", "vnis": [7], "rate": "20Mbps"})
-    assert doubled._weights_since(policy) == [(7, 2)]
-    assert doubled.with_tenant({"name": "n", "vnis": [5000], "rate": "30Mbps"})._weights_since(policy) == [(7, 2), (1000, 3)]
-    assert doubled.without_tenant("t3")._weights_since(policy) == [(6, 2)]
-    # A guarantee that changes the common divisor re-weighs everyone: the engine then compares every weight.
-    assert policy.with_tenant({"name": "t7", "vnis": [7], "rate": "15Mbps"})._weights_since(policy) is None
+    assert doubled._weight_basis.weight_scale == (1, 1_250_000) and doubled._port_weights[6:9].tolist() == [1, 2, 1]
+    halved = doubled.with_tenant({"name": "t7", "vnis": [7], "rate": "15Mbps"})
+    assert halved._weight_basis.weight_scale == (1, 625_000) and halved._port_weights[6:9].tolist() == [2, 3, 2]
+    assert halved.without_tenant("t7")._weight_basis.weight_scale == (1, 1_250_000)
 
 
 @settings(max_examples=200, deadline=None)

@@ -343,15 +343,15 @@ class Engine:
     def apply(
         self,
         ops: Sequence[tuple[str, int, TenantTables | None, TenantQos | None]],
-        weights: Sequence[tuple[int, int]],
+        weight_scale: tuple[int, int],
         settings: QosSettings | None,
         unknown_action: int,
     ) -> tuple[int, int, int]:
         """Applies a policy update as the tenants that changed: ops ("replace" | "insert",
-        position, tables, QoS) or ("remove", position, None, None) in order, the port weights
-        that are new (position after the ops, weight), the QoS settings if they changed, the
-        action on packets of no tenant. Returns how many tenants were kept, patched and rebuilt;
-        nothing changes if anything is refused."""
+        position, tables, QoS) or ("remove", position, None, None) in order, the port's weight
+        scale (times, per: a tenant's share x times // per is its port weight, at least 1), the
+        QoS settings if they changed, the action on packets of no tenant. Returns how many
+        tenants were kept, patched and rebuilt; nothing changes if anything is refused."""
 
     def edit_tenant(self, name: str, op: str, at: int, rows: TenantTables | None = None) -> None:
         """Insert, replace or remove policy rule ``at`` of tenant ``name`` (rows: the tables of

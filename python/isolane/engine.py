@@ -286,33 +286,6 @@ def _diff(before: Policy, after: Policy, everything: bool = False) -> list[Tenan
     return found
 
 
-def _changed_weights(before: npt.NDArray[np.uint32], after: npt.NDArray[np.uint32], changes: list[TenantChange]) -> list[tuple[int, int]]:
-    """(position, weight) of each tenant whose weight is new after ``changes``; a replaced or
-    inserted tenant is always given its weight."""
-    if not changes and before is after:
-        return []
-    if len(changes) > 8:  # many: as a list, whose inserts at the end cost nothing
-        listed = before.tolist()
-        for op, at, _, _ in changes:
-            if op == "remove":
-                del listed[at]
-            else:
-                listed[at : at + (op == "replace")] = [0]
-        moved = np.array(listed, dtype=np.uint32)
-    else:
-        moved = before
-        for op, at, _, _ in changes:
-            if op == "remove":
-                moved = np.delete(moved, at)
-            elif op == "insert":
-                moved = np.insert(moved, at, 0)
-            else:
-                moved = moved.copy()
-                moved[at] = 0
-    changed = np.flatnonzero(moved != after)
-    return list(zip(changed.tolist(), after[changed].tolist()))
-
-
 class Engine:
     """Classifies packets against a policy and enforces its QoS contracts; see the module
     documentation.
@@ -574,7 +547,7 @@ class Engine:
 
     def _install(self, policy: Policy, changes: list[TenantChange]) -> UpdateReport:
         """Hands the core the tenants that changed (every tenant, if what their compiled QoS
-        depends on changed), the weights that are new and the QoS settings if they changed."""
+        depends on changed), the port's weight scale and the QoS settings if they changed."""
         old = self._policy
         context = qos_context(policy)
         settings = None
@@ -582,11 +555,8 @@ class Engine:
             settings = qos_settings(policy, self._poll_ns)
             if qos_context(old) != context:
                 changes = _diff(old, policy, everything=True)
-        weights = policy._weights_since(old) if settings is None else None
-        if weights is None:
-            weights = _changed_weights(old._port_weights, policy._port_weights, changes)
         unknown = ACTION_ALLOW if policy.unknown_tenant == "allow" else ACTION_DROP
-        report = UpdateReport(*self._core.apply(_ops(changes, context), weights, settings, unknown))
+        report = UpdateReport(*self._core.apply(_ops(changes, context), policy._weight_basis.weight_scale, settings, unknown))
         self._policy, self._edits, self._rule_counts = policy, [], {}
         return report
 

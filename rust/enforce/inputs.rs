@@ -11,7 +11,7 @@ use crate::bursts::{BurstConfig, BurstSpec, QueueThresholds, TenantBursts};
 use crate::chunked_vec::GroupedVec;
 use crate::error::CoreError;
 use crate::meter::{Color, MeterKind, MeterKindCode, MeterParams};
-use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams};
+use crate::shaping::{PortConfig, PortMode, QueueConfig, ShaperParams, WeightScale};
 
 #[cfg(feature = "python")]
 use pyo3::types::PyAnyMethods;
@@ -138,14 +138,16 @@ pub struct ProfileInput {
 }
 
 /// A tenant's QoS as compiled from its part of the policy alone (so it is compiled once and
-/// kept while the tenant does not change); its name is the tables' business and its weight the
-/// policy's. It is kept per tenant of a contract of its own: what is rare is boxed, its meter
+/// kept while the tenant does not change); its name is the tables' business and the scale of
+/// its share the policy's. It is kept per tenant of a contract of its own: what is rare is boxed, its meter
 /// (most tenants have one) is not, and its classes are shared.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "python", derive(FromPyObject))]
 pub struct TenantInput {
     /// Its guarantee: its rate, or the sum of its classes' (bytes/s; 0 none).
     pub rate: u64,
+    /// Its port `weight` (0: none; its guarantee then gives its share: [`TenantInput::share`]).
+    pub weight: u32,
     pub burst: u64,
     pub burst_given: bool,
     pub ceil: u64,
@@ -273,13 +275,13 @@ fn contract(meter: Option<&MeterRow>, shaper: Option<&ShaperRow>) -> Result<Cont
 
 impl TenantInput {
     /// The contracts and port queues of the tenant `name` (the inputs an engine keeps have no
-    /// name: [`InputPool`]), its port weight being `weight`.
-    pub fn resolve(&self, name: &Arc<str>, weight: u32, port: Option<&PortInput>) -> Result<TenantQos, CoreError> {
+    /// name: [`InputPool`]).
+    pub fn resolve(&self, name: &Arc<str>, port: Option<&PortInput>) -> Result<TenantQos, CoreError> {
         let place = |class: Option<usize>| match class {
             Some(c) => format!("tenant '{name}', class {c}"),
             None => format!("tenant '{name}'"),
         };
-        let queues = self.port_queues(weight, port).map_err(|e| e.within(place(None)))?;
+        let queues = self.port_queues(None, port).map_err(|e| e.within(place(None)))?;
         // Pushed into a vector of the exact size: collected through a `Result`, it would hold room for four.
         let mut classes = Vec::with_capacity(self.classes.len());
         for (c, (class, queue)) in self.classes.iter().zip(&queues).enumerate() {
@@ -287,7 +289,7 @@ impl TenantInput {
             let on_burst = class
                 .on_burst
                 .as_ref()
-                .map(|p| class_profile(p, contract, *queue, weight).map(Box::new))
+                .map(|p| class_profile(p, contract, *queue).map(Box::new))
                 .transpose()
                 .map_err(|e| e.within(format!("{}, on_burst", place(Some(c)))))?;
             classes.push(ClassQos { contract, queue: *queue, on_burst });
@@ -302,6 +304,16 @@ impl TenantInput {
         Ok(TenantQos { name: Arc::clone(name), contract, classes, on_burst: on_burst.transpose()?, on_overload: on_overload.transpose()? })
     }
 
+    /// Its share of the port's spare capacity, before the port's [`WeightScale`] makes it
+    /// units: its `weight`, else its guarantee in bytes/s (0: one unit).
+    pub fn share(&self) -> u64 {
+        if self.weight > 0 {
+            u64::from(self.weight)
+        } else {
+            self.rate
+        }
+    }
+
     /// `given` applied to the tenant's `normal` contract and queues.
     fn profile(&self, given: &ProfileInput, normal: &ProfileQos, port: Option<&PortInput>) -> Result<ProfileQos, CoreError> {
         let meter = match &given.meter {
@@ -310,7 +322,7 @@ impl TenantInput {
         };
         let shaper = given.shaper.as_ref().map_or(normal.contract.shaper, ShaperRow::spec);
         let mut queues = match given.weight {
-            Some(weight) => self.port_queues(weight, port)?,
+            Some(weight) => self.port_queues(Some(weight), port)?,
             None => normal.queues.clone(),
         };
         for queue in &mut queues {
@@ -325,13 +337,14 @@ impl TenantInput {
         Ok(ProfileQos { contract: Contract { meter, shaper }, queues })
     }
 
-    /// One port queue per class: the class's priority; weight = tenant weight x class weight;
+    /// One port queue per class: the class's priority; weight = class weight, of the tenant's
+    /// share (`weight`: a profile's tenant weight, in units, as the share's class weight factor);
     /// guarantee = the class's rate plus its share, by class weight, of the tenant guarantee
     /// its classes do not claim (the first class takes the rounding), capped at its ceiling;
     /// burst = the class's own, else the part of the tenant's burst its guarantee is of the
     /// tenant's (at least 1 B), else 0 (the port's default); reserve = the port's reserve x
     /// guarantee / line rate.
-    fn port_queues(&self, weight: u32, port: Option<&PortInput>) -> Result<Vec<QueueConfig>, CoreError> {
+    fn port_queues(&self, weight: Option<u32>, port: Option<&PortInput>) -> Result<Vec<QueueConfig>, CoreError> {
         let weights: u64 = self.classes.iter().map(|c| u64::from(c.weight)).sum();
         let claimed: u64 = self.classes.iter().map(|c| c.rate).sum();
         let spare = self
@@ -350,16 +363,15 @@ impl TenantInput {
             .map(|(c, (class, share))| {
                 let rate = class.rate + share;
                 let guarantee = if class.ceil > 0 { rate.min(class.ceil) } else { rate };
-                let weight = weight.checked_mul(class.weight).ok_or_else(|| {
-                    CoreError::spec_at(
-                        format!("class {c}"),
-                        format!("its port weight (tenant weight {weight} x class weight {}) is over {}", class.weight, u32::MAX),
-                    )
-                })?;
+                let (share, weight) = match weight {
+                    None => (self.share(), class.weight),
+                    Some(weight) => (0, tenant_times_class(weight, class.weight).map_err(|e| e.within(format!("class {c}")))?),
+                };
                 let reserved_bytes = port.filter(|p| p.rate > 0).map_or(0, |p| scale(p.reserve, guarantee, p.rate));
                 Ok(QueueConfig {
                     priority: class.priority,
                     weight,
+                    share,
                     guarantee,
                     burst_bytes: self.queue_burst(class, guarantee),
                     ceil: class.ceil,
@@ -388,21 +400,22 @@ impl TenantInput {
     }
 }
 
+/// A profile's tenant weight (units, beside the others' shares' units) times a class's weight:
+/// the class queue's weight, within 32 bits.
+fn tenant_times_class(tenant: u32, class: u32) -> Result<u32, CoreError> {
+    tenant.checked_mul(class).ok_or_else(|| CoreError::spec(format!("its port weight (tenant weight {tenant} x class weight {class}) is over {}", u32::MAX)))
+}
+
 /// A class's burst profile from what the policy gives: its contract with the meter and shaper
-/// given in place of the class's, its queue with the priority and class weight given (the
-/// queue's weight is the tenant's port weight `tenant_weight` x the class weight).
-fn class_profile(given: &ProfileInput, normal: Contract, queue: QueueConfig, tenant_weight: u32) -> Result<ClassBurstProfile, CoreError> {
+/// given in place of the class's, its queue with the priority and class weight given (of the
+/// tenant's share, as the class's own).
+fn class_profile(given: &ProfileInput, normal: Contract, queue: QueueConfig) -> Result<ClassBurstProfile, CoreError> {
     let meter = match &given.meter {
         Some(meter) => meter.spec()?,
         None => normal.meter,
     };
     let shaper = given.shaper.as_ref().map_or(normal.shaper, ShaperRow::spec);
-    let weight = match given.weight {
-        Some(weight) => {
-            tenant_weight.checked_mul(weight).ok_or_else(|| CoreError::spec(format!("its port weight ({tenant_weight} x {weight}) is over {}", u32::MAX)))?
-        }
-        None => queue.weight,
-    };
+    let weight = given.weight.unwrap_or(queue.weight);
     let queue = QueueConfig { priority: given.priority.unwrap_or(queue.priority), weight, ..queue };
     Ok(ClassBurstProfile { contract: Contract { meter, shaper }, queue, hold_ns: given.hold_ns, max_switches_per_s: given.max_switches_per_s })
 }
@@ -425,20 +438,17 @@ fn scale(value: u64, part: u64, whole: u64) -> u64 {
 pub struct QosInputs {
     pub settings: QosSettings,
     pub tenants: GroupedVec<Arc<TenantInput>>,
-    /// Each tenant's share of the port's spare capacity.
-    pub weights: GroupedVec<u32>,
+    /// How the tenants' shares become units of weight at the port.
+    pub weight_scale: WeightScale,
 }
 
 impl QosInputs {
     /// The spec of these inputs, checked ([`QosSpec::check`]), tenant `at` being named `name(at)`.
     pub fn spec<'a>(&self, name: impl Fn(usize) -> &'a Arc<str>) -> Result<QosSpec, CoreError> {
-        if self.weights.len() != self.tenants.len() {
-            return Err(CoreError::spec(format!("{} weights for {} tenants", self.weights.len(), self.tenants.len())));
-        }
         let port = self.settings.port.as_ref();
         let mut tenants = Vec::with_capacity(self.tenants.len()); // exact: collected through a `Result`, it would grow by doubling
-        for (at, (tenant, &weight)) in self.tenants.iter().zip(self.weights.iter()).enumerate() {
-            tenants.push(tenant.resolve(name(at), weight, port)?);
+        for (at, tenant) in self.tenants.iter().enumerate() {
+            tenants.push(tenant.resolve(name(at), port)?);
         }
         let bursts = BurstSpec {
             port: port.map(|p| p.microburst.config()),
@@ -446,7 +456,15 @@ impl QosInputs {
             poll_ns: self.settings.poll_ns.clone(),
         };
         let count = Count::try_from(self.settings.byte_count).map_err(|e| e.within("count"))?;
-        let spec = QosSpec { count, color_map: self.settings.color_map()?, port: self.settings.port()?, tenants, bursts, overload: self.settings.overload() };
+        let spec = QosSpec {
+            count,
+            color_map: self.settings.color_map()?,
+            port: self.settings.port()?,
+            weight_scale: self.weight_scale,
+            tenants,
+            bursts,
+            overload: self.settings.overload(),
+        };
         spec.check()?;
         Ok(spec)
     }
@@ -488,24 +506,33 @@ mod tests {
 
     #[test]
     fn the_guarantee_its_classes_leave_is_shared_by_class_weight_the_first_taking_the_rounding() {
-        let queues = tenant(1000, vec![class(100, 1), class(0, 2), class(0, 4)]).port_queues(3, None).unwrap();
+        let queues = tenant(1000, vec![class(100, 1), class(0, 2), class(0, 4)]).port_queues(None, None).unwrap();
         let guarantees: Vec<u64> = queues.iter().map(|q| q.guarantee).collect();
         assert_eq!(guarantees, vec![100 + 128 + 1, 257, 514]); // 900 spare: 128, 257, 514 (+1)
-        assert_eq!(queues.iter().map(|q| q.weight).collect::<Vec<_>>(), vec![3, 6, 12]);
+        assert_eq!(queues.iter().map(|q| (q.share, q.weight)).collect::<Vec<_>>(), vec![(1000, 1), (1000, 2), (1000, 4)]);
+    }
+
+    #[test]
+    fn a_tenant_shares_by_its_weight_else_its_guarantee_and_a_profile_weight_is_units() {
+        let weighed = TenantInput { weight: 3, ..tenant(1000, vec![class(0, 2)]) };
+        assert_eq!(weighed.port_queues(None, None).unwrap()[0].share, 3);
+        assert_eq!(tenant(0, vec![class(0, 2)]).port_queues(None, None).unwrap()[0].share, 0, "no guarantee: one unit");
+        let profiled = weighed.port_queues(Some(5), None).unwrap()[0];
+        assert_eq!((profiled.share, profiled.weight), (0, 10), "5 units x class weight 2");
     }
 
     #[test]
     fn a_queue_burst_is_its_class_burst_else_its_share_of_the_tenant_burst() {
         let mut t = tenant(1000, vec![class(0, 1), ClassInput { burst: 77, burst_given: true, ..class(0, 3) }]);
-        assert_eq!(t.port_queues(1, None).unwrap().iter().map(|q| q.burst_bytes).collect::<Vec<_>>(), vec![0, 77]);
+        assert_eq!(t.port_queues(None, None).unwrap().iter().map(|q| q.burst_bytes).collect::<Vec<_>>(), vec![0, 77]);
         (t.burst, t.burst_given) = (4000, true);
-        assert_eq!(t.port_queues(1, None).unwrap().iter().map(|q| q.burst_bytes).collect::<Vec<_>>(), vec![1000, 77]);
+        assert_eq!(t.port_queues(None, None).unwrap().iter().map(|q| q.burst_bytes).collect::<Vec<_>>(), vec![1000, 77]);
     }
 
     #[test]
     fn reserves_follow_the_guarantees_and_ceilings_cap_them() {
         let port = PortInput { rate: 10_000, buffer: 1 << 20, reserve: 5000, ..PortInput::default() };
-        let queues = tenant(2000, vec![ClassInput { ceil: 500, ..class(0, 1) }, class(0, 1)]).port_queues(1, Some(&port)).unwrap();
+        let queues = tenant(2000, vec![ClassInput { ceil: 500, ..class(0, 1) }, class(0, 1)]).port_queues(None, Some(&port)).unwrap();
         assert_eq!(queues.iter().map(|q| (q.guarantee, q.reserved_bytes)).collect::<Vec<_>>(), vec![(500, 250), (1000, 500)]);
     }
 
@@ -528,19 +555,14 @@ mod tests {
             classes: [ClassInput { meter: Some(Box::new(MeterRow { kind: 9, ..MeterRow::default() })), ..class(0, 1) }].into(),
             ..tenant(0, vec![])
         };
-        let err = bad_meter.resolve(&"a".into(), 1, None).unwrap_err().to_string();
+        let err = bad_meter.resolve(&"a".into(), None).unwrap_err().to_string();
         assert!(err.contains("tenant 'a', class 0") && err.contains("meter kind 9"), "{err}");
-        let heavy = tenant(0, vec![class(0, u32::MAX)]).resolve(&"a".into(), 2, None).unwrap_err().to_string();
-        assert!(heavy.contains("port weight"), "{heavy}");
+        let profile = Some(Box::new(ProfileInput { weight: Some(2), ..ProfileInput::default() }));
+        let heavy = TenantInput { on_overload: profile, ..tenant(0, vec![class(0, u32::MAX)]) }.resolve(&"a".into(), None).unwrap_err().to_string();
+        assert!(heavy.contains("tenant 'a', on_overload") && heavy.contains("class 0") && heavy.contains("port weight"), "{heavy}");
         let srtcm = MeterRow { kind: 1, byte_count: 1, actions: [0, 0, 2], ..MeterRow::default() };
-        let inputs = QosInputs {
-            tenants: vec![Arc::new(TenantInput { meter: Some(srtcm), ..tenant(0, vec![class(0, 1)]) })].into(),
-            weights: vec![1].into(),
-            ..QosInputs::default()
-        };
+        let inputs = QosInputs { tenants: vec![Arc::new(TenantInput { meter: Some(srtcm), ..tenant(0, vec![class(0, 1)]) })].into(), ..QosInputs::default() };
         let a: Arc<str> = "a".into();
         assert!(inputs.spec(|_| &a).unwrap_err().to_string().contains("srTCM CIR is 0"));
-        let no_weights = QosInputs { weights: GroupedVec::default(), ..inputs };
-        assert!(no_weights.spec(|_| &a).unwrap_err().to_string().contains("0 weights for 1 tenants"));
     }
 }

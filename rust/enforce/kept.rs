@@ -242,7 +242,7 @@ mod tests {
         let kept = pool.keep(&metered, &mut profiles);
         assert_eq!(kept.qos(&profiles), Some(metered.clone()), "each contract given back from its profile");
         metered.classes[0].queue.weight = 5;
-        assert!(!is(&kept, &metered, &profiles) && kept.enforces(&metered, &profiles), "re-weighed, enforced alike");
+        assert!(!is(&kept, &metered, &profiles) && kept.enforces(&metered, &profiles), "its queue weighs anew, enforced alike");
         let requeued = pool.requeued(&kept, &metered);
         assert!(is(&requeued, &metered, &profiles) && requeued.profile() == kept.profile(), "its new queues, its profiles as they were");
         assert_eq!(requeued.classes()[0].profile, kept.classes()[0].profile);

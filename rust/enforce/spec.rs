@@ -12,7 +12,7 @@ use crate::error::CoreError;
 use crate::meter::{Color, MeterParams};
 use crate::parse::PacketInfo;
 use crate::shaping::port::check_queues;
-use crate::shaping::{Port, PortConfig, QueueConfig, ShaperParams};
+use crate::shaping::{Port, PortConfig, QueueConfig, ShaperParams, WeightScale};
 
 codes! {
     /// Which bytes of a packet meters, shapers and the port count (`COUNT_MODES` in Python).
@@ -161,6 +161,8 @@ pub struct QosSpec {
     /// A packet's colour on arrival, by DSCP, for colour-aware meters.
     pub color_map: [Color; 64],
     pub port: Option<PortConfig>,
+    /// How the queues' shares become units of weight at the port.
+    pub weight_scale: WeightScale,
     pub tenants: Vec<TenantQos>,
     /// Microburst detection (docs/bursts.md): which scopes, and the polled views.
     pub bursts: BurstSpec,
@@ -170,7 +172,15 @@ pub struct QosSpec {
 impl Default for QosSpec {
     /// No contracts: every classified packet passes, green.
     fn default() -> Self {
-        QosSpec { count: Count::Outer, color_map: [Color::Green; 64], port: None, tenants: Vec::new(), bursts: BurstSpec::default(), overload: None }
+        QosSpec {
+            count: Count::Outer,
+            color_map: [Color::Green; 64],
+            port: None,
+            weight_scale: WeightScale::default(),
+            tenants: Vec::new(),
+            bursts: BurstSpec::default(),
+            overload: None,
+        }
     }
 }
 

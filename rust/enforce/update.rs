@@ -15,7 +15,7 @@ use super::rows::StatsRows;
 use super::{Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
 use crate::bursts::TenantBursts;
 use crate::shaping::port::check_queues;
-use crate::shaping::{Port, PortConfig, QueueConfig};
+use crate::shaping::{Port, PortConfig, QueueConfig, WeightScale};
 
 impl Enforcer {
     /// `spec` (checked) applies from the next [`retarget`](Enforcer::retarget); `None`
@@ -76,6 +76,9 @@ impl Enforcer {
         }
         let new_class_keys = class_keys(&contracts);
         let port_kept = self.replace_port(spec.port, &old_queues, queues, &old_keys[..self.class_rows], &new_class_keys);
+        if let Some(state) = &mut self.port {
+            state.port.set_weight_scale(spec.weight_scale);
+        }
         let queue_scopes = if spec.port.is_some() { queue_scopes } else { Vec::new() };
         self.bursts.retarget(&spec.bursts, names, &queue_scopes, port_kept, self.clock_ns);
         self.archive_rows(&old_keys);
@@ -99,6 +102,15 @@ impl Enforcer {
         spec.tenants.retain(|t| !in_tables.contains(&*t.name));
         spec.tenants.shrink_to_fit();
         self.spec = spec;
+    }
+
+    /// Makes the port queues' shares units of weight through `scale` (a policy's guarantees'
+    /// common divisor changed): the port's quanta alone change.
+    pub fn set_weight_scale(&mut self, scale: WeightScale) {
+        self.spec.weight_scale = scale;
+        if let Some(state) = &mut self.port {
+            state.port.set_weight_scale(scale);
+        }
     }
 
     /// The spec in force: the contracts of the tenants in the tables, and those kept for tenants not in them.

@@ -10,6 +10,7 @@ use super::{build, check_tenant, incremental, Engine, EngineTables, HotTenant, T
 use crate::chunked_vec::GroupedVec;
 use crate::enforce::TenantInput;
 use crate::error::CoreError;
+use crate::shaping::WeightScale;
 use rustc_hash::FxHashSet;
 
 /// What selects a tenant's traffic.
@@ -83,8 +84,9 @@ pub enum TenantOp {
 #[derive(Debug, Clone, Default)]
 pub struct Delta {
     pub ops: Vec<TenantOp>,
-    /// (tenant id after the ops, its port weight) for every tenant whose weight is new.
-    pub weights: Vec<(usize, u32)>,
+    /// How the tenants' shares become units of weight at the port (the policy's guarantees'
+    /// common divisor, or its tenants' weights as they are).
+    pub weight_scale: WeightScale,
     /// The policy-wide QoS settings, when they changed.
     pub settings: Option<crate::enforce::QosSettings>,
     pub unknown_action: u8,
@@ -269,7 +271,7 @@ impl Edit<'_> {
     /// Applies `op`, borrowed: what the engine keeps of it is copied, so that it is made while
     /// the update's ops still stand and lies apart from them, not in the holes each op would
     /// leave as it went (pages the heap could then not hand back).
-    fn apply(&mut self, op: &TenantOp, qos: &mut GroupedVec<Arc<TenantInput>>, weights: &mut GroupedVec<u32>) -> Result<(), CoreError> {
+    fn apply(&mut self, op: &TenantOp, qos: &mut GroupedVec<Arc<TenantInput>>) -> Result<(), CoreError> {
         let count = self.next.tenants.len();
         match *op {
             TenantOp::Replace { at, ref tenant } if at < count => {
@@ -295,7 +297,6 @@ impl Edit<'_> {
                 self.next.routes.insert(at, KeptRoute::Other(Arc::default()));
                 self.place(at, tables, route);
                 qos.insert(at, self.engine.input_pool.lock().unwrap_or_else(|p| p.into_inner()).share(input));
-                weights.insert(at, 1);
             }
             TenantOp::Remove { at } if at < count => {
                 self.unroute(at);
@@ -306,7 +307,6 @@ impl Edit<'_> {
                     self.shift(at + 1, -1); // none after the last: removing it stays O(1)
                 }
                 qos.remove(at);
-                weights.remove(at);
             }
             TenantOp::Replace { at, .. } | TenantOp::Insert { at, .. } | TenantOp::Remove { at } => {
                 return Err(CoreError::InvalidArgument(format!("no tenant position {at}: the engine has {count} tenants")));
@@ -339,7 +339,8 @@ impl Engine {
     pub fn apply(&self, delta: Delta) -> Result<UpdateReport, CoreError> {
         let _serial = self.updating.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.tables.load_full();
-        if delta.ops.is_empty() && delta.weights.is_empty() && delta.settings.is_none() && delta.unknown_action == current.unknown_action {
+        let scale_now = self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()).weight_scale;
+        if delta.ops.is_empty() && delta.weight_scale == scale_now && delta.settings.is_none() && delta.unknown_action == current.unknown_action {
             return Ok(UpdateReport { kept: current.tenants.len(), ..UpdateReport::default() });
         }
         let mut inputs = self.qos_inputs.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -364,7 +365,7 @@ impl Engine {
         for op in &delta.ops {
             let before = if shape == QosShape::Steps { Taken::before(op, &inputs, |at| edit.next.tenants.get(at).map(|t| &*t.name)) } else { None };
             let replacing = if let TenantOp::Replace { at, .. } = op { Some(*at) } else { None };
-            edit.apply(op, &mut inputs.tenants, &mut inputs.weights)?;
+            edit.apply(op, &mut inputs.tenants)?;
             // A table patched too often is built afresh in the background, by name (positions move).
             if let Some(table) = replacing.and_then(|at| edit.next.tenants.get(at)).filter(|t| t.table.is_worn()) {
                 worn.push(table.name.to_string());
@@ -374,26 +375,19 @@ impl Engine {
                 taken.push(before.after(&inputs, &name));
             }
         }
-        for &(at, weight) in &delta.weights {
-            if at >= inputs.weights.len() {
-                return Err(CoreError::InvalidArgument(format!("a weight for tenant position {at}, of {}", inputs.tenants.len())));
-            }
-            inputs.weights.set(at, weight);
-        }
+        inputs.weight_scale = delta.weight_scale;
         if let Some(settings) = delta.settings {
             inputs.settings = settings;
         }
         let name = |at: usize| &edit.next.tenants[at].name;
         let change = match shape {
             QosShape::Replaced(rescoped) => {
-                let mut changed: Vec<usize> = replaced.iter().copied().chain(delta.weights.iter().map(|(at, _)| *at)).collect();
-                changed.sort_unstable();
-                changed.dedup();
                 let mut replaced = replaced;
                 replaced.sort_unstable();
-                replacements(&changed, &replaced, &rescoped, &inputs, name)?
+                replaced.dedup();
+                replacements(&replaced, &rescoped, &inputs, name)?
             }
-            QosShape::Steps => steps(taken, &delta.weights, &inputs, name)?,
+            QosShape::Steps => steps(taken, &inputs, name)?,
             QosShape::Full => QosChange::Full(Box::new(inputs.spec(name)?)),
         };
         let (tables, report) = edit.finish(delta.unknown_action)?;
@@ -446,7 +440,7 @@ mod tests {
     fn engine(names: &[(&str, u32)]) -> Engine {
         let engine = Engine::new(TablesSpec::default()).unwrap();
         let ops = names.iter().enumerate().map(|(i, (name, vni))| insert(i, entry(name, &[*vni], 80))).collect();
-        engine.apply(Delta { ops, weights: (0..names.len()).map(|i| (i, 1)).collect(), ..Delta::default() }).unwrap();
+        engine.apply(Delta { ops, ..Delta::default() }).unwrap();
         engine
     }
 
@@ -471,7 +465,7 @@ mod tests {
     #[test]
     fn inserts_and_removes_move_the_later_tenants_and_their_vnis_follow() {
         let engine = engine(&[("a", 10), ("b", 20), ("c", 30)]);
-        engine.apply(Delta { ops: vec![insert(1, entry("new", &[15], 80))], weights: vec![(1, 1)], ..Delta::default() }).unwrap();
+        engine.apply(Delta { ops: vec![insert(1, entry("new", &[15], 80))], ..Delta::default() }).unwrap();
         assert_eq!(engine.tables().tenant_names(), ["a", "new", "b", "c"]);
         assert_eq!(verdict(&engine, 20, 80), (Some("b".to_string()), ALLOW));
         engine.apply(Delta { ops: vec![TenantOp::Remove { at: 0 }], ..Delta::default() }).unwrap();
@@ -555,20 +549,16 @@ mod tests {
         let (before, inputs_before) = (engine.tables(), engine.qos_inputs.lock().unwrap().clone());
         let mut changed = entry("t10", &[1010], 443);
         changed.qos.rate = 1000; // a new contract: its input is stored anew
-        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 10, tenant: changed }], weights: vec![(10, 2)], ..Delta::default() }).unwrap();
+        engine.apply(Delta { ops: vec![TenantOp::Replace { at: 10, tenant: changed }], ..Delta::default() }).unwrap();
         let (after, inputs) = (engine.tables(), engine.qos_inputs.lock().unwrap().clone());
         // 5,000 tenants: the data path's parts are 40 chunks of 128, of which a replacement copies
         // one; the other vectors group chunks of 64 by 64 (tenants 0-4095, 4096-), of which it
         // copies one group.
         assert_eq!(after.data_path.shared_chunks(&before.data_path), 39);
-        let groups = [
-            after.tenants.shared_groups(&before.tenants),
-            after.routes.shared_groups(&before.routes),
-            inputs.tenants.shared_groups(&inputs_before.tenants),
-            inputs.weights.shared_groups(&inputs_before.weights),
-        ];
-        assert_eq!(groups, [1; 4]);
-        assert_eq!((inputs.weights[10], verdict(&engine, 1010, 443)), (2, (Some("t10".to_string()), ALLOW)));
+        let groups =
+            [after.tenants.shared_groups(&before.tenants), after.routes.shared_groups(&before.routes), inputs.tenants.shared_groups(&inputs_before.tenants)];
+        assert_eq!(groups, [1; 3]);
+        assert_eq!((inputs.tenants[10].rate, verdict(&engine, 1010, 443)), (1000, (Some("t10".to_string()), ALLOW)));
     }
 
     #[test]
@@ -599,12 +589,12 @@ mod tests {
     #[test]
     fn a_tenant_added_at_the_end_is_resolved_and_checked_alone_and_a_refused_one_changes_nothing() {
         let engine = engine(&[("a", 10), ("b", 20)]);
-        engine.apply(Delta { ops: vec![insert(2, metered("c", 30, 1000))], weights: vec![(2, 3)], ..Delta::default() }).unwrap();
+        engine.apply(Delta { ops: vec![insert(2, metered("c", 30, 1000))], ..Delta::default() }).unwrap();
         let tables = engine.tables();
         let qos = engine.qos_inputs.lock().unwrap().spec(|at| &tables.tenants[at].name).unwrap();
         assert_eq!(engine.with_enforcer(|e| (0..3).map(|t| e.contract_of(t)).collect::<Vec<_>>()), qos.tenants.into_iter().map(Some).collect::<Vec<_>>());
         for (refused, why) in [(entry("a", &[40], 80), "tenant 'a' appears twice"), (metered("d", 40, 0), "tenant 'd': meter: srTCM CIR is 0")] {
-            let err = engine.apply(Delta { ops: vec![insert(3, refused)], weights: vec![(3, 1)], ..Delta::default() }).unwrap_err().to_string();
+            let err = engine.apply(Delta { ops: vec![insert(3, refused)], ..Delta::default() }).unwrap_err().to_string();
             assert!(err.contains(why), "{err}");
             assert_eq!(engine.tables().tenant_names(), ["a", "b", "c"]);
         }
@@ -621,7 +611,7 @@ mod tests {
             TenantOp::Replace { at: 0, tenant: metered("a", 10, 1000) },
             TenantOp::Replace { at: 1, tenant: metered("e", 50, 3000) }, // c renamed
         ];
-        engine.apply(Delta { ops, weights: vec![(0, 1), (1, 2), (2, 3)], ..Delta::default() }).unwrap();
+        engine.apply(Delta { ops, ..Delta::default() }).unwrap();
         let tables = engine.tables();
         assert_eq!(tables.tenant_names(), ["a", "e", "d"]);
         let qos = engine.qos_inputs.lock().unwrap().spec(|at| &tables.tenants[at].name).unwrap();
@@ -652,7 +642,7 @@ mod tests {
             let at = random(model.len() + 1);
             ops.push(insert(at, entry(&added.0, &[added.1], added.2)));
             model.insert(at, added);
-            engine.apply(Delta { ops, weights: vec![(at, 1)], ..Delta::default() }).unwrap();
+            engine.apply(Delta { ops, ..Delta::default() }).unwrap();
         }
         assert_eq!(engine.tables().tenant_names(), model.iter().map(|(name, ..)| name.clone()).collect::<Vec<_>>());
         for (name, vni, port) in &model {

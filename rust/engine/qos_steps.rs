@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 
 use super::{Delta, Engine, EngineTables, TenantOp};
 use crate::bursts::{BurstSpec, TenantBursts};
@@ -23,9 +23,12 @@ impl Engine {
         let mut qos = self.lock_qos();
         let (taken, full_spec) = match change {
             // In order: a refusal after some went leaves a state the retarget below aligns by name.
-            QosChange::Steps(steps, reweighed, checks) => {
+            QosChange::Steps(steps, checks) => {
                 let enforcer = qos.enforcer_mut();
-                let taken = steps.into_iter().all(|step| step.take(enforcer, &checks)) && (reweighed.is_empty() || enforcer.replace_contracts(&reweighed));
+                let taken = steps.into_iter().all(|step| step.take(enforcer, &checks));
+                if taken {
+                    enforcer.set_weight_scale(inputs.weight_scale);
+                }
                 (taken, None)
             }
             QosChange::Full(spec) => (false, Some(*spec)),
@@ -56,14 +59,13 @@ impl Engine {
 /// What an update changes of the QoS inputs, as far as the enforcer is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum QosShape {
-    /// Only tenants put in place of tenants of the same name, and weights (a guarantee that
-    /// changes the common divisor re-weighs every tenant): no tenant moves, so each is resolved
-    /// with its new weight and the enforcer is given them all at once
+    /// Only tenants put in place of tenants of the same name: no tenant moves, so the enforcer
+    /// is given them all at once
     /// ([`crate::enforce::Enforcer::replace_contracts`]), with the microburst settings of those
     /// at these positions, which changed ([`crate::enforce::Enforcer::rescope`]).
     Replaced(Vec<usize>),
     /// Tenants put in, taken out and replaced, in order, at most [`MOST_MOVES`] of them moving
-    /// others: each is given to the enforcer alone ([`Taken`]), then the tenants re-weighed.
+    /// others: each is given to the enforcer alone ([`Taken`]).
     Steps,
     /// Anything else: every tenant is resolved again.
     Full,
@@ -85,9 +87,9 @@ impl QosShape {
 
 /// What the enforcer is given of an update (see [`QosShape`]).
 pub(super) enum QosChange {
-    /// In order; then the contracts of the tenants re-weighed; and what a tenant put in alone is
-    /// checked against ([`alone_checks`]).
-    Steps(Vec<QosStep>, Vec<(usize, TenantQos)>, Box<QosSpec>),
+    /// In order, then the port's weight scale; and what a tenant put in alone is checked
+    /// against ([`alone_checks`]).
+    Steps(Vec<QosStep>, Box<QosSpec>),
     /// Boxed: far larger than the others.
     Full(Box<QosSpec>),
 }
@@ -98,10 +100,6 @@ pub(super) struct Replacement {
     bursts: Vec<TenantBursts>,
     /// Whether they changed ([`Enforcer::rescope`] then follows them).
     rescoped: bool,
-    /// Whether the tenant may go out and in again when the enforcer cannot put its contract in
-    /// place of the old one (its classes or profiles changed, or its name): a tenant the update
-    /// gave, not one re-weighed.
-    may_renew: bool,
 }
 
 /// One step of an update, as the enforcer takes it.
@@ -144,9 +142,6 @@ impl Replacement {
             }
             return true;
         }
-        if !self.may_renew {
-            return false;
-        }
         let Ok(qos) = checked_alone(qos, checks, &self.bursts) else { return false };
         enforcer.remove(at) && enforcer.insert_watched(at, vec![qos], self.bursts)
     }
@@ -181,7 +176,6 @@ pub(super) enum Taken {
         was: String,
         old: Arc<TenantInput>,
         new: Arc<TenantInput>,
-        weight: u32,
     },
     Insert {
         at: usize,
@@ -200,8 +194,8 @@ impl Taken {
     pub(super) fn before<'a>(op: &TenantOp, inputs: &QosInputs, name: impl Fn(usize) -> Option<&'a str>) -> Option<Taken> {
         Some(match op {
             TenantOp::Replace { at, .. } => {
-                let (old, weight) = (Arc::clone(inputs.tenants.get(*at)?), *inputs.weights.get(*at)?);
-                Taken::Replace { at: *at, name: Arc::default(), was: name(*at)?.to_string(), new: Arc::clone(&old), old, weight }
+                let old = Arc::clone(inputs.tenants.get(*at)?);
+                Taken::Replace { at: *at, name: Arc::default(), was: name(*at)?.to_string(), new: Arc::clone(&old), old }
             }
             TenantOp::Insert { at, tenant } => Taken::Insert { at: *at, name: tenant.tables.name.as_str().into(), new: Arc::default() },
             TenantOp::Remove { at } => Taken::Remove { at: *at, was: name(*at)?.to_string() },
@@ -250,36 +244,20 @@ fn comes_back(taken: &[Taken]) -> bool {
         && taken.iter().filter(|t| !matches!(t, Taken::Replace { name, was, .. } if **name == **was)).filter_map(Taken::gives).any(|name| out.contains(name))
 }
 
-/// The enforcer's steps for the ops `taken`, the update's `weights` set (each tenant given
-/// its weight as the update ends) and `inputs` the final inputs, tenant `at` being `name(at)`:
-/// the tenants given are resolved with their weights, those re-weighed alone are resolved
-/// after the steps.
-pub(super) fn steps<'a>(
-    taken: Vec<Taken>,
-    weights: &[(usize, u32)],
-    inputs: &QosInputs,
-    name: impl Fn(usize) -> &'a Arc<str> + Copy,
-) -> Result<QosChange, CoreError> {
+/// The enforcer's steps for the ops `taken`, `inputs` being the final inputs and tenant `at`
+/// being `name(at)`.
+pub(super) fn steps<'a>(taken: Vec<Taken>, inputs: &QosInputs, name: impl Fn(usize) -> &'a Arc<str> + Copy) -> Result<QosChange, CoreError> {
     if comes_back(&taken) {
         return Ok(QosChange::Full(Box::new(inputs.spec(name)?)));
-    }
-    let given: FxHashSet<&str> = taken.iter().filter_map(Taken::gives).collect();
-    let mut weight_of: FxHashMap<&str, u32> = FxHashMap::default();
-    let mut reweighed = Vec::new();
-    for &(at, weight) in weights {
-        match given.get(&**name(at)) {
-            Some(&given) => _ = weight_of.insert(given, weight),
-            None => reweighed.push(at),
-        }
     }
     let (port, checks) = (inputs.settings.port.as_ref(), alone_checks(inputs)?);
     let mut steps: Vec<QosStep> = Vec::with_capacity(taken.len());
     for op in &taken {
         match op {
-            Taken::Replace { at, name, old, new, weight, .. } => {
-                let qos = new.resolve(name, weight_of.get(&**name).copied().unwrap_or(*weight), port)?;
+            Taken::Replace { at, name, old, new, .. } => {
+                let qos = new.resolve(name, port)?;
                 let bursts = watched_one(new, name, inputs)?;
-                let replacement = Replacement { bursts, rescoped: !same_bursts(old, new), may_renew: true };
+                let replacement = Replacement { bursts, rescoped: !same_bursts(old, new) };
                 match steps.last_mut() {
                     Some(QosStep::Replace(contracts, replacements)) => {
                         contracts.push((*at, qos));
@@ -289,7 +267,7 @@ pub(super) fn steps<'a>(
                 }
             }
             Taken::Insert { at, name, new } => {
-                let qos = new.resolve(name, weight_of.get(&**name).copied().unwrap_or(1), port)?;
+                let qos = new.resolve(name, port)?;
                 let bursts = watched_one(new, name, inputs)?;
                 let qos = checked_alone(qos, &checks, &bursts)?;
                 match steps.last_mut() {
@@ -303,31 +281,26 @@ pub(super) fn steps<'a>(
             Taken::Remove { at, .. } => steps.push(QosStep::Remove(*at)),
         }
     }
-    let reweighed =
-        reweighed.into_iter().map(|at| Ok((at, inputs.tenants[at].resolve(name(at), inputs.weights[at], port)?))).collect::<Result<_, CoreError>>()?;
-    Ok(QosChange::Steps(steps, reweighed, Box::new(checks)))
+    Ok(QosChange::Steps(steps, Box::new(checks)))
 }
 
 /// The enforcer's step for an update that only puts tenants in place of tenants of the same
-/// name at `changed` (those `replaced` by the update, the others re-weighed), those at
-/// `rescoped` with new microburst settings; `inputs` are the final ones.
+/// name at `replaced` (in order, each once), those at `rescoped` with new microburst settings;
+/// `inputs` are the final ones.
 pub(super) fn replacements<'a>(
-    changed: &[usize],
     replaced: &[usize],
     rescoped: &[usize],
     inputs: &QosInputs,
     name: impl Fn(usize) -> &'a Arc<str>,
 ) -> Result<QosChange, CoreError> {
     let port = inputs.settings.port.as_ref();
-    let (mut contracts, mut replacements) = (Vec::with_capacity(changed.len()), Vec::with_capacity(changed.len()));
-    for &at in changed {
-        let given = replaced.binary_search(&at).is_ok();
+    let (mut contracts, mut replacements) = (Vec::with_capacity(replaced.len()), Vec::with_capacity(replaced.len()));
+    for &at in replaced {
         let input = &inputs.tenants[at];
-        let bursts = if given { watched_one(input, name(at), inputs)? } else { Vec::new() };
-        contracts.push((at, input.resolve(name(at), inputs.weights[at], port)?));
-        replacements.push(Replacement { bursts, rescoped: rescoped.binary_search(&at).is_ok(), may_renew: given });
+        contracts.push((at, input.resolve(name(at), port)?));
+        replacements.push(Replacement { bursts: watched_one(input, name(at), inputs)?, rescoped: rescoped.binary_search(&at).is_ok() });
     }
-    Ok(QosChange::Steps(vec![QosStep::Replace(contracts, replacements)], Vec::new(), Box::new(alone_checks(inputs)?)))
+    Ok(QosChange::Steps(vec![QosStep::Replace(contracts, replacements)], Box::new(alone_checks(inputs)?)))
 }
 
 /// Whether `delta` only puts tenants in place of tenants of the same name (`None` if not),

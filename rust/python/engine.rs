@@ -1,6 +1,8 @@
 //! The `Engine` class: the compiler's typed results read as they are (`FromPyObject`), the
 //! processed and verdict record layouts, and the statistics it reports.
 
+use std::num::NonZeroU64;
+
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -11,6 +13,7 @@ use crate::engine::{self, Delta, Route, RuleEdit, RuleRow, TablesSpec, TenantEnt
 use crate::error::CoreError;
 use crate::memory;
 use crate::parse::{PacketInfo, ParseConfig, PortSet};
+use crate::shaping::WeightScale;
 
 use super::batch::PacketBatch;
 use super::bursts::burst_stats_dict;
@@ -106,22 +109,24 @@ impl Engine {
         Ok(Engine { engine })
     }
 
-    /// Applies a policy update as the tenants that changed (`ops`, in order), the port weights
-    /// that are new (tenant position after the ops, weight), the QoS settings if they changed,
-    /// and the action on packets of no tenant; returns how many tenants' tables were kept,
-    /// patched and rebuilt. Nothing changes if anything is refused.
-    #[pyo3(signature = (ops, weights, settings, unknown_action))]
+    /// Applies a policy update as the tenants that changed (`ops`, in order), the port's weight
+    /// scale (times, per: a tenant's share x times / per is its units of weight), the QoS
+    /// settings if they changed, and the action on packets of no tenant; returns how many
+    /// tenants' tables were kept, patched and rebuilt. Nothing changes if anything is refused.
+    #[pyo3(signature = (ops, weight_scale, settings, unknown_action))]
     fn apply(
         &self,
         py: Python<'_>,
         ops: Vec<OpArg<'_>>,
-        weights: Vec<(usize, u32)>,
+        weight_scale: (u32, u64),
         settings: Option<QosSettings>,
         unknown_action: u8,
     ) -> PyResult<(usize, usize, usize)> {
         let ops = ops.into_iter().map(OpArg::op).collect::<PyResult<Vec<_>>>()?;
         let large = ops.len() >= LARGE_UPDATE;
-        let delta = Delta { ops, weights, settings, unknown_action };
+        let (times, per) = weight_scale;
+        let per = NonZeroU64::new(per).ok_or_else(|| CoreError::InvalidArgument("a weight scale's divisor must be at least 1".to_string()))?;
+        let delta = Delta { ops, weight_scale: WeightScale { times, per }, settings, unknown_action };
         let report = without_gil(py, || {
             let report = self.engine.apply(delta);
             if large {

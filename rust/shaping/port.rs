@@ -32,7 +32,9 @@
 //! - A queue joins a ring at the tail when it becomes able to send in that phase: on the
 //!   arrival that makes it backlogged, when its bucket fills, or right after sending. It leaves
 //!   when it empties (its deficits go to 0) or after a send leaves its bucket short (its turn
-//!   ends, its deficit stays). Quantum = weight x [`QUANTUM_BYTES`], so every turn sends.
+//!   ends, its deficit stays). Quantum = units x weight x [`QUANTUM_BYTES`], so every turn
+//!   sends; a queue's units are its share through the port's [`WeightScale`], so that a
+//!   policy-wide change of scale (its tenants' guarantees' common divisor) is the port's alone.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -83,8 +85,12 @@ pub struct PortConfig {
 pub struct QueueConfig {
     /// 0 is served first.
     pub priority: u8,
-    /// Share of the spare capacity (and of the guaranteed phase) within the priority; >= 1.
+    /// Share of the spare capacity (and of the guaranteed phase) within the priority: this
+    /// times the units of `share`; >= 1.
     pub weight: u32,
+    /// The share, before the port's [`WeightScale`] makes it units (at least one): in the
+    /// engine, the tenant's guarantee or its `weight` (0: one unit).
+    pub share: u64,
     /// Rate served before any borrowing; 0 = none. The port's guarantees may not add up to
     /// more than its line rate.
     pub guarantee: u64,
@@ -106,7 +112,7 @@ pub struct QueueConfig {
 impl QueueConfig {
     /// An equal share of the spare capacity and nothing else.
     pub const BEST_EFFORT: QueueConfig =
-        QueueConfig { priority: 0, weight: 1, guarantee: 0, burst_bytes: 0, ceil: 0, limit_bytes: 0, reserved_bytes: 0, alpha_log2: None };
+        QueueConfig { priority: 0, weight: 1, share: 0, guarantee: 0, burst_bytes: 0, ceil: 0, limit_bytes: 0, reserved_bytes: 0, alpha_log2: None };
 
     /// The guarantee bucket's depth in bytes.
     pub fn guarantee_depth(&self) -> u64 {
@@ -121,6 +127,37 @@ impl QueueConfig {
     pub fn ceil_depth(&self) -> u64 {
         let guarantee = if self.guarantee > 0 { self.guarantee_depth() } else { 0 };
         bucket_bytes(self.ceil).max(guarantee)
+    }
+}
+
+/// How queues' shares ([`QueueConfig::share`]) become units of weight: `share x times / per`,
+/// rounded down, at least 1 and at most `u32::MAX`. The engine's: its tenants' `weight`s as
+/// they are (1/1), else their guarantees over their greatest common divisor (1/divisor), or
+/// scaled so that the largest is `u32::MAX` (`u32::MAX`/largest) when that is not enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WeightScale {
+    pub times: u32,
+    pub per: NonZeroU64,
+}
+
+impl Default for WeightScale {
+    /// A share is its units.
+    fn default() -> Self {
+        WeightScale { times: 1, per: NonZeroU64::MIN }
+    }
+}
+
+impl WeightScale {
+    /// The units of `share`.
+    pub fn units(&self, share: u64) -> u64 {
+        let units = u128::from(share) * u128::from(self.times) / u128::from(self.per.get());
+        units.clamp(1, u128::from(u32::MAX)) as u64
+    }
+
+    /// The round-robin quantum of a queue of `share` and `weight`: units x weight (at most
+    /// `u32::MAX`, what a policy may give) x [`QUANTUM_BYTES`].
+    fn quantum(&self, share: u64, weight: u32) -> u64 {
+        (self.units(share) * u64::from(weight)).min(u64::from(u32::MAX)) * QUANTUM_BYTES
     }
 }
 
@@ -181,6 +218,9 @@ struct Queue {
     limit_bytes: u64,
     reserved_bytes: u64,
     alpha_log2: Option<i8>,
+    /// Its [`QueueConfig::share`] and weight: its quantum again when the scale changes.
+    weight: u32,
+    share: u64,
     guarantee: Option<Bucket>,
     ceil: Option<Bucket>,
     /// When the queue next joins a ring, if it is waiting for a bucket (always after tick 0,
@@ -198,6 +238,8 @@ impl Queue {
             limit_bytes: config.limit_bytes,
             reserved_bytes: config.reserved_bytes,
             alpha_log2: config.alpha_log2,
+            weight: config.weight,
+            share: config.share,
             guarantee: guarantee_rate(config).map(|rate| Bucket::new(rate, config.guarantee_depth(), unit)),
             ceil: ceil_rate(config, line_rate).map(|rate| Bucket::new(rate, config.ceil_depth(), unit)),
             timer: None,
@@ -224,6 +266,7 @@ pub struct Port {
     mode: PortMode,
     /// Token units per byte: 1e9 x line_rate.
     unit: i128,
+    weight_scale: WeightScale,
     queues: Vec<Queue>,
     stats: Vec<QueueStats>,
     scheduler: Scheduler,
@@ -251,7 +294,8 @@ impl Port {
     pub fn new(config: PortConfig, queues: Vec<QueueConfig>) -> Result<Port, CoreError> {
         check_queues(&config, &queues)?;
         let unit = i128::from(config.line_rate) * NS_PER_S as i128;
-        let scheduler = Scheduler::new(queues.iter().map(|q| (q.priority, u64::from(q.weight) * QUANTUM_BYTES)));
+        let weight_scale = WeightScale::default();
+        let scheduler = Scheduler::new(queues.iter().map(|q| (q.priority, weight_scale.quantum(q.share, q.weight))));
         let states = queues.iter().map(|q| Queue::new(q, unit, config.line_rate)).collect();
         let reserved: u64 = queues.iter().map(|q| q.reserved_bytes).sum();
         Ok(Port {
@@ -261,6 +305,7 @@ impl Port {
             buffer_bytes: config.buffer_bytes,
             mode: config.mode,
             unit,
+            weight_scale,
             stats: vec![QueueStats::default(); queues.len()],
             queues: states,
             scheduler,
@@ -317,7 +362,8 @@ impl Port {
         self.queues.splice(at..at, configs.iter().map(|config| Queue::new(config, unit, line_rate)));
         self.stats.splice(at..at, configs.iter().map(|_| QueueStats::default()));
         self.shared_capacity -= configs.iter().map(|config| config.reserved_bytes).sum::<u64>();
-        self.scheduler.insert(at as u32, configs.iter().map(|config| (config.priority, u64::from(config.weight) * QUANTUM_BYTES)));
+        let scale = self.weight_scale;
+        self.scheduler.insert(at as u32, configs.iter().map(|config| (config.priority, scale.quantum(config.share, config.weight))));
     }
 
     /// Every queue number held by the packets of queues `from..`, the shared FIFO, the
@@ -341,6 +387,7 @@ impl Port {
         self.shared_used -= shared_part(state, state.bytes);
         self.shared_capacity = self.shared_capacity + state.reserved_bytes - config.reserved_bytes;
         (state.reserved_bytes, state.limit_bytes, state.alpha_log2) = (config.reserved_bytes, config.limit_bytes, config.alpha_log2);
+        (state.weight, state.share) = (config.weight, config.share);
         self.shared_used += shared_part(state, state.bytes);
         let retune = |bucket: &Option<Bucket>, rate: NonZeroU64, depth: u64| match bucket {
             Some(bucket) => bucket.retuned(rate, depth, unit, now),
@@ -348,9 +395,24 @@ impl Port {
         };
         state.guarantee = guarantee_rate(config).map(|rate| retune(&state.guarantee, rate, config.guarantee_depth()));
         state.ceil = ceil_rate(config, line_rate).map(|rate| retune(&state.ceil, rate, config.ceil_depth()));
-        self.scheduler.set_share(queue, config.priority, u64::from(config.weight) * QUANTUM_BYTES);
+        self.scheduler.set_share(queue, config.priority, self.weight_scale.quantum(config.share, config.weight));
         if self.mode == PortMode::PerTenant {
             self.refresh(queue, now);
+        }
+    }
+
+    /// Makes the queues' shares units of weight through `scale` from now on: each queue's
+    /// quantum anew, made when its next turn begins (a turn under way keeps what it was
+    /// given), so that a new scale costs the same at any number of queues; nothing else.
+    pub fn set_weight_scale(&mut self, scale: WeightScale) {
+        if scale == self.weight_scale {
+            return;
+        }
+        self.weight_scale = scale;
+        if self.scheduler.rescale() {
+            for (queue, state) in self.queues.iter().enumerate() {
+                self.scheduler.set_quantum(queue as u32, scale.quantum(state.share, state.weight));
+            }
         }
     }
 
@@ -535,9 +597,10 @@ impl Port {
                 self.transmit(now, waiting);
             }
             PortMode::PerTenant => {
-                let queues = &self.queues;
-                let (phase, queue) =
-                    self.scheduler.pick(|q| queues[q as usize].packets.front().expect("a queue in a ring has packets").bytes).expect("a queue may send");
+                let (queues, scale) = (&self.queues, self.weight_scale);
+                let head_bytes = |q: u32| queues[q as usize].packets.front().expect("a queue in a ring has packets").bytes;
+                let quantum = |q: u32| scale.quantum(queues[q as usize].share, queues[q as usize].weight);
+                let (phase, queue) = self.scheduler.pick(head_bytes, quantum).expect("a queue may send");
                 let unit = self.unit;
                 let state = &mut self.queues[queue as usize];
                 let waiting = state.packets.pop_front().expect("picked queue has a packet");

@@ -2,6 +2,8 @@
 //! against a naive reference model (packet by packet) and against the properties isolation is
 //! for: fairness, priority, ceilings, guarantees, reclaiming an idle share, the line rate.
 
+use std::num::NonZeroU64;
+
 use super::edt::MIN_BURST;
 use super::port::QUANTUM_BYTES;
 use super::reference::{Arrival, RefPort};
@@ -412,6 +414,59 @@ fn a_port_restarted_after_it_finished_sends_as_a_new_one_and_keeps_its_statistic
     for q in 0..3 {
         assert_eq!(used.stats(q).sent_packets, sent_before[q as usize] + fresh.stats(q).sent_packets);
     }
+}
+
+#[test]
+fn shares_through_a_weight_scale_weigh_as_their_units_and_a_new_scale_reweighs_every_queue() {
+    // Shares 10, 20, 30 over 10 are units 1, 2, 3; with the class weights, weights 2, 2, 3.
+    let weighed = [queue(1, 2, 0, 0), queue(1, 1, 0, 0), queue(1, 1, 0, 0)];
+    let shared: Vec<QueueConfig> = weighed.iter().zip([10, 20, 30]).map(|(q, share)| QueueConfig { weight: q.weight, share, ..*q }).collect();
+    let as_weighed = [queue(1, 2, 0, 0), queue(1, 2, 0, 0), queue(1, 3, 0, 0)];
+    let mut rng = Rng(29);
+    let traffic = merged((0..3).map(|q| offered(&mut rng, q, GBIT, 0, SECOND / 200)).collect());
+    let scale = WeightScale { times: 1, per: NonZeroU64::new(10).unwrap() };
+    let mut port = Port::new(per_queue(GBIT, 1 << 30), shared.clone()).unwrap();
+    port.set_weight_scale(scale);
+    let verdicts: Vec<_> = traffic.iter().map(|a| port.arrive(a.ns, a.bytes, a.queue, a.packet)).collect();
+    port.finish();
+    let (_, departures, expected) = run(per_queue(GBIT, 1 << 30), &as_weighed, &traffic);
+    let sent = bytes_sent(&departures, 3, 0, SECOND / 400, &traffic);
+    assert_eq!((port.take_departures(), verdicts), (departures, expected));
+    assert!(sent[2] > sent[1] && sent[1] > sent[0] / 2, "shares weigh: {sent:?}");
+    // Scaled to units of 1 (1/1: 10, 20, 30) the same arrivals go as weights 20, 20, 30.
+    let mut rescaled = Port::new(per_queue(GBIT, 1 << 30), shared).unwrap();
+    rescaled.set_weight_scale(scale);
+    rescaled.set_weight_scale(WeightScale::default());
+    let verdicts: Vec<_> = traffic.iter().map(|a| rescaled.arrive(a.ns, a.bytes, a.queue, a.packet)).collect();
+    rescaled.finish();
+    let tens = [queue(1, 20, 0, 0), queue(1, 20, 0, 0), queue(1, 30, 0, 0)];
+    let (_, departures, expected) = run(per_queue(GBIT, 1 << 30), &tens, &traffic);
+    assert_eq!((rescaled.take_departures(), verdicts), (departures, expected));
+    // Quanta are made again lazily, scales counted in 16 bits: the 65,536th scale since the
+    // quanta were made (per 20: units 1, 1, 1) is not taken for the one they were made under.
+    let mut port = Port::new(per_queue(GBIT, 1 << 30), weighed.iter().zip([10, 20, 30]).map(|(q, share)| QueueConfig { share, ..*q }).collect()).unwrap();
+    for k in 0..(1 << 16) - 1 {
+        port.set_weight_scale(if k % 2 == 0 { scale } else { WeightScale::default() });
+    }
+    port.set_weight_scale(WeightScale { times: 1, per: NonZeroU64::new(20).unwrap() });
+    let verdicts: Vec<_> = traffic.iter().map(|a| port.arrive(a.ns, a.bytes, a.queue, a.packet)).collect();
+    port.finish();
+    let (_, departures, expected) = run(per_queue(GBIT, 1 << 30), &weighed, &traffic);
+    assert_eq!((port.take_departures(), verdicts), (departures, expected));
+}
+
+#[test]
+fn a_weight_scale_gives_at_least_one_unit_and_at_most_32_bits() {
+    let scale = WeightScale { times: u32::MAX, per: NonZeroU64::new(1 << 40).unwrap() };
+    assert_eq!((scale.units(0), scale.units(1), scale.units(1 << 40), scale.units(u64::MAX)), (1, 1, u64::from(u32::MAX), u64::from(u32::MAX)));
+    let heavy = QueueConfig { weight: u32::MAX, share: u64::MAX, ..QueueConfig::BEST_EFFORT };
+    let mut port = Port::new(per_queue(GBIT, 1 << 20), vec![heavy, QueueConfig::BEST_EFFORT]).unwrap();
+    port.set_weight_scale(scale);
+    for (packet, queue) in [(0, 0), (1, 1), (2, 0)] {
+        port.arrive(0, 1500, queue, packet).unwrap();
+    }
+    port.finish();
+    assert_eq!(port.take_departures().len(), 3, "the heaviest quantum does not overflow the deficit");
 }
 
 #[test]
@@ -908,7 +963,7 @@ fn port_setup() -> impl Strategy<Value = (PortConfig, Vec<QueueConfig>)> {
                     let ceil = if has_c { (line_rate / 2 * c / 100).max(guarantee).max(1) } else { 0 };
                     // Reserves of up to half the buffer between them, often none.
                     let reserved_bytes = if r < 50 { 0 } else { buffer_bytes / 2 / n as u64 * (r - 50) / 50 };
-                    QueueConfig { priority, weight, guarantee, burst_bytes, ceil, limit_bytes, reserved_bytes, alpha_log2 }
+                    QueueConfig { priority, weight, share: 0, guarantee, burst_bytes, ceil, limit_bytes, reserved_bytes, alpha_log2 }
                 })
                 .collect();
             (PortConfig { line_rate, buffer_bytes, mode }, queues)
@@ -1021,7 +1076,7 @@ fn a_thousand_queues_match_the_reference_model() {
             let reserved_bytes = if rng.below(3) == 0 { rng.between(0, 1000) } else { 0 };
             let alpha_log2 = if rng.below(3) == 0 { None } else { Some(rng.below(5) as i8 - 2) };
             let (priority, weight) = (rng.below(4) as u8, rng.between(1, 8) as u32);
-            QueueConfig { priority, weight, guarantee, burst_bytes, ceil, limit_bytes, reserved_bytes, alpha_log2 }
+            QueueConfig { priority, weight, share: 0, guarantee, burst_bytes, ceil, limit_bytes, reserved_bytes, alpha_log2 }
         })
         .collect();
     let mut now = 0;

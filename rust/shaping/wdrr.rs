@@ -56,13 +56,15 @@ struct Entry {
     quantum: u64,
     standing: [Standing; 2],
     priority: u8,
+    /// The weight scale its quantum was made under ([`Scheduler::rescale`]).
+    scale: u16,
 }
 
 const _: () = assert!(std::mem::size_of::<Entry>() == 48);
 
 impl Entry {
-    fn new(priority: u8, quantum: u64) -> Self {
-        Entry { slots: [UNLINKED; 2], quantum, standing: [Standing::default(); 2], priority }
+    fn new(priority: u8, quantum: u64, scale: u16) -> Self {
+        Entry { slots: [UNLINKED; 2], quantum, standing: [Standing::default(); 2], priority, scale }
     }
 }
 
@@ -72,20 +74,37 @@ pub(super) struct Scheduler {
     rings: [Vec<Ring>; 2],
     /// Bit p set: the ring of priority p is not empty.
     occupied: [[u64; PRIORITIES / 64]; 2],
+    /// The port's weight scale, by number: a queue's quantum made under another is made again
+    /// when its next turn begins, so that a new scale costs nothing until then.
+    scale: u16,
 }
 
 impl Scheduler {
     /// A new scheduler of the same queues, priorities and quanta: every ring empty.
     pub(super) fn restarted(&self) -> Self {
-        Scheduler::new(self.entries.iter().map(|entry| (entry.priority, entry.quantum)))
+        let mut fresh = Scheduler::new(self.entries.iter().map(|entry| (entry.priority, entry.quantum)));
+        fresh.scale = self.scale;
+        for (entry, old) in fresh.entries.iter_mut().zip(&self.entries) {
+            entry.scale = old.scale;
+        }
+        fresh
+    }
+
+    /// A new weight scale: every quantum is made again at its queue's next turn. True when the
+    /// numbering wrapped: the caller then sets every quantum ([`Scheduler::set_quantum`]), as
+    /// one made 65,536 scales ago could not be told from a new one.
+    pub(super) fn rescale(&mut self) -> bool {
+        self.scale = self.scale.wrapping_add(1);
+        self.scale == 0
     }
 
     /// One entry per queue: its priority and its quantum (bytes added per turn).
     pub(super) fn new(queues: impl Iterator<Item = (u8, u64)>) -> Self {
         Scheduler {
-            entries: queues.map(|(priority, quantum)| Entry::new(priority, quantum)).collect(),
+            entries: queues.map(|(priority, quantum)| Entry::new(priority, quantum, 0)).collect(),
             rings: [vec![EMPTY_RING; PRIORITIES], vec![EMPTY_RING; PRIORITIES]],
             occupied: [[0; PRIORITIES / 64]; 2],
+            scale: 0,
         }
     }
 
@@ -142,10 +161,16 @@ impl Scheduler {
         entry.standing[p] = Standing::default();
     }
 
+    /// Gives `queue` its quantum under the current scale.
+    pub(super) fn set_quantum(&mut self, queue: u32, quantum: u64) {
+        let entry = &mut self.entries[queue as usize];
+        (entry.quantum, entry.scale) = (quantum, self.scale);
+    }
+
     /// Gives `queue` a new priority and quantum. A queue whose priority changed moves to the
     /// tail of its new priority's rings (its turn ends there); its deficit stays.
     pub(super) fn set_share(&mut self, queue: u32, priority: u8, quantum: u64) {
-        self.entries[queue as usize].quantum = quantum;
+        self.set_quantum(queue, quantum);
         if self.entries[queue as usize].priority == priority {
             return;
         }
@@ -172,7 +197,8 @@ impl Scheduler {
     pub(super) fn insert(&mut self, at: u32, shares: impl ExactSizeIterator<Item = (u8, u64)>) {
         let count = shares.len() as u32;
         self.renumber(|queue| if queue >= at { queue + count } else { queue });
-        let entries = shares.map(|(priority, quantum)| Entry::new(priority, quantum));
+        let scale = self.scale;
+        let entries = shares.map(|(priority, quantum)| Entry::new(priority, quantum, scale));
         self.entries.splice(at as usize..at as usize, entries);
     }
 
@@ -211,17 +237,22 @@ impl Scheduler {
 
     /// The next queue to send and the phase it sends under: the guaranteed phase if any queue
     /// may send in it, the best priority there, and that ring's deficit round robin. The
-    /// packet's size is taken from the queue's deficit. `head_bytes` gives a queue's head packet.
+    /// packet's size is taken from the queue's deficit. `head_bytes` gives a queue's head packet,
+    /// `quantum` its quantum under the current scale.
     #[inline]
-    pub(super) fn pick(&mut self, head_bytes: impl Fn(u32) -> u32) -> Option<(Phase, u32)> {
+    pub(super) fn pick(&mut self, head_bytes: impl Fn(u32) -> u32, quantum: impl Fn(u32) -> u64) -> Option<(Phase, u32)> {
         let phase = PHASES.into_iter().find(|&phase| self.any(phase))?;
         let p = phase as usize;
         let priority = self.best_priority(phase);
+        let scale = self.scale;
         loop {
             let queue = self.rings[p][priority].head;
             let entry = &mut self.entries[queue as usize];
             if !entry.standing[p].in_turn {
                 entry.standing[p].in_turn = true;
+                if entry.scale != scale {
+                    (entry.quantum, entry.scale) = (quantum(queue), scale);
+                }
                 entry.slots[p].deficit += entry.quantum;
             }
             let slot = &mut entry.slots[p];

@@ -43,22 +43,32 @@ def _tenant_weights(tenants: Sequence[Tenant]) -> list[int]:
     return port_weights(guarantees, explicit).tolist()
 
 
+def weight_scale(unit: int, top: int, weighted: bool) -> tuple[int, int]:
+    """How the tenants' shares (each its ``weight``, else its guarantee in bytes/s) become their
+    port weights, ``(times, per)``: a share x times // per, at least 1 (the port's
+    ``WeightScale``, which keeps it, so that a new scale re-weighs no tenant one by one). The
+    weights as given (1/1) if tenants have them; else the guarantees over their greatest common
+    divisor ``unit`` (0: no guarantee, every tenant one unit), scaled so that the largest,
+    ``top``, is ``MAX_WEIGHT`` when that is not enough for 32 bits."""
+    if weighted or not unit:
+        return 1, 1
+    if top // unit <= MAX_WEIGHT:
+        return 1, unit
+    return MAX_WEIGHT, top
+
+
 def port_weights(guarantees: npt.NDArray[np.uint64], explicit: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
     """Each tenant's share of the port's spare capacity, from its guarantee (bytes/s) and its
-    ``weight`` (0: none): the weights if tenants have them (all or none do, checked); else in
-    proportion to the guarantees, each divided by their greatest common divisor (a tenant
-    without a guarantee counts one unit), scaled to 32 bits if that is not enough."""
+    ``weight`` (0: none), through :func:`weight_scale`: the weights if tenants have them (all or
+    none do, checked), else in proportion to the guarantees (a tenant without one counts one
+    unit)."""
     if explicit.any():
         return np.maximum(explicit, 1).astype(np.uint32)
     given = guarantees[guarantees > 0]
-    unit = int(np.gcd.reduce(given)) if len(given) else 0
-    if unit == 0:
-        return np.ones(len(guarantees), dtype=np.uint32)
-    units = np.maximum(guarantees // np.uint64(unit), 1)
-    if int(units.max()) <= MAX_WEIGHT:
-        return units.astype(np.uint32)
-    top = int(guarantees.max())  # a tiny common divisor: keep the proportions in 32 bits
-    return np.array([max(round(int(g) * MAX_WEIGHT / top), 1) for g in guarantees], dtype=np.uint32)
+    times, per = weight_scale(int(np.gcd.reduce(given)) if len(given) else 0, int(given.max()) if len(given) else 0, False)
+    if times == 1:
+        return np.maximum(guarantees // np.uint64(per), 1).astype(np.uint32)
+    return np.array([max(int(g) * times // per, 1) for g in guarantees], dtype=np.uint32)  # 32 bits: rare, kept exact
 
 
 def _port_checks(ck: _Shapes, tenants: Sequence[Tenant]) -> None:

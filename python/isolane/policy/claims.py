@@ -9,8 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
-from isolane.policy.across import _guarantee, check_guarantees
-from isolane.policy.constants import MAX_WEIGHT
+from isolane.policy.across import _guarantee, check_guarantees, weight_scale
 from isolane.policy.model import Tenant
 from isolane.policy.validate import _Checker
 
@@ -154,11 +153,10 @@ class Claims:
 
 @dataclass(frozen=True, eq=False)
 class WeightBasis:
-    """What every tenant's port weight follows from (:func:`port_weights`), kept so that a
-    one-tenant edit finds that tenant's weight alone while every other stays: how many tenants
-    have each guarantee (bytes per second), their greatest common divisor, the largest, and how
-    many tenants have a ``weight``. Weights are per tenant while :attr:`scale` stays; an edit
-    that changes it re-weighs every tenant."""
+    """What every tenant's port weight follows from beyond its own share (:func:`port_weights`),
+    kept so that a one-tenant edit finds the port's weight scale without reading every tenant:
+    how many tenants have each guarantee (bytes per second), their greatest common divisor,
+    the largest, and how many tenants have a ``weight``."""
 
     counts: Layered[int, int]
     unit: int
@@ -182,19 +180,9 @@ class WeightBasis:
         return cls(counts, math.gcd(*given), max(given, default=0), weighted)
 
     @property
-    def scale(self) -> tuple[bool, int, int] | None:
-        """What every weight depends on beyond its own tenant; ``None`` when the weights are
-        scaled to 32 bits (each then depends on the largest guarantee in a way that does not
-        survive an edit: treated as a change of every weight)."""
-        if self.weighted or not self.unit:
-            return (bool(self.weighted), 0, 0)
-        return (False, self.unit, 0) if self.top // self.unit <= MAX_WEIGHT else None
-
-    def weight(self, tenant: Tenant) -> int:
-        """``tenant``'s weight under this basis (whose :attr:`scale` is not ``None``)."""
-        if self.weighted:
-            return max(tenant.weight or 0, 1)
-        return max(_guarantee(tenant) // 8 // self.unit, 1) if self.unit else 1
+    def weight_scale(self) -> tuple[int, int]:
+        """How every tenant's share becomes its port weight (:func:`weight_scale`)."""
+        return weight_scale(self.unit, self.top, bool(self.weighted))
 
     def changed(self, old: Tenant | None, new: Tenant | None) -> WeightBasis:
         """The basis once ``old`` (if any) gives way to ``new`` (if any)."""

@@ -176,11 +176,8 @@ class Policy:
     def _edited(self, tenants: Tenants, change: TenantChange, warnings: list[str]) -> Policy:
         policy = dataclasses.replace(self, tenants=tenants, warnings=tuple(warnings))
         policy.__dict__["_claims"] = self._claims.changed(change[2], change[3])
-        basis = policy.__dict__["_weight_basis"] = self._weight_basis.changed(change[2], change[3])
-        new = change[3]
-        # The edited tenant's weight (0: none, it was removed) while every other stays; None if they may all change.
-        weight = (basis.weight(new) if new is not None else 0) if basis.scale is not None and basis.scale == self._weight_basis.scale else None
-        policy.__dict__["_lineage"] = _lineage(self, _Edit(weakref.ref(self), change, weight))
+        policy.__dict__["_weight_basis"] = self._weight_basis.changed(change[2], change[3])
+        policy.__dict__["_lineage"] = _lineage(self, _Edit(weakref.ref(self), change))
         positions: Positions | None = self.__dict__.get("_positions")
         if positions is not None and (moved := positions.changed(*change, len(self.tenants))) is not None:
             policy.__dict__["_positions"] = moved
@@ -214,47 +211,23 @@ class Policy:
             parent = edit.parent()
             if parent is not None and "_weight_columns" in parent.__dict__:
                 guarantees, explicit = parent._weight_columns
-                for change, _ in self._edits_since(parent) or ():
+                for change in self.changes_since(parent) or ():
                     guarantees, explicit = _columns_edited(guarantees, explicit, change)
                 return guarantees, explicit
         values = [_weight_inputs(t) for t in self.tenants]
         return np.array([g for g, _ in values], dtype=np.uint64), np.array([w for _, w in values], dtype=np.uint32)
 
-    def _edits_since(self, earlier: Policy) -> list[tuple[TenantChange, int | None]] | None:
-        """The edits from ``earlier`` to this policy, in order, each with the weight it gave its
-        tenant (see ``_edited``); ``None`` unless :meth:`with_tenant` and :meth:`without_tenant`
-        made this policy from ``earlier`` (in at most ``MOST_EDITS``)."""
+    def changes_since(self, earlier: Policy) -> list[TenantChange] | None:
+        """The tenant changes (op, position, old tenant, new tenant) that :meth:`with_tenant`
+        and :meth:`without_tenant` made from ``earlier`` to this policy, in order; ``None`` if
+        this policy was not made from ``earlier`` so (or in more than ``MOST_EDITS``)."""
         if self is earlier:
             return []
         lineage: tuple[_Edit, ...] = self.__dict__.get("_lineage", ())
         for back, edit in enumerate(reversed(lineage)):
             if edit.parent() is earlier:
-                return [(edit.change, edit.weight) for edit in lineage[len(lineage) - 1 - back :]]
+                return [edit.change for edit in lineage[len(lineage) - 1 - back :]]
         return None
-
-    def changes_since(self, earlier: Policy) -> list[TenantChange] | None:
-        """The tenant changes (op, position, old tenant, new tenant) that :meth:`with_tenant`
-        and :meth:`without_tenant` made from ``earlier`` to this policy, in order; ``None`` if
-        this policy was not made from ``earlier`` so (or in more than ``MOST_EDITS``)."""
-        edits = self._edits_since(earlier)
-        return None if edits is None else [change for change, _ in edits]
-
-    def _weights_since(self, earlier: Policy) -> list[tuple[int, int]] | None:
-        """(position, weight) of each tenant the edits from ``earlier`` gave a weight, at its
-        position in this policy, when no other tenant's weight changed; ``None`` otherwise (or
-        unless this policy was edited from ``earlier``)."""
-        edits = self._edits_since(earlier)
-        if edits is None or any(weight is None for _, weight in edits):
-            return None
-        found: dict[int, int] = {}
-        for (op, at, _, _), weight in edits:
-            if op == "remove":
-                found = {p - (p > at): w for p, w in found.items() if p != at}
-            elif op == "insert":
-                found = {p + (p >= at): w for p, w in found.items()}
-            if weight:
-                found[at] = weight
-        return sorted(found.items())
 
     @functools.cached_property
     def _qos(self) -> CompiledQos:
@@ -271,12 +244,10 @@ MOST_EDITS = 256
 @dataclass(frozen=True, slots=True)
 class _Edit:
     """An edit that made a policy: the policy it was made from (held weakly, so that a chain of
-    edits keeps no old policy alive), the change, and the weight it gave its tenant (see
-    ``Policy._edited``)."""
+    edits keeps no old policy alive) and the change."""
 
     parent: weakref.ref[Policy]
     change: TenantChange
-    weight: int | None
 
 
 def _weight_inputs(tenant: Tenant) -> tuple[int, int]:

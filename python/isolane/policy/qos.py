@@ -178,6 +178,9 @@ class TenantQos(NamedTuple):
 
     name: str
     rate: int
+    weight: int
+    """Its port ``weight`` (0: none; its guarantee, ``rate``, is then its share of the port's
+    spare capacity, through the policy's weight scale: :func:`~isolane.policy.across.weight_scale`)."""
     burst: int
     burst_given: bool
     ceil: int
@@ -276,15 +279,17 @@ def _profile_row(profile: Profile | None, owner: Contract, context: QosContext) 
 
 def _compile_tenant_qos(tenant: Tenant, context: QosContext) -> TenantQos:
     """``tenant``'s compiled QoS: what is compiled for its contract, classes and profiles, under
-    its name; remembered by the identity of those parts (tenants read with equal contracts
-    share them) and the context. The cache holds the parts, so that their identities stay theirs."""
+    its name and with its weight; remembered by the identity of those parts (tenants read with
+    equal contracts share them) and the context. The cache holds the parts, so that their
+    identities stay theirs."""
     parts = (tenant.contract, tenant.classes, tenant.on_burst, tenant.on_overload)
     key = (*map(id, parts), context)
     found: tuple[tuple[Any, ...], TenantQos] | None = recall("compiled qos", key)
     if found is None:
         found = (parts, _compile_qos_of(tenant, context))
         remember("compiled qos", key, found)
-    return TenantQos(tenant.name, *found[1][1:])
+    compiled = found[1]
+    return TenantQos(tenant.name, compiled.rate, tenant.weight or 0, *compiled[3:])
 
 
 def _compile_qos_of(tenant: Tenant, context: QosContext) -> TenantQos:
@@ -313,6 +318,7 @@ def _compile_qos_of(tenant: Tenant, context: QosContext) -> TenantQos:
     return TenantQos(
         name=tenant.name,
         rate=shared(rate),
+        weight=tenant.weight or 0,
         burst=shared(c.burst_bytes if c.burst_bytes is not None else (default_burst(rate, lf) if rate else 0)),
         burst_given=c.burst_bytes is not None,
         ceil=shared(ceil),
