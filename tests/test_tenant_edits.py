@@ -394,3 +394,80 @@ def test_weight_columns_carried_through_edits_equal_those_read_afresh(run: tuple
     assert "_weight_columns" not in fresh.__dict__
     assert [column.tolist() for column in policy._weight_columns] == [column.tolist() for column in fresh._weight_columns]
     assert policy._port_weights.tolist() == fresh._port_weights.tolist()
+
+
+@st.composite
+def document_edits(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A policy document, then the same document with one stretch of its tenants changed, as
+    an operator edits a file: tenants put in or taken out anywhere, changed, or renamed."""
+    port = {"rate": "1Gbps", "buffer": "16MB"}
+    count = draw(st.integers(1, 12))
+    tenants = [tenant_doc(f"t{i}", 100 + i, draw) for i in range(count)]
+    start = draw(st.integers(0, count))
+    end = draw(st.integers(start, min(count, start + 4)))
+    out = draw(st.integers(0, end - start))  # a run of tenants taken out, first in the stretch
+    middle = []
+    for k, old in enumerate(tenants[start + out : end]):
+        kind = draw(st.sampled_from(("keep", "change", "rename")))
+        middle.append(old if kind == "keep" else tenant_doc(old["name"] if kind == "change" else f"r{start + out + k}", old["vnis"][0], draw))
+    middle[draw(st.integers(0, len(middle))) : 0] = [tenant_doc(f"n{k}", 500 + k, draw) for k in range(draw(st.integers(0, 3)))]
+    return {"port": port, "tenants": tenants}, tenants[:start] + middle + tenants[end:]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(document_edits())
+def test_a_document_with_tenants_put_in_or_taken_out_in_the_middle_updates_only_those(run: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+    """A document read again with a stretch of tenants changed: the engine is given the tenants
+    of the stretch (matched by name), not every later position, and ends as a fresh engine."""
+    doc, edited_tenants = run
+    policy = quietly(lambda: Policy.from_dict(doc))
+    engine = Engine(policy)
+    packets = traffic(sorted({t["vnis"][0] for t in doc["tenants"] + edited_tenants}))
+    engine.process(packets)
+    edited = quietly(lambda: Policy.from_dict({**doc, "tenants": edited_tenants}))
+    changes = isolane.engine._diff(policy, edited)
+    differing = {t["name"] for t in edited_tenants if t not in doc["tenants"]} | {t["name"] for t in doc["tenants"] if t not in edited_tenants}
+    assert {(change[2] or change[3]).name for change in changes} <= differing  # type: ignore[union-attr]
+    report = engine.update(edited)
+    assert report.rebuilt <= len(differing)
+    assert edited._weight_basis.weight_scale == WeightBasis.of(edited.tenants).weight_scale  # carried through the changes
+    fresh = Engine(edited)
+    for field in ("tenant", "rule", "cls", "action"):
+        np.testing.assert_array_equal(engine.classify(packets)[field], fresh.classify(packets)[field], err_msg=field)
+    engine.drain()
+    later = np.repeat(packets, 20)
+    later["timestamp_ns"] = 10**12
+    counted, delayed = counts_by_key(engine), delays_by_key(engine)
+    rows, fresh_rows = engine.process(later), fresh.process(later)
+    for field in ("color", "outcome", "release_ns"):
+        np.testing.assert_array_equal(rows[field], fresh_rows[field], err_msg=field)
+    engine.drain()
+    fresh.drain()
+    counted_later = {key: tuple(a - b for a, b in zip(value, counted.get(key, (0,) * len(value)))) for key, value in counts_by_key(engine).items()}
+    assert {key: value for key, value in counted_later.items() if value[0]} == counts_by_key(fresh)
+    delayed_later = {key: total - delayed.get(key, 0) for key, total in delays_by_key(engine).items()}
+    assert {key: total for key, total in delayed_later.items() if total} == {key: total for key, total in delays_by_key(fresh).items() if total}
+    assert sum(entry["packets"] for entry in engine.stats()) == len(packets) + len(later)
+
+
+def test_a_tenant_put_in_or_taken_out_in_the_middle_of_a_document_is_that_change_alone() -> None:
+    docs = [{"name": f"t{i}", "vnis": [i + 1], "rate": "10Mbps"} for i in range(300)]
+    policy = Policy.from_dict({"tenants": docs})
+    added = Policy.from_dict({"tenants": docs[:150] + [{"name": "new", "vnis": [999]}] + docs[150:]})
+    assert [(op, at, new.name if new else None) for op, at, _, new in isolane.engine._diff(policy, added)] == [("insert", 150, "new")]
+    removed = Policy.from_dict({"tenants": docs[:150] + docs[151:]})
+    assert [(op, at, old.name if old else None) for op, at, old, _ in isolane.engine._diff(policy, removed)] == [("remove", 150, "t150")]
+    # t149 changed and a tenant put in after it: the new one, then the change in place (the
+    # changes go from the end of the stretch back, so that each position holds).
+    changed = dict(docs[149], rate="20Mbps")
+    both = Policy.from_dict({"tenants": docs[:149] + [changed, {"name": "new", "vnis": [999]}] + docs[150:]})
+    assert [(op, at) for op, at, _, _ in isolane.engine._diff(policy, both)] == [("insert", 150), ("replace", 149)]
+    # Tenants put in all over the document: compared position by position (the stretch is too long).
+    spread = Policy.from_dict({"tenants": [{"name": "a", "vnis": [1000]}] + docs + [{"name": "z", "vnis": [1001]}]})
+    assert len(isolane.engine._diff(policy, spread)) == 302
+    engine = Engine(policy)
+    assert engine.update(added).rebuilt == 1 and engine.update(removed).rebuilt == 0
+    two_gone = Policy.from_dict({"tenants": docs[:100] + docs[102:150] + docs[151:]})
+    assert [(op, at) for op, at, _, _ in isolane.engine._diff(removed, two_gone)] == [("remove", 101), ("remove", 100)]
+    engine.update(two_gone)
+    assert engine.tenant_names == [t["name"] for t in docs[:100] + docs[102:150] + docs[151:]]

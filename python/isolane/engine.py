@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
+import itertools
+import operator
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypedDict, cast
@@ -24,7 +27,7 @@ from isolane import _core
 from isolane.codes import BurstScope, Color, Outcome, ProfileId, Reason
 from isolane.parsing import PARSED_DTYPE, dtype_of, parse, tunnel_ports
 from isolane.pause_gc import gc_paused
-from isolane.policy import Policy, PolicyError, Rule, TenantTables, _Checker, _tenant_tables, format_duration, parse_duration, tenant_tables
+from isolane.policy import Policy, PolicyError, Rule, Tenant, TenantTables, _Checker, _tenant_tables, format_duration, parse_duration, tenant_tables
 from isolane.policy.claims import TenantChange
 from isolane.policy.constants import ACTION_ALLOW, ACTION_DROP
 from isolane.policy.qos import QosContext, TenantQos, qos_context, qos_settings, tenant_qos
@@ -269,9 +272,12 @@ def _ops(changes: list[TenantChange], context: QosContext) -> list[Op]:
 
 
 def _diff(before: Policy, after: Policy, everything: bool = False) -> list[TenantChange]:
-    """Tenant changes from ``before`` to ``after``: the edits that made it, else a replacement
-    of each position whose tenant is not the same object (tenants read from equal data are),
-    with inserts or removals at the end; ``everything``: a replacement of every position."""
+    """Tenant changes from ``before`` to ``after``: the edits that made it; else a replacement of
+    each position whose tenant is not the same object (tenants read from equal data are), when
+    every such position keeps its tenant's name and the counts are equal; else the tenants that
+    differ in one stretch, matched by name (:func:`_aligned`); else a replacement of each
+    position that differs, with inserts or removals at the end. ``everything``: a replacement
+    of every position."""
     changes = None if everything else after.changes_since(before)
     if changes is not None:
         return changes
@@ -280,10 +286,49 @@ def _diff(before: Policy, after: Policy, everything: bool = False) -> list[Tenan
     if everything:
         found: list[TenantChange] = [("replace", i, a, b) for i, (a, b) in enumerate(zip(old, new))]
     else:
-        found = [("replace", i, old[i], new[i]) for i in as_tenants(old).differing(as_tenants(new))]
+        # A tenant put in or taken out moves the later ones: they are matched by name, if they can be.
+        if len(old) != len(new) and (aligned := _aligned(old, new)) is not None:
+            return aligned
+        positions = as_tenants(old).differing(as_tenants(new))
+        olds, news = (old, new) if len(positions) <= MOST_ALIGNED else (list(old), list(new))  # a list indexes faster
+        found = [("replace", i, olds[i], news[i]) for i in positions]
+        if len(old) == len(new) and any(a.name != b.name for _, _, a, b in found) and (aligned := _aligned(old, new)) is not None:  # type: ignore[union-attr]
+            return aligned
     found += [("insert", i, None, new[i]) for i in range(common, len(new))]
     found += [("remove", i, old[i], None) for i in reversed(range(common, len(old)))]
     return found
+
+
+MOST_ALIGNED = 64
+"""The most tenants a side of the one stretch in which two documents' tenants differ
+(:func:`_aligned`) may hold; past it, they are compared position by position."""
+
+
+def _aligned(old: Sequence[Tenant], new: Sequence[Tenant]) -> list[TenantChange] | None:
+    """The changes from ``old`` to ``new`` (the tenants of two documents; those read from equal
+    data are the same object) when they differ in one stretch of at most ``MOST_ALIGNED`` tenants
+    a side, as a document with tenants put in or taken out in the middle does: the tenants
+    around it stay (those after it move), and those in it are matched by name, each replaced if
+    it changed, put in or taken out, a name given in place of another replacing it. ``None``
+    for a longer stretch."""
+    olds, news = list(old), list(new)
+    shorter = min(len(olds), len(news))
+    # The first differing position from either end, compared in C (100,000 tenants in about a ms).
+    head = next(itertools.compress(itertools.count(), map(operator.is_not, olds, news)), shorter)
+    tail = next(itertools.compress(itertools.count(), map(operator.is_not, reversed(olds[head:]), reversed(news[head:]))), shorter - head)
+    gone, given = olds[head : len(olds) - tail], news[head : len(news) - tail]
+    if len(gone) > MOST_ALIGNED or len(given) > MOST_ALIGNED:
+        return None
+    changes: list[TenantChange] = []
+    matcher = difflib.SequenceMatcher(None, [t.name for t in gone], [t.name for t in given], autojunk=False)
+    # From the last stretch back, so that each change's position holds when it is made.
+    for _, i1, i2, j1, j2 in reversed(matcher.get_opcodes()):
+        pairs = min(i2 - i1, j2 - j1)
+        at = head + i1
+        changes += [("replace", at + k, gone[i1 + k], given[j1 + k]) for k in range(pairs) if gone[i1 + k] is not given[j1 + k]]
+        changes += [("insert", at + k, None, given[j1 + k]) for k in range(pairs, j2 - j1)]
+        changes += [("remove", at + k, gone[i1 + k], None) for k in reversed(range(pairs, i2 - i1))]
+    return changes
 
 
 class Engine:
@@ -556,6 +601,7 @@ class Engine:
             if qos_context(old) != context:
                 changes = _diff(old, policy, everything=True)
         unknown = ACTION_ALLOW if policy.unknown_tenant == "allow" else ACTION_DROP
+        policy._carry_weight_basis(old, changes)
         report = UpdateReport(*self._core.apply(_ops(changes, context), policy._weight_basis.weight_scale, settings, unknown))
         self._policy, self._edits, self._rule_counts = policy, [], {}
         return report

@@ -196,6 +196,17 @@ class Policy:
     def _weight_basis(self) -> WeightBasis:
         return WeightBasis.of(self.tenants)
 
+    def _carry_weight_basis(self, earlier: Policy, changes: Sequence[TenantChange]) -> None:
+        """Takes ``earlier``'s weight basis with ``changes`` (those from it to this policy), when
+        this policy has none yet and they are at most ``MOST_CARRIED``: a document read again
+        then costs its changes, not a pass over every tenant."""
+        if "_weight_basis" in self.__dict__ or len(changes) > MOST_CARRIED:
+            return
+        basis = earlier._weight_basis
+        for _, _, old, new in changes:
+            basis = basis.changed(old, new)
+        self.__dict__["_weight_basis"] = basis
+
     @functools.cached_property
     def _port_weights(self) -> npt.NDArray[np.uint32]:
         """Every tenant's share of the port's spare capacity, by position (:func:`port_weights`)."""
@@ -239,6 +250,9 @@ class Policy:
 
 
 MOST_EDITS = 256
+
+MOST_CARRIED = 256
+"""The most changes through which a policy takes another's weight basis (``_carry_weight_basis``)."""
 
 
 @dataclass(frozen=True, slots=True)
