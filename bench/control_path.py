@@ -1,6 +1,7 @@
 """The control path at N tenants: full load (file to a running engine), an identical update,
 one-tenant changes from ``Policy.with_tenant`` to the data path (rules, meter, guarantee, back
 to a policy the running one was edited from, and a guarantee that changes the common divisor of the guarantees, so every tenant's port weight), a
+tenant put in the middle of the policy file read again and taken out again, a
 tenant added and removed, one with a microburst setting, one with a burst profile and one with an
 overload profile, a tenant's classes changed, a tenant renamed in one update, and a tenant removed
 while its packets wait at the port; with
@@ -95,6 +96,7 @@ def run(count: int) -> None:
     start = time.perf_counter()
     engine.update(policy)
     print(f"  identical update {1e3 * (time.perf_counter() - start):.3f} ms")
+    print(f"  {in_the_middle(engine, path, {'port': port, 'tenants': [tenant(i) for i in range(count)]})}")
     for label, make in (
         ("rules", lambda k: dict(tenant(k % count), rules=[{"dst": f"10.9.{k % 250}.0/24", "dst_ports": 80, "action": "allow"}])),
         ("meter", lambda k: dict(tenant(k % count), meter={"kind": "srtcm", "cir": f"{5 + k % 3}Mbps"})),
@@ -158,6 +160,23 @@ def run(count: int) -> None:
         engine.update(engine.policy.without_tenant(name))
         times.append(time.perf_counter() - start)
     print(f"  a tenant removed while its packets wait at the port: median {1e3 * statistics.median(times):.3f} ms")
+
+
+def in_the_middle(engine: isolane.Engine, path: Path, document: dict[str, Any], rounds: int = 3) -> str:
+    """Medians of ``Engine.update`` with the policy file (``path``, of ``document``) written
+    again with a tenant put in its middle, then as it was: the file read apart."""
+    tenants = document["tenants"]
+    added = dict(document, tenants=tenants[: len(tenants) // 2] + [tenant(10_000_000)] + tenants[len(tenants) // 2 :])
+    changed = path.with_name("middle.yaml")
+    put, taken = [], []
+    for _ in range(rounds):
+        for written, times in ((added, put), (document, taken)):
+            changed.write_text(yaml.safe_dump(written, width=1 << 16))
+            policy = isolane.Policy.from_file(changed)
+            start = time.perf_counter()
+            engine.update(policy)
+            times.append(time.perf_counter() - start)
+    return f"a tenant put in the middle of the file read again: median {1e3 * statistics.median(put):.3f} ms; taken out again: {1e3 * statistics.median(taken):.3f} ms"
 
 
 def burst(vni: int, at_ns: int) -> Any:
