@@ -313,7 +313,7 @@ def _aligned(old: Sequence[Tenant], new: Sequence[Tenant]) -> list[TenantChange]
     for a longer stretch."""
     olds, news = list(old), list(new)
     shorter = min(len(olds), len(news))
-    # The first differing position from either end, compared in C (100,000 tenants in about a ms).
+    # The first differing position from either end, compared in C (100,000 tenants in a few ms).
     head = next(itertools.compress(itertools.count(), map(operator.is_not, olds, news)), shorter)
     tail = next(itertools.compress(itertools.count(), map(operator.is_not, reversed(olds[head:]), reversed(news[head:]))), shorter - head)
     gone, given = olds[head : len(olds) - tail], news[head : len(news) - tail]
