@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane.pause_gc import gc_paused
-from isolane.policy.across import _guarantee, _policy_warnings, _port_checks, _tenant_warnings, port_weights
+from isolane.policy.across import _policy_warnings, _port_checks, _tenant_warnings, _tenant_weights
 from isolane.policy.claims import Claims, Positions, TenantChange, WeightBasis
 from isolane.policy.compile import CompiledPolicy, TenantTables, _compile, tenant_tables
 from isolane.policy.constants import (
@@ -210,23 +210,7 @@ class Policy:
     @functools.cached_property
     def _port_weights(self) -> npt.NDArray[np.uint32]:
         """Every tenant's share of the port's spare capacity, by position (:func:`port_weights`)."""
-        return port_weights(*self._weight_columns)
-
-    @functools.cached_property
-    def _weight_columns(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]:
-        """Every tenant's guarantee (bytes/s) and ``weight`` (0: none), by position: those of
-        the latest policy this one was edited from that has them, with the edits since (a
-        copy of two arrays a tenant changed, where reading every tenant again took ~0.3 us
-        each), else read from every tenant."""
-        for edit in reversed(self.__dict__.get("_lineage", ())):
-            parent = edit.parent()
-            if parent is not None and "_weight_columns" in parent.__dict__:
-                guarantees, explicit = parent._weight_columns
-                for change in self.changes_since(parent) or ():
-                    guarantees, explicit = _columns_edited(guarantees, explicit, change)
-                return guarantees, explicit
-        values = [_weight_inputs(t) for t in self.tenants]
-        return np.array([g for g, _ in values], dtype=np.uint64), np.array([w for _, w in values], dtype=np.uint32)
+        return np.array(_tenant_weights(self.tenants), dtype=np.uint32)
 
     def changes_since(self, earlier: Policy) -> list[TenantChange] | None:
         """The tenant changes (op, position, old tenant, new tenant) that :meth:`with_tenant`
@@ -262,27 +246,6 @@ class _Edit:
 
     parent: weakref.ref[Policy]
     change: TenantChange
-
-
-def _weight_inputs(tenant: Tenant) -> tuple[int, int]:
-    """What a tenant's port weight is made of: its guarantee in bytes/s and its ``weight`` (0: none)."""
-    return _guarantee(tenant) // 8, tenant.weight or 0
-
-
-def _columns_edited(
-    guarantees: npt.NDArray[np.uint64], explicit: npt.NDArray[np.uint32], change: TenantChange
-) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]:
-    """The weight columns (``Policy._weight_columns``) once ``change`` is made."""
-    op, at, _, new = change
-    if op == "remove":
-        return np.delete(guarantees, at), np.delete(explicit, at)
-    assert new is not None
-    guarantee, weight = _weight_inputs(new)
-    if op == "insert":
-        return np.insert(guarantees, at, guarantee), np.insert(explicit, at, weight)
-    guarantees, explicit = guarantees.copy(), explicit.copy()
-    guarantees[at], explicit[at] = guarantee, weight
-    return guarantees, explicit
 
 
 def _lineage(parent: Policy, edit: _Edit) -> tuple[_Edit, ...]:
