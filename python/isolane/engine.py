@@ -11,14 +11,14 @@ dicts) reports what they did; ``Engine(policy, threads=2)`` processes each batch
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
-import difflib
 import itertools
 import operator
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NoReturn, TypedDict, cast
+from typing import Any, NamedTuple, NoReturn, TypedDict, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -275,60 +275,137 @@ def _diff(before: Policy, after: Policy, everything: bool = False) -> list[Tenan
     """Tenant changes from ``before`` to ``after``: the edits that made it; else a replacement of
     each position whose tenant is not the same object (tenants read from equal data are), when
     every such position keeps its tenant's name and the counts are equal; else the tenants that
-    differ in one stretch, matched by name (:func:`_aligned`); else a replacement of each
-    position that differs, with inserts or removals at the end. ``everything``: a replacement
-    of every position."""
+    differ, matched by name (:func:`_aligned`). ``everything``: a replacement of every position."""
     changes = None if everything else after.changes_since(before)
     if changes is not None:
         return changes
     old, new = before.tenants, after.tenants
-    common = min(len(old), len(new))
     if everything:
-        found: list[TenantChange] = [("replace", i, a, b) for i, (a, b) in enumerate(zip(old, new))]
-    else:
-        # A tenant put in or taken out moves the later ones: they are matched by name, if they can be.
-        if len(old) != len(new) and (aligned := _aligned(old, new)) is not None:
-            return aligned
-        positions = as_tenants(old).differing(as_tenants(new))
-        olds, news = (old, new) if len(positions) <= MOST_ALIGNED else (list(old), list(new))  # a list indexes faster
-        found = [("replace", i, olds[i], news[i]) for i in positions]
-        if len(old) == len(new) and any(a.name != b.name for _, _, a, b in found) and (aligned := _aligned(old, new)) is not None:  # type: ignore[union-attr]
-            return aligned
+        return _every_position(old, new)
+    # A tenant put in, taken out or moved moves others: they are matched by name.
+    if len(old) != len(new):
+        return _aligned(old, new)
+    positions = as_tenants(old).differing(as_tenants(new))
+    olds, news = (old, new) if len(positions) <= FEW_POSITIONS else (list(old), list(new))  # a list indexes faster
+    if any(olds[i].name != news[i].name for i in positions):
+        return _aligned(old, new)
+    return [("replace", i, olds[i], news[i]) for i in positions]
+
+
+def _every_position(old: Sequence[Tenant], new: Sequence[Tenant]) -> list[TenantChange]:
+    """A replacement of every position, with inserts or removals at the end."""
+    common = min(len(old), len(new))
+    found: list[TenantChange] = [("replace", i, a, b) for i, (a, b) in enumerate(zip(old, new))]
     found += [("insert", i, None, new[i]) for i in range(common, len(new))]
-    found += [("remove", i, old[i], None) for i in reversed(range(common, len(old)))]
-    return found
+    return found + [("remove", i, old[i], None) for i in reversed(range(common, len(old)))]
 
 
-MOST_ALIGNED = 64
-"""The most tenants a side of the one stretch in which two documents' tenants differ
-(:func:`_aligned`) may hold; past it, they are compared position by position."""
+_NAME = operator.attrgetter("name")
+
+FEW_POSITIONS = 64
+"""Up to this many differing positions are read from the tenants as they are; past it, from lists."""
 
 
-def _aligned(old: Sequence[Tenant], new: Sequence[Tenant]) -> list[TenantChange] | None:
+def _aligned(old: Sequence[Tenant], new: Sequence[Tenant]) -> list[TenantChange]:
     """The changes from ``old`` to ``new`` (the tenants of two documents; those read from equal
-    data are the same object) when they differ in one stretch of at most ``MOST_ALIGNED`` tenants
-    a side, as a document with tenants put in or taken out in the middle does: the tenants
-    around it stay (those after it move), and those in it are matched by name, each replaced if
-    it changed, put in or taken out, a name given in place of another replacing it. ``None``
-    for a longer stretch."""
+    data are the same object), as a document edited in places makes them: tenants put in or
+    taken out anywhere, changed, renamed or moved. The tenants around the stretch that differs
+    stay (those after it move); in it, each tenant is matched by name: replaced if it changed,
+    put in or taken out, a name given in place of another replacing it, and the fewest tenants
+    that moved past others (:func:`_moved`) taken out and put in again at their new places. The
+    work is the stretch's, not the document's."""
     olds, news = list(old), list(new)
     shorter = min(len(olds), len(news))
     # The first differing position from either end, compared in C (100,000 tenants in a few ms).
     head = next(itertools.compress(itertools.count(), map(operator.is_not, olds, news)), shorter)
-    tail = next(itertools.compress(itertools.count(), map(operator.is_not, reversed(olds[head:]), reversed(news[head:]))), shorter - head)
-    gone, given = olds[head : len(olds) - tail], news[head : len(news) - tail]
-    if len(gone) > MOST_ALIGNED or len(given) > MOST_ALIGNED:
-        return None
+    tail = _same_run(olds, news, len(olds) - 1, len(news) - 1, shorter - head)
+    old_end, new_end = len(olds) - tail, len(news) - tail
+    old_at = dict(zip(map(_NAME, itertools.islice(olds, head, old_end)), itertools.count(head)))
+    new_at = dict(zip(map(_NAME, itertools.islice(news, head, new_end)), itertools.count(head)))
+    stretch = _Stretch(olds, news, head, old_end, new_end, old_at, new_at)
+    found = _matched(stretch, set())
+    changes = found if isinstance(found, list) else _with_moves(stretch, found)
+    return changes if changes is not None else _every_position(old, new)  # (never: the fewest moved always match)
+
+
+class _Stretch(NamedTuple):
+    """Where two documents' tenants differ: ``olds[head:old_end]`` and ``news[head:new_end]``,
+    and the positions of their tenants by name."""
+
+    olds: list[Tenant]
+    news: list[Tenant]
+    head: int
+    old_end: int
+    new_end: int
+    old_at: dict[str, int]
+    new_at: dict[str, int]
+
+
+def _matched(stretch: _Stretch, moved: set[str]) -> list[TenantChange] | tuple[str, str]:
+    """The changes of :func:`_aligned` in ``stretch``, the tenants named in ``moved`` taken out
+    and put in again; else the names of two other tenants of both that are in another order."""
+    olds, news, head, old_end, new_end, old_at, new_at = stretch
     changes: list[TenantChange] = []
-    matcher = difflib.SequenceMatcher(None, [t.name for t in gone], [t.name for t in given], autojunk=False)
-    # From the last stretch back, so that each change's position holds when it is made.
-    for _, i1, i2, j1, j2 in reversed(matcher.get_opcodes()):
-        pairs = min(i2 - i1, j2 - j1)
-        at = head + i1
-        changes += [("replace", at + k, gone[i1 + k], given[j1 + k]) for k in range(pairs) if gone[i1 + k] is not given[j1 + k]]
-        changes += [("insert", at + k, None, given[j1 + k]) for k in range(pairs, j2 - j1)]
-        changes += [("remove", at + k, gone[i1 + k], None) for k in reversed(range(pairs, i2 - i1))]
-    return changes
+    # From the end of the stretch back, so that each change's position holds when it is made.
+    i, j = old_end - 1, new_end - 1
+    while i >= head and j >= head:
+        was, now = olds[i], news[j]
+        if was is now:
+            run = _same_run(olds, news, i, j, min(i, j) - head + 1)
+            i, j = i - run, j - run
+        elif was.name == now.name or (was.name not in new_at and now.name not in old_at):
+            changes.append(("replace", i, was, now))
+            i, j = i - 1, j - 1
+        elif was.name not in new_at or was.name in moved:
+            changes.append(("remove", i, was, None))
+            i -= 1
+        elif now.name not in old_at or now.name in moved:
+            changes.append(("insert", i + 1, None, now))
+            j -= 1
+        else:
+            return was.name, now.name
+    changes += [("remove", k, olds[k], None) for k in range(i, head - 1, -1)]
+    return changes + [("insert", head, None, news[k]) for k in range(j, head - 1, -1)]
+
+
+def _with_moves(stretch: _Stretch, disordered: tuple[str, str]) -> list[TenantChange] | None:
+    """The changes of :func:`_aligned` in ``stretch`` with one of the two tenants ``disordered``
+    moved (a document with one tenant moved), else the fewest tenants moved (:func:`_moved`)."""
+    for name in disordered:
+        if isinstance(found := _matched(stretch, {name}), list):
+            return found
+    found = _matched(stretch, _moved(stretch.news[stretch.head : stretch.new_end], stretch.old_at))
+    return found if isinstance(found, list) else None
+
+
+def _moved(given: list[Tenant], old_at: dict[str, int]) -> set[str]:
+    """The names of the fewest tenants of ``given`` (the new stretch) that, taken out, leave
+    the rest of those also in the old stretch (at ``old_at``) in their old order: all but a
+    longest run of increasing old positions (patience sorting, O(n log n))."""
+    common = [name for name in map(_NAME, given) if name in old_at]
+    tails: list[int] = []  # the least old position ending a run of each length
+    ends: list[int] = []  # which of ``common`` ends it
+    before = [-1] * len(common)  # the one before each in its run
+    for k, at in enumerate(map(old_at.__getitem__, common)):
+        length = bisect.bisect_left(tails, at)
+        if length == len(tails):
+            tails.append(at)
+            ends.append(k)
+        else:
+            tails[length], ends[length] = at, k
+        before[k] = ends[length - 1] if length else -1
+    kept, k = set(), ends[-1] if ends else -1
+    while k >= 0:
+        kept.add(common[k])
+        k = before[k]
+    return set(common) - kept
+
+
+def _same_run(olds: list[Tenant], news: list[Tenant], i: int, j: int, most: int) -> int:
+    """How many tenants are the same objects from ``olds[i]`` and ``news[j]`` back, up to
+    ``most``, compared in C."""
+    pairs = map(operator.is_not, itertools.islice(reversed(olds), len(olds) - 1 - i, None), itertools.islice(reversed(news), len(news) - 1 - j, None))
+    return next(itertools.compress(itertools.count(), itertools.islice(pairs, most)), most)
 
 
 class Engine:
