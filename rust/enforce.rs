@@ -16,6 +16,7 @@ mod chunks;
 mod inputs;
 mod kept;
 mod metered;
+mod moves;
 mod observe;
 mod profiles;
 mod rows;
@@ -205,6 +206,8 @@ pub struct Enforcer {
     /// names may share one): a tenant added under one of them is left to a full retarget (which
     /// refuses a name given twice).
     name_hashes: FxHashMap<u64, u32>,
+    /// The tenants the update under way moves, and what those taken out left for their return.
+    moves: moves::Moves,
     /// Statistics of rows and ports replaced by updates.
     archive: FxHashMap<StatsKey, QosStats>,
     /// Tenant names by the `tenant` of the [`StatsRow`]s handed out so far.

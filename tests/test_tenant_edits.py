@@ -251,6 +251,24 @@ def test_a_rename_and_new_classes_in_one_update_leave_the_other_tenants_queued_p
     assert_buckets_kept(engine, burst)
 
 
+@pytest.mark.parametrize(("moved", "to_front"), [(1, False), (2, False), (4, True), (3, True)])
+def test_a_tenant_moved_in_the_document_keeps_its_meters_and_the_port_the_others_packets(moved: int, to_front: bool) -> None:
+    """A tenant moved to the end of the document (put in before its copy is taken out) or to
+    the front (taken out first), with nothing queued at the port (t1, t4) or with packets queued
+    and its bucket empty (t2, t3): taken out and put in again alone, it keeps its meter; a move
+    of a tenant with nothing queued leaves the packets queued at the port there, the others'
+    send them first (their queues go)."""
+    tenants, policy, engine, burst = queued_at_a_port(5)
+    before = sent(engine)
+    assert before < len(burst)
+    others = tenants[:moved] + tenants[moved + 1 :]
+    reordered = [tenants[moved], *others] if to_front else [*others, tenants[moved]]
+    engine.update(Policy.from_dict({"tenants": reordered, "port": {"rate": "100Mbps", "buffer": "1MB"}}))
+    assert engine.policy.tenant_names == [t["name"] for t in reordered]
+    assert (sent(engine) == before) == (moved in (1, 4))
+    assert_buckets_kept(engine, burst)
+
+
 def test_edits_are_checked_against_the_other_tenants_with_their_place() -> None:
     port = {"rate": "100Mbps", "buffer": "1MB"}
     policy = Policy.from_dict({"port": port, "tenants": [{"name": "a", "vnis": [1], "rate": "60Mbps"}, {"name": "b", "vnis": [2]}]})

@@ -320,9 +320,8 @@ def _aligned(old: Sequence[Tenant], new: Sequence[Tenant]) -> list[TenantChange]
     head = next(itertools.compress(itertools.count(), map(operator.is_not, olds, news)), shorter)
     tail = _same_run(olds, news, len(olds) - 1, len(news) - 1, shorter - head)
     old_end, new_end = len(olds) - tail, len(news) - tail
-    old_at = dict(zip(map(_NAME, itertools.islice(olds, head, old_end)), itertools.count(head)))
-    new_at = dict(zip(map(_NAME, itertools.islice(news, head, new_end)), itertools.count(head)))
-    stretch = _Stretch(olds, news, head, old_end, new_end, old_at, new_at)
+    old_names, new_names = set(map(_NAME, itertools.islice(olds, head, old_end))), set(map(_NAME, itertools.islice(news, head, new_end)))
+    stretch = _Stretch(olds, news, head, old_end, new_end, old_names, new_names)
     found = _matched(stretch, set())
     changes = found if isinstance(found, list) else _with_moves(stretch, found)
     return changes if changes is not None else _every_position(old, new)  # (never: the fewest moved always match)
@@ -330,21 +329,21 @@ def _aligned(old: Sequence[Tenant], new: Sequence[Tenant]) -> list[TenantChange]
 
 class _Stretch(NamedTuple):
     """Where two documents' tenants differ: ``olds[head:old_end]`` and ``news[head:new_end]``,
-    and the positions of their tenants by name."""
+    and the names of their tenants."""
 
     olds: list[Tenant]
     news: list[Tenant]
     head: int
     old_end: int
     new_end: int
-    old_at: dict[str, int]
-    new_at: dict[str, int]
+    old_names: set[str]
+    new_names: set[str]
 
 
 def _matched(stretch: _Stretch, moved: set[str]) -> list[TenantChange] | tuple[str, str]:
     """The changes of :func:`_aligned` in ``stretch``, the tenants named in ``moved`` taken out
     and put in again; else the names of two other tenants of both that are in another order."""
-    olds, news, head, old_end, new_end, old_at, new_at = stretch
+    olds, news, head, old_end, new_end, old_names, new_names = stretch
     changes: list[TenantChange] = []
     # From the end of the stretch back, so that each change's position holds when it is made.
     i, j = old_end - 1, new_end - 1
@@ -353,13 +352,13 @@ def _matched(stretch: _Stretch, moved: set[str]) -> list[TenantChange] | tuple[s
         if was is now:
             run = _same_run(olds, news, i, j, min(i, j) - head + 1)
             i, j = i - run, j - run
-        elif was.name == now.name or (was.name not in new_at and now.name not in old_at):
+        elif was.name == now.name or (was.name not in new_names and now.name not in old_names):
             changes.append(("replace", i, was, now))
             i, j = i - 1, j - 1
-        elif was.name not in new_at or was.name in moved:
+        elif was.name not in new_names or was.name in moved:
             changes.append(("remove", i, was, None))
             i -= 1
-        elif now.name not in old_at or now.name in moved:
+        elif now.name not in old_names or now.name in moved:
             changes.append(("insert", i + 1, None, now))
             j -= 1
         else:
@@ -374,14 +373,16 @@ def _with_moves(stretch: _Stretch, disordered: tuple[str, str]) -> list[TenantCh
     for name in disordered:
         if isinstance(found := _matched(stretch, {name}), list):
             return found
-    found = _matched(stretch, _moved(stretch.news[stretch.head : stretch.new_end], stretch.old_at))
+    olds, news, head, old_end, new_end, _, _ = stretch
+    found = _matched(stretch, _moved(olds[head:old_end], news[head:new_end]))
     return found if isinstance(found, list) else None
 
 
-def _moved(given: list[Tenant], old_at: dict[str, int]) -> set[str]:
-    """The names of the fewest tenants of ``given`` (the new stretch) that, taken out, leave
-    the rest of those also in the old stretch (at ``old_at``) in their old order: all but a
-    longest run of increasing old positions (patience sorting, O(n log n))."""
+def _moved(gone: list[Tenant], given: list[Tenant]) -> set[str]:
+    """The names of the fewest tenants of both ``gone`` and ``given`` (the old and the new
+    stretch) that, taken out, leave the others in their old order: all but a longest run of
+    increasing old positions (patience sorting, O(n log n))."""
+    old_at = dict(zip(map(_NAME, gone), itertools.count()))
     common = [name for name in map(_NAME, given) if name in old_at]
     tails: list[int] = []  # the least old position ending a run of each length
     ends: list[int] = []  # which of ``common`` ends it

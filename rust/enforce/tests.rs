@@ -1,6 +1,8 @@
 //! The enforcement pipeline on hand-made verdicts: stage order, colour actions, shaping, the
 //! port, statistics that add up, and state kept or reset across updates.
 
+mod moves;
+
 use super::*;
 use crate::meter::{MeterKind, MeterParams};
 use crate::shaping::ShaperParams;

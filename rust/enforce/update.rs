@@ -2,7 +2,8 @@
 //! change keeps its meters and shapers ([`Enforcer::retarget`]), and a one-tenant change of
 //! contract with the same classes touches that tenant and its port queues alone
 //! ([`Enforcer::replace_contracts`]), and so does a tenant added ([`Enforcer::insert`]) or
-//! removed ([`Enforcer::remove`]), the later tenants' rows and queues moving along.
+//! removed ([`Enforcer::remove`]), the later tenants' rows and queues moving along, and one
+//! moved (both, keeping its stages: `enforce/moves.rs`).
 
 use std::cmp::Reverse;
 use std::hash::BuildHasher;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use super::kept::{same_name, Kept, KeptClass, TermsPool};
+use super::moves::carry;
 use super::rows::StatsRows;
 use super::{Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
 use crate::bursts::TenantBursts;
@@ -198,10 +200,12 @@ impl Enforcer {
     /// ones, their own rows before the later tenants'. Each starts as in a fresh engine, with
     /// full buckets and zero counters, and no microburst scope ([`Enforcer::insert_watched`]
     /// gives them theirs). One with an overload profile takes it at once if the port is
-    /// overloaded and its turn to return has not come. Changes nothing and returns false when
-    /// it takes a full retarget: a spec waits, a tenant has a burst profile without its
-    /// microburst scope ([`Enforcer::insert_watched`] gives scopes), or a name already given (or
-    /// a hash collision), the room is too small, or the port refuses their queues.
+    /// overloaded and its turn to return has not come. A tenant the update moves
+    /// ([`Enforcer::begin_moves`]) takes the meters and shapers it had instead, and may come in
+    /// while its copy is still in place. Changes nothing and returns false when it takes a full
+    /// retarget: a spec waits, a tenant has a burst profile without its microburst scope
+    /// ([`Enforcer::insert_watched`] gives scopes), or a name already given (or a hash
+    /// collision), the room is too small, or the port refuses their queues.
     pub fn insert(&mut self, index: usize, added: Vec<TenantQos>) -> bool {
         self.insert_watched(index, added, Vec::new())
     }
@@ -217,7 +221,9 @@ impl Enforcer {
             // A burst profile reads its tenant's or class's scope.
             let profiles = qos.on_burst.is_some() || qos.classes.iter().any(|c| c.on_burst.is_some());
             let scoped = !profiles || bursts.iter().any(|b| *b.name == *qos.name);
-            hashes.insert(hash) && !self.name_hashes.contains_key(&hash) && scoped
+            // A tenant the update moves may come in while its copy is still in place.
+            let present = self.name_hashes.get(&hash).copied().unwrap_or(0);
+            hashes.insert(hash) && present == self.moved_copies(&qos.name) && scoped
         };
         let room = self.class_rows + classes <= self.no_tenant_row && self.tenants.len() + added.len() <= self.tenants.capacity();
         if self.staged.is_some() || !self.spec.tenants.is_empty() || index > self.tenants.len() || !room || !added.iter().all(fresh) {
@@ -246,13 +252,20 @@ impl Enforcer {
         // Its class rows go before the next tenant's that has classes.
         let first = self.tenants[index..].iter().find(|t| t.classes > 0).map_or(self.class_rows, |t| t.first_row as usize);
         let rows = first..first + count;
+        let carried = self.carried(&qos);
         let kept = self.terms.keep(&qos, &mut self.profiles);
-        let stage = self.fresh_stage(&qos, &kept);
+        let mut stage = self.fresh_stage(&qos, &kept);
+        if let Some((old, _)) = &carried {
+            carry(&mut stage, old);
+        }
         if stage.classes_enforced {
             self.make_class_stages();
         }
         if stage.classes_enforced || !self.class_stages.is_empty() {
-            let class_stages: Vec<Stage> = kept.classes().iter().map(|class| class_stage(&self.profiles, class)).collect();
+            let mut class_stages: Vec<Stage> = kept.classes().iter().map(|class| class_stage(&self.profiles, class)).collect();
+            for (class_stage, old) in class_stages.iter_mut().zip(carried.iter().flat_map(|(_, classes)| classes)) {
+                carry(class_stage, old);
+            }
             self.class_stages.splice(first..first, class_stages);
         }
         // The room's first rows (zero, unnamed) move before the later tenants' class rows.
@@ -286,8 +299,9 @@ impl Enforcer {
     /// from overload), and the room after the class rows grows by its classes. If packets of it
     /// are on their way to the port or queued there, the port is first drained and started
     /// again as a retarget does it ([`Enforcer::restart_port`]): every tenant's queued packets
-    /// are sent, and nothing else of theirs changes. Changes nothing and returns false when it
-    /// takes a full retarget: a spec waits.
+    /// are sent, and nothing else of theirs changes. A tenant the update moves
+    /// ([`Enforcer::begin_moves`]) leaves its stages for its return. Changes nothing and returns
+    /// false when it takes a full retarget: a spec waits.
     pub fn remove(&mut self, index: usize) -> bool {
         if self.staged.is_some() || !self.spec.tenants.is_empty() || index >= self.tenants.len() {
             return false;
@@ -298,6 +312,7 @@ impl Enforcer {
         if !self.removable(index) {
             return false;
         }
+        self.park(index);
         self.remove_switchable(index); // before its rows go: they count its packets by profile
         let rows = self.class_rows_of(index);
         let name = self.tenant_name(index).to_owned();

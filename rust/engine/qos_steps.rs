@@ -23,9 +23,11 @@ impl Engine {
         let mut qos = self.lock_qos();
         let (taken, full_spec) = match change {
             // In order: a refusal after some went leaves a state the retarget below aligns by name.
-            QosChange::Steps(steps, checks) => {
+            QosChange::Steps(steps, checks, moved) => {
                 let enforcer = qos.enforcer_mut();
+                enforcer.begin_moves(moved);
                 let taken = steps.into_iter().all(|step| step.take(enforcer, &checks));
+                enforcer.end_moves();
                 if taken {
                     enforcer.set_weight_scale(inputs.weight_scale);
                 }
@@ -87,9 +89,10 @@ impl QosShape {
 
 /// What the enforcer is given of an update (see [`QosShape`]).
 pub(super) enum QosChange {
-    /// In order, then the port's weight scale; and what a tenant put in alone is checked
-    /// against ([`alone_checks`]).
-    Steps(Vec<QosStep>, Box<QosSpec>),
+    /// In order, then the port's weight scale; what a tenant put in alone is checked against
+    /// ([`alone_checks`]); and the names of the tenants they move (take out and put in again),
+    /// which keep their state ([`Enforcer::begin_moves`]).
+    Steps(Vec<QosStep>, Box<QosSpec>, FxHashSet<String>),
     /// Boxed: far larger than the others.
     Full(Box<QosSpec>),
 }
@@ -185,6 +188,7 @@ pub(super) enum Taken {
     Remove {
         at: usize,
         was: String,
+        old: Arc<TenantInput>,
     },
 }
 
@@ -198,7 +202,7 @@ impl Taken {
                 Taken::Replace { at: *at, name: Arc::default(), was: name(*at)?.to_string(), new: Arc::clone(&old), old }
             }
             TenantOp::Insert { at, tenant } => Taken::Insert { at: *at, name: tenant.tables.name.as_str().into(), new: Arc::default() },
-            TenantOp::Remove { at } => Taken::Remove { at: *at, was: name(*at)?.to_string() },
+            TenantOp::Remove { at } => Taken::Remove { at: *at, was: name(*at)?.to_string(), old: Arc::clone(inputs.tenants.get(*at)?) },
         })
     }
 
@@ -236,18 +240,34 @@ impl Taken {
     }
 }
 
-/// Whether a tenant the ops take out comes back under its name (moved, or taken out and put
-/// in again): a retarget keeps its state, by name; steps would make it anew.
-fn comes_back(taken: &[Taken]) -> bool {
+/// The names of the tenants the ops take out and put in again (moved, or taken out and put
+/// back).
+fn moved(taken: &[Taken]) -> FxHashSet<String> {
     let out: FxHashSet<&str> = taken.iter().filter_map(Taken::takes_out).collect();
-    !out.is_empty()
-        && taken.iter().filter(|t| !matches!(t, Taken::Replace { name, was, .. } if **name == **was)).filter_map(Taken::gives).any(|name| out.contains(name))
+    let given = taken.iter().filter(|t| !matches!(t, Taken::Replace { name, was, .. } if **name == **was)).filter_map(Taken::gives);
+    given.filter(|name| out.contains(name)).map(str::to_owned).collect()
+}
+
+/// Whether the tenants of `taken` that are `moved` move as steps: they have no microburst
+/// settings and no profiles, before and after (a retarget keeps the scopes and profiles of a
+/// tenant that moves, by name; steps would start them anew).
+fn move_alone(taken: &[Taken], moved: &FxHashSet<String>) -> bool {
+    let plain = |input: &TenantInput| {
+        let classes = input.classes.iter().all(|class| class.microburst.is_none() && class.on_burst.is_none());
+        classes && input.microburst.is_none() && input.on_burst.is_none() && input.on_overload.is_none()
+    };
+    taken.iter().all(|op| match op {
+        Taken::Replace { name, was, old, new, .. } => !(moved.contains(&**name) || moved.contains(was)) || (plain(old) && plain(new)),
+        Taken::Insert { name, new, .. } => !moved.contains(&**name) || plain(new),
+        Taken::Remove { was, old, .. } => !moved.contains(was) || plain(old),
+    })
 }
 
 /// The enforcer's steps for the ops `taken`, `inputs` being the final inputs and tenant `at`
 /// being `name(at)`.
 pub(super) fn steps<'a>(taken: Vec<Taken>, inputs: &QosInputs, name: impl Fn(usize) -> &'a Arc<str> + Copy) -> Result<QosChange, CoreError> {
-    if comes_back(&taken) {
+    let moved = moved(&taken);
+    if !move_alone(&taken, &moved) {
         return Ok(QosChange::Full(Box::new(inputs.spec(name)?)));
     }
     let (port, checks) = (inputs.settings.port.as_ref(), alone_checks(inputs)?);
@@ -281,7 +301,7 @@ pub(super) fn steps<'a>(taken: Vec<Taken>, inputs: &QosInputs, name: impl Fn(usi
             Taken::Remove { at, .. } => steps.push(QosStep::Remove(*at)),
         }
     }
-    Ok(QosChange::Steps(steps, Box::new(checks)))
+    Ok(QosChange::Steps(steps, Box::new(checks), moved))
 }
 
 /// The enforcer's step for an update that only puts tenants in place of tenants of the same
@@ -300,7 +320,7 @@ pub(super) fn replacements<'a>(
         contracts.push((at, input.resolve(name(at), port)?));
         replacements.push(Replacement { bursts: watched_one(input, name(at), inputs)?, rescoped: rescoped.binary_search(&at).is_ok() });
     }
-    Ok(QosChange::Steps(vec![QosStep::Replace(contracts, replacements)], Box::new(alone_checks(inputs)?)))
+    Ok(QosChange::Steps(vec![QosStep::Replace(contracts, replacements)], Box::new(alone_checks(inputs)?), FxHashSet::default()))
 }
 
 /// Whether `delta` only puts tenants in place of tenants of the same name (`None` if not),
