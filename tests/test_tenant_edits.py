@@ -17,6 +17,7 @@ import isolane
 from isolane import Engine, Policy, PolicyError, PolicyWarning
 from isolane import policy as P
 from isolane.policy.claims import WeightBasis
+from isolane.policy.diff import aligned, tenant_changes
 from isolane.policy.qos import qos_context, tenant_qos
 
 RATES = ("10Mbps", "20Mbps", "30Mbps", "40Mbps")
@@ -443,7 +444,7 @@ def test_a_document_with_tenants_put_in_or_taken_out_in_places_updates_only_thos
     packets = traffic(sorted({t["vnis"][0] for t in doc["tenants"] + edited_tenants}))
     engine.process(packets)
     edited = quietly(lambda: Policy.from_dict({**doc, "tenants": edited_tenants}))
-    changes = isolane.engine._diff(policy, edited)
+    changes = tenant_changes(policy, edited)
     differing = {t["name"] for t in edited_tenants if t not in doc["tenants"]} | {t["name"] for t in doc["tenants"] if t not in edited_tenants}
     differing |= moved | passed_alone(doc["tenants"], edited_tenants, moved)
     assert {(change[2] or change[3]).name for change in changes} <= differing  # type: ignore[union-attr]
@@ -473,28 +474,28 @@ def test_a_tenant_put_in_or_taken_out_in_the_middle_of_a_document_is_that_change
     docs = [{"name": f"t{i}", "vnis": [i + 1], "rate": "10Mbps"} for i in range(300)]
     policy = Policy.from_dict({"tenants": docs})
     added = Policy.from_dict({"tenants": docs[:150] + [{"name": "new", "vnis": [999]}] + docs[150:]})
-    assert [(op, at, new.name if new else None) for op, at, _, new in isolane.engine._diff(policy, added)] == [("insert", 150, "new")]
+    assert [(op, at, new.name if new else None) for op, at, _, new in tenant_changes(policy, added)] == [("insert", 150, "new")]
     removed = Policy.from_dict({"tenants": docs[:150] + docs[151:]})
-    assert [(op, at, old.name if old else None) for op, at, old, _ in isolane.engine._diff(policy, removed)] == [("remove", 150, "t150")]
+    assert [(op, at, old.name if old else None) for op, at, old, _ in tenant_changes(policy, removed)] == [("remove", 150, "t150")]
     # t149 changed and a tenant put in after it: the new one, then the change in place (the
     # changes go from the end of the stretch back, so that each position holds).
     changed = dict(docs[149], rate="20Mbps")
     both = Policy.from_dict({"tenants": docs[:149] + [changed, {"name": "new", "vnis": [999]}] + docs[150:]})
-    assert [(op, at) for op, at, _, _ in isolane.engine._diff(policy, both)] == [("insert", 150), ("replace", 149)]
+    assert [(op, at) for op, at, _, _ in tenant_changes(policy, both)] == [("insert", 150), ("replace", 149)]
     # Tenants put in at both ends: those two alone, however long the stretch between them.
     spread = Policy.from_dict({"tenants": [{"name": "a", "vnis": [1000]}] + docs + [{"name": "z", "vnis": [1001]}]})
-    assert [(op, at, new.name if new else None) for op, at, _, new in isolane.engine._diff(policy, spread)] == [("insert", 300, "z"), ("insert", 0, "a")]
+    assert [(op, at, new.name if new else None) for op, at, _, new in tenant_changes(policy, spread)] == [("insert", 300, "z"), ("insert", 0, "a")]
     # Two tenants that swap places: each taken out and put in again at its new place.
     swapped = Policy.from_dict({"tenants": docs[:10] + [docs[200]] + docs[11:200] + [docs[10]] + docs[201:]})
-    changes = [(op, at, (old or new).name) for op, at, old, new in isolane.engine._diff(policy, swapped)]  # type: ignore[union-attr]
+    changes = [(op, at, (old or new).name) for op, at, old, new in tenant_changes(policy, swapped)]  # type: ignore[union-attr]
     assert changes == [("remove", 200, "t200"), ("insert", 200, "t10"), ("remove", 10, "t10"), ("insert", 10, "t200")]
     # A tenant moved from the front to the end, past all the others: that tenant alone.
     moved = Policy.from_dict({"tenants": docs[1:] + docs[:1]})
-    assert [(op, at, (old or new).name) for op, at, old, new in isolane.engine._diff(policy, moved)] == [("insert", 300, "t0"), ("remove", 0, "t0")]  # type: ignore[union-attr]
+    assert [(op, at, (old or new).name) for op, at, old, new in tenant_changes(policy, moved)] == [("insert", 300, "t0"), ("remove", 0, "t0")]  # type: ignore[union-attr]
     engine = Engine(policy)
     assert engine.update(added).rebuilt == 1 and engine.update(removed).rebuilt == 0
     two_gone = Policy.from_dict({"tenants": docs[:100] + docs[102:150] + docs[151:]})
-    assert [(op, at) for op, at, _, _ in isolane.engine._diff(removed, two_gone)] == [("remove", 101), ("remove", 100)]
+    assert [(op, at) for op, at, _, _ in tenant_changes(removed, two_gone)] == [("remove", 101), ("remove", 100)]
     engine.update(two_gone)
     assert engine.tenant_names == [t["name"] for t in docs[:100] + docs[102:150] + docs[151:]]
 
@@ -506,7 +507,7 @@ def test_a_document_edited_in_places_far_apart_is_those_changes_alone() -> None:
     edited_docs = docs[:5] + [{"name": "new", "vnis": [999]}] + docs[5:150] + docs[151:280] + [dict(docs[280], name="r")] + docs[281:290]
     edited_docs += [dict(docs[290], rate="20Mbps")] + docs[291:]
     edited = Policy.from_dict({"tenants": edited_docs})
-    changes = [(op, at, (old or new).name) for op, at, old, new in isolane.engine._diff(policy, edited)]  # type: ignore[union-attr]
+    changes = [(op, at, (old or new).name) for op, at, old, new in tenant_changes(policy, edited)]  # type: ignore[union-attr]
     assert changes == [("replace", 290, "t290"), ("replace", 280, "t280"), ("remove", 150, "t150"), ("insert", 5, "new")]
     engine = Engine(policy)
     assert engine.update(edited).rebuilt == 2  # the tables of "new" and "r" (a guarantee changes no table)
@@ -551,7 +552,7 @@ def test_the_changes_between_two_documents_make_the_second_and_move_the_fewest_t
         news.insert(data.draw(st.integers(0, len(news))), Named(f"n{n}"))
     result = list(olds)
     taken_out, put_in = set(), set()
-    for op, at, was, now in isolane.engine._aligned(olds, news):  # type: ignore[arg-type]
+    for op, at, was, now in aligned(olds, news):  # type: ignore[arg-type]
         assert op == "insert" or result[at] is was
         if op == "remove":
             del result[at]
