@@ -87,7 +87,7 @@ def run(count: int) -> None:
     path = Path(tempfile.mkdtemp()) / "tenants.yaml"
     line = f"{max(400, count // 50)}Gbps"  # room for every guarantee (10 Mbps, 20 after a change)
     port = {"rate": line, "buffer": "64MB", "overload": {"above": "50%", "below": "10%"}}  # for tenants with an overload profile
-    path.write_text(yaml.safe_dump({"port": port, "tenants": [tenant(i) for i in range(count)]}, width=1 << 16))
+    path.write_text(yaml.dump({"port": port, "tenants": [tenant(i) for i in range(count)]}, Dumper=DUMPER, width=1 << 16))
     warm_up()
     before = settled_resident_bytes()
     start = time.perf_counter()
@@ -216,7 +216,7 @@ def policy_file(count: int, distinct: bool) -> Path:
     tenants share a contract: nothing is held once for many), else on one contract tier."""
     path = Path(tempfile.mkdtemp()) / "tenants.yaml"
     tenants = [dict(tenant(i), meter={"kind": "srtcm", "cir": f"{10_000 + i}kbps"}) if distinct else tenant(i) for i in range(count)]
-    path.write_text(yaml.safe_dump({"port": {"rate": f"{max(400, count // 50)}Gbps", "buffer": "64MB"}, "tenants": tenants}, width=1 << 16))
+    path.write_text(yaml.dump({"port": {"rate": f"{max(400, count // 50)}Gbps", "buffer": "64MB"}, "tenants": tenants}, Dumper=DUMPER, width=1 << 16))
     return path
 
 

@@ -62,14 +62,11 @@ impl Enforcer {
         if !self.moves.names.contains(&*qos.name) {
             return None;
         }
-        let Parked { qos: old, stage, classes } = match self.moves.parked.remove(&*qos.name) {
-            Some(parked) => parked,
-            None => {
-                let index = self.contracts.iter().position(|kept| *kept.name == *qos.name)?;
-                Parked { qos: self.contracts[index].qos(&self.profiles)?, stage: self.tenants[index].stage, classes: self.class_stages_of(index) }
-            }
-        };
-        enforces_alike(&old, qos).then_some((stage, classes))
+        if let Some(Parked { qos: old, stage, classes }) = self.moves.parked.remove(&*qos.name) {
+            return enforces_alike(&old, qos).then_some((stage, classes));
+        }
+        let index = self.contracts.iter().position(|kept| *kept.name == *qos.name)?;
+        self.contracts[index].enforces(qos, &self.profiles).then(|| (self.tenants[index].stage, self.class_stages_of(index)))
     }
 
     /// Tenant `index`'s class stages, if they are kept.
@@ -77,13 +74,13 @@ impl Enforcer {
         if self.class_stages.is_empty() {
             return Vec::new();
         }
-        let state = &self.tenants[index];
-        self.class_stages[state.first_row as usize..(state.first_row + state.classes) as usize].to_vec()
+        self.class_stages[self.class_rows_of(index)].to_vec()
     }
 }
 
 /// Whether a state that enforced `old` enforces `new`: the same contracts and profiles, class by
-/// class (the port queues may differ), as [`super::kept::Kept::enforces`] reads it.
+/// class (the port queues may differ), as [`super::kept::Kept::enforces`] reads a tenant still
+/// in place (a parked one's profile numbers may have been renumbered since).
 fn enforces_alike(old: &TenantQos, new: &TenantQos) -> bool {
     let classes =
         old.classes.len() == new.classes.len() && old.classes.iter().zip(&new.classes).all(|(o, n)| o.contract == n.contract && o.on_burst == n.on_burst);

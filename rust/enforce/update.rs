@@ -380,7 +380,7 @@ impl Enforcer {
     }
 
     /// Tenant `index`'s class rows (its class stages, statistics rows and port queues).
-    fn class_rows_of(&self, index: usize) -> std::ops::Range<usize> {
+    pub(super) fn class_rows_of(&self, index: usize) -> std::ops::Range<usize> {
         let state = &self.tenants[index];
         let first = state.first_row as usize;
         first..first + state.classes as usize
