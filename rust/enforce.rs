@@ -554,7 +554,7 @@ impl Enforcer {
         let row = if (verdict.cls as u32) < tenant.classes { (tenant.first_row + verdict.cls as u32) as usize } else { self.counting_row(&verdict) };
         let Enforcer { spec, tenants, profiles, rows, .. } = self;
         let tenant = &mut tenants[verdict.tenant as usize].stage;
-        let profile = &profiles[tenant.profile as usize];
+        let profile = profiles.get(tenant.profile);
         let Some((meter, shaper)) = profile.meter_and_shaper() else { unreachable!("a fast lane has a meter and a shaper") };
         // The meter counts the bytes the shaper does (or the tenant is not on this lane).
         let bytes = spec.count.bytes(&info);
@@ -596,11 +596,11 @@ impl Enforcer {
         let in_class = row < *class_rows;
         let mut class = (in_class && tenant.stage.classes_enforced).then(|| &mut class_stages[row]);
         let tenant = &mut tenant.stage;
-        let (tenant_profile, class_profile) = (&profiles[tenant.profile as usize], class.as_ref().map(|c| &profiles[c.profile as usize]));
+        let (tenant_profile, class_profile) = (profiles.get(tenant.profile), class.as_ref().map(|c| profiles.get(c.profile)));
         let mut metered = Metered::new(spec.color_map[usize::from(info.dscp & 63)]);
-        metered.meter(tenant_profile, &mut tenant.meter, info, now);
+        metered.meter(&tenant_profile, &mut tenant.meter, info, now);
         if let (Some(profile), Some(stage), false) = (class_profile, class.as_deref_mut(), metered.dropped) {
-            metered.meter(profile, &mut stage.meter, info, now);
+            metered.meter(&profile, &mut stage.meter, info, now);
         }
         rows.count_color(row, metered.color, bytes);
         result.color = metered.color as u8;
@@ -610,8 +610,8 @@ impl Enforcer {
             result.outcome = Outcome::DropMeter as u8;
             return result;
         }
-        let class_shaper = class_profile.and_then(|p| p.shaper.as_ref()).zip(class);
-        let outcome = match shape(now, bytes, tenant_profile.shaper.as_ref().map(|c| (c, tenant)), class_shaper) {
+        let class_shaper = class_profile.and_then(|p| p.shaper).zip(class);
+        let outcome = match shape(now, bytes, tenant_profile.shaper.map(|c| (c, tenant)), class_shaper) {
             Err(drop) => Outcome::of_shaping(drop),
             Ok(release_ns) => {
                 result.release_ns = i64::try_from(release_ns).unwrap_or(i64::MAX);

@@ -33,12 +33,12 @@ impl KeptClass {
     }
 
     fn qos(&self, profiles: &Profiles) -> ClassQos {
-        ClassQos { contract: profiles[self.profile as usize].contract(), queue: self.queue, on_burst: self.on_burst.clone() }
+        ClassQos { contract: profiles.get(self.profile).contract(), queue: self.queue, on_burst: self.on_burst.clone() }
     }
 
     /// Whether its stage enforces `class`: all but the port queue is the same.
     fn enforces(&self, class: &ClassQos, profiles: &Profiles) -> bool {
-        self.on_burst == class.on_burst && profiles[self.profile as usize].contract() == class.contract
+        self.on_burst == class.on_burst && profiles.get(self.profile).contract() == class.contract
     }
 }
 
@@ -89,7 +89,7 @@ impl Kept {
         let terms = self.terms.as_ref()?;
         Some(TenantQos {
             name: Arc::clone(&self.name),
-            contract: profiles[self.profile as usize].contract(),
+            contract: profiles.get(self.profile).contract(),
             classes: terms.classes.iter().map(|class| class.qos(profiles)).collect(),
             on_burst: terms.on_burst.clone(),
             on_overload: terms.on_overload.clone(),
@@ -109,7 +109,7 @@ impl Kept {
 
     /// Whether it has `qos`'s name and own contract.
     fn is_named_and_bound_by(&self, qos: &TenantQos, profiles: &Profiles) -> bool {
-        same_name(&self.name, &qos.name) && self.profile != NO_CONTRACT && profiles[self.profile as usize].contract() == qos.contract
+        same_name(&self.name, &qos.name) && self.profile != NO_CONTRACT && profiles.get(self.profile).contract() == qos.contract
     }
 
     /// Its own contract's profile number ([`NO_CONTRACT`] without a contract).

@@ -301,16 +301,20 @@ fn an_update_that_only_re_weighs_the_queues_keeps_meters_and_the_port() {
 #[test]
 fn profiles_left_behind_by_replaced_contracts_go() {
     let meter = |cir| Contract { meter: Some(srtcm(cir, 100, 0, POLICE)), shaper: None };
+    // Every other contract with a shaper: profiles of the two kinds are kept apart.
+    let shaper = ShaperParams { rate: 1 << 40, burst: 100, max_queue_bytes: 10_000, max_delay_ns: u64::MAX };
+    let changed = |change: u64| Contract { shaper: (change % 2 == 1).then_some(shaper), ..meter(10 + change) };
     let mut e = enforcer(spec((0..4).map(|t| tenant(&format!("t{t}"), meter(1), vec![meter(2)])).collect()));
     let p = |t| (packet(0, 100), verdict(t, 0, ALLOW));
     run(&mut e, &[p(3)]); // t3's bucket empties
     for change in 0..10_000 {
         let index = change % 3;
-        assert!(e.replace_contracts(&[(index, tenant(&format!("t{index}"), meter(10 + change as u64), vec![meter(2)]))]));
+        assert!(e.replace_contracts(&[(index, tenant(&format!("t{index}"), changed(change as u64), vec![meter(2)]))]));
     }
     assert!(e.profiles.len() < 100, "{} profiles for 5 contracts", e.profiles.len());
     assert_eq!(outcomes(&run(&mut e, &[p(3), p(0)])), [Outcome::DropMeter as u8, 0], "t3 kept its empty bucket");
-    assert_eq!(e.contract_of(2), Some(tenant("t2", meter(10 + 9_998), vec![meter(2)])));
+    assert_eq!(e.contract_of(2), Some(tenant("t2", changed(9_998), vec![meter(2)])));
+    assert_eq!(e.contract_of(0), Some(tenant("t0", changed(9_999), vec![meter(2)])));
     assert_eq!(e.contract_of(3), Some(tenant("t3", meter(1), vec![meter(2)])));
 }
 

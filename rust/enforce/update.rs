@@ -95,7 +95,7 @@ impl Enforcer {
             *self.name_hashes.entry(name_hash(&kept.name)).or_default() += 1;
         }
         self.adaptive.retarget(&spec, names, &tenants, &class_stages, &mut profiles);
-        profiles.shrink_to(room_for(profiles.len()));
+        profiles.shrink_to(room_for);
         (self.tenants, self.contracts, self.terms, self.class_stages, self.profiles) = (tenants, contracts, terms, class_stages, profiles);
         self.profiles_numbered = self.profiles.len();
         self.rebind_timeline();
@@ -484,7 +484,7 @@ impl Enforcer {
                 let first = state.first_row as usize;
                 // None kept: each was fresh.
                 let classes = if class_stages.is_empty() {
-                    kept.classes().iter().map(|class| Stage::new(&profiles[class.profile as usize].contract())).collect()
+                    kept.classes().iter().map(|class| Stage::new(&profiles.get(class.profile).contract())).collect()
                 } else {
                     class_stages[first..first + state.classes as usize].to_vec()
                 };
@@ -596,7 +596,7 @@ fn classes_enforced(qos: &TenantQos) -> bool {
 
 /// A fresh stage for a class kept, with its profile.
 fn class_stage(profiles: &Profiles, class: &KeptClass) -> Stage {
-    Stage { profile: class.profile, ..Stage::new(&profiles[class.profile as usize].contract()) }
+    Stage { profile: class.profile, ..Stage::new(&profiles.get(class.profile).contract()) }
 }
 
 /// The port's queues from `old` to `new` configurations (the same queues, checked as a whole
@@ -629,7 +629,7 @@ fn name_hash(name: &str) -> u64 {
 /// How a tenant stage's packets are enforced: the fast lane takes a meter and a shaper of the
 /// tenant's own that count the policy's bytes, nothing of its classes, and no port.
 pub(super) fn lane(profiles: &Profiles, stage: &Stage, spec: &QosSpec) -> Lane {
-    let profile = &profiles[stage.profile as usize];
+    let profile = profiles.get(stage.profile);
     let fast = spec.port.is_none() && !stage.classes_enforced && profile.meter_and_shaper().is_some() && profile.meter_count == spec.count;
     if fast {
         Lane::Fast
