@@ -103,6 +103,24 @@ def test_tenants_hold_one_vni_and_one_rule_as_the_item_and_give_tuples_back() ->
     assert Policy.from_dict(quiet(tenants({})).to_dict()).tenants[0].vnis == (1,)
 
 
+def test_meters_of_distinct_rates_share_the_rest_of_their_terms_and_read_as_whole_meters() -> None:
+    remark = {"remark": 10}
+    meter = {"kind": "trtcm", "cbs": "10MB", "pir": "5Gbps", "pbs": "20MB", "count": "inner", "actions": {"yellow": remark, "red": "drop"}}
+    policy = quiet(tenants(*({"meter": {**meter, "cir": f"{rate}Gbps"}} for rate in (1, 2, 1))))
+    one, two, again = (t.contract.meter for t in policy.tenants)
+    assert one is again and one is not two, "an equal meter read once"
+    assert one._terms is two._terms, "distinct rates, the rest kept once"
+    assert (one.cir_bps, two.cir_bps, two.pir_bps, two.pbs_bytes, two.count, two.yellow) == (10**9, 2 * 10**9, 5 * 10**9, 20_000_000, "inner", P.Remark(10))
+    assert sys.getsizeof(one) < 64 < sys.getsizeof(two._terms), "the meter holds its kind, its rate and the shared rest"
+    assert two == P.Meter("trtcm", 2 * 10**9, 10_000_000, None, 5 * 10**9, 20_000_000, count="inner", yellow=P.Remark(10)) != one
+    assert hash(two) == hash(pickle.loads(pickle.dumps(two))) and pickle.loads(pickle.dumps(two)) == two
+    assert dataclasses.replace(two, cir_bps=10**9) == one and dataclasses.replace(one, red="pass").red == "pass"
+    assert [f.name for f in dataclasses.fields(P.Meter)][:3] == ["kind", "cir_bps", "cbs_bytes"] and "_terms" not in repr(one)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        one.pbs_bytes = 1  # type: ignore[misc]
+    assert Policy.from_dict(policy.to_dict()).tenants[1].contract.meter == two
+
+
 def test_a_vni_claimed_twice_names_where_it_was_claimed_first() -> None:
     data = {"tenants": [{"name": "a", "vnis": [5, 7]}, {"name": "b", "vnis": [6]}, {"name": "c", "vnis": [7]}]}
     assert errors_of(data) == [("tenants[2].vnis[0]", "VNI 7 is claimed by both 'a' (tenants[0].vnis[1]) and 'c'")]

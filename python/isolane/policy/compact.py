@@ -2,11 +2,14 @@
 
 A policy of 100,000 simple tenants holds 100,000 rule prefixes and 200,000 one-item tuples (each
 tenant's VNIs and rules); held compactly they cost a few bytes instead of hundreds. Reading the
-field makes the full value again, which costs less than a dictionary lookup."""
+field makes the full value again, which costs less than a dictionary lookup. Fields that many
+objects share can also be held together, in one object they share (:func:`held_together`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any, TypeVar
 
 _C = TypeVar("_C")
@@ -63,3 +66,17 @@ def compact_fields(kind: type[CompactField], *names: str) -> Callable[[type[_C]]
         return cls
 
     return compact
+
+
+def held_together(slot: str, kind: type) -> Callable[[type[_C]], type[_C]]:
+    """A class decorator for a frozen dataclass that holds the fields named as ``kind``'s (a
+    dataclass) in one object of ``kind``, in its slot ``slot``: each such field is read from it.
+    The class makes that object in its own ``__init__``, and lists only its other fields and
+    ``slot`` in its ``__slots__``."""
+
+    def hold(cls: type[_C]) -> type[_C]:
+        for name in (f.name for f in dataclasses.fields(kind)):
+            setattr(cls, name, property(attrgetter(f"{slot}.{name}")))
+        return cls
+
+    return hold

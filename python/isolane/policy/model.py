@@ -4,13 +4,14 @@ classes, rules, contracts, meters, shapers, the port), each with its canonical d
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from isolane.policy.addresses import CompactPrefix, Network, PortRange
-from isolane.policy.compact import SingleItem, compact_fields
+from isolane.policy.compact import SingleItem, compact_fields, held_together
 from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, DEFAULT_STAGGER_NS, ETHERTYPES, ActionName, CountMode, MeterKind, PortMode
+from isolane.policy.sharing import shared
 from isolane.policy.units import format_duration, format_rate, format_size
 
 _T = TypeVar("_T")
@@ -66,6 +67,24 @@ def _action_to_data(action: ColorAction) -> str | dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
+class _MeterTerms:
+    """A meter's fields but its kind and rate: meters of distinct rates (a tenant's own) most often
+    share them, and a read keeps them once (:func:`~isolane.policy.sharing.shared`)."""
+
+    cbs_bytes: int | None
+    ebs_bytes: int | None
+    pir_bps: int | None
+    pbs_bytes: int | None
+    eir_bps: int | None
+    color_aware: bool
+    count: CountMode | None
+    green: ColorAction
+    yellow: ColorAction
+    red: ColorAction
+
+
+@held_together("_terms", _MeterTerms)  # 56 bytes a meter, not 128: tenants of distinct rates have one each
+@dataclass(frozen=True, init=False)
 class Meter:
     """A token-bucket meter: RFC 2697 srTCM (``cir``, ``cbs``, ``ebs``), RFC 2698 trTCM (``cir``,
     ``cbs``, ``pir``, ``pbs``) or RFC 4115 (``cir``, ``cbs``, ``eir``, ``ebs``). Rates are bits per
@@ -75,18 +94,46 @@ class Meter:
     DSCP through the policy's ``color_map``. ``green``/``yellow``/``red`` say what happens to
     packets of each colour."""
 
+    __slots__ = ("kind", "cir_bps", "_terms")  # the other fields are read from _terms
     kind: MeterKind
     cir_bps: int
-    cbs_bytes: int | None = None
-    ebs_bytes: int | None = None
-    pir_bps: int | None = None
-    pbs_bytes: int | None = None
-    eir_bps: int | None = None
-    color_aware: bool = False
-    count: CountMode | None = None
-    green: ColorAction = "pass"
-    yellow: ColorAction = "pass"
-    red: ColorAction = "drop"
+    cbs_bytes: int | None
+    ebs_bytes: int | None
+    pir_bps: int | None
+    pbs_bytes: int | None
+    eir_bps: int | None
+    color_aware: bool
+    count: CountMode | None
+    green: ColorAction
+    yellow: ColorAction
+    red: ColorAction
+    if TYPE_CHECKING:
+        _terms: _MeterTerms
+
+    def __init__(
+        self,
+        kind: MeterKind,
+        cir_bps: int,
+        cbs_bytes: int | None = None,
+        ebs_bytes: int | None = None,
+        pir_bps: int | None = None,
+        pbs_bytes: int | None = None,
+        eir_bps: int | None = None,
+        color_aware: bool = False,
+        count: CountMode | None = None,
+        green: ColorAction = "pass",
+        yellow: ColorAction = "pass",
+        red: ColorAction = "drop",
+    ) -> None:
+        terms = _MeterTerms(cbs_bytes, ebs_bytes, pir_bps, pbs_bytes, eir_bps, color_aware, count, green, yellow, red)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "cir_bps", cir_bps)
+        object.__setattr__(self, "_terms", shared(terms))
+
+    def __reduce__(self) -> tuple[type[Meter], tuple[Any, ...]]:
+        """Pickled as its fields: made again, it shares its terms as a read would."""
+        terms = self._terms
+        return Meter, (self.kind, self.cir_bps, *(getattr(terms, f.name) for f in fields(terms)))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
