@@ -221,6 +221,9 @@ struct QueueSlots {
     depth: u64,
 }
 
+/// A port queue of no tenant: watched by no scope, empty.
+const VACANT_QUEUE: QueueSlots = QueueSlots { monitors: [NONE; 2], depth: 0 };
+
 impl Detector {
     /// Whether any scope is watched: without one, the enforcer calls nothing here.
     #[inline]
@@ -307,15 +310,29 @@ impl Detector {
         }
     }
 
-    /// Follows a tenant put in at `index`, whose classes have the port queues `queues` (class
-    /// `c` at `queues.start + c`; none without a port): its scopes (`settings`, if it has a
-    /// microburst setting) start as a new scope does in [`Detector::retarget`], and the later
-    /// tenants and queues number up. No other scope changes.
-    pub fn insert_tenant(&mut self, index: usize, queues: std::ops::Range<usize>, settings: Option<&TenantBursts>) {
+    /// Follows an empty line put in at `index` (no scope): the later tenants number up.
+    pub fn open_tenant(&mut self, index: usize) {
+        self.tenants.insert(index, TenantSlots::NONE);
+    }
+
+    /// Follows a tenant put on the empty line `index`, whose classes have the port queues
+    /// `queues` (class `c` at `queues.start + c`, vacant or new at the end; none without a
+    /// port): its scopes (`settings`, if it has a microburst setting) start as a new scope does
+    /// in [`Detector::retarget`]. No other scope or queue changes.
+    pub fn occupy_tenant(&mut self, index: usize, queues: std::ops::Range<usize>, settings: Option<&TenantBursts>) {
         let slots = settings.map_or(TenantSlots::NONE, |settings| self.add_scopes(settings, |_, _, _| None));
-        self.tenants.insert(index, slots);
-        let scopes: Vec<QueueSlots> = (0..queues.len()).map(|c| QueueSlots { monitors: [slots.tenant, self.class_monitor(slots, c)], depth: 0 }).collect();
-        self.queues.splice(queues.start..queues.start, scopes);
+        self.tenants[index] = slots;
+        if self.queues.len() < queues.end {
+            self.queues.resize(queues.end, VACANT_QUEUE);
+        }
+        for (c, queue) in queues.enumerate() {
+            self.queues[queue] = QueueSlots { monitors: [slots.tenant, self.class_monitor(slots, c)], depth: 0 };
+        }
+    }
+
+    /// The port's queues numbered again: queue `order[i]` is queue `i` (the others, vacant, go).
+    pub fn reorder_queues(&mut self, order: &[u32]) {
+        self.queues = order.iter().map(|&old| self.queues[old as usize]).collect();
     }
 
     /// A tenant's scopes, after the others: its own and its classes' (a block of
@@ -354,22 +371,27 @@ impl Detector {
         }
     }
 
-    /// Whether tenant `index` may go by [`Detector::remove_tenant`]: its port queues
+    /// Whether tenant `index` may go by [`Detector::vacate_tenant`]: its port queues
     /// (`queues`) hold no bytes (the queue views' depths would lose them).
     pub fn removable(&self, index: usize, queues: std::ops::Range<usize>) -> bool {
         index < self.tenants.len() && self.queues.get(queues).is_some_and(|queues| queues.iter().all(|q| q.depth == 0))
     }
 
-    /// Follows tenant `index` gone, with its port queues `queues` (the later tenants and queues
-    /// number down): its scopes go as in [`Detector::retarget`] (their open events end at
-    /// `now`, their totals stay); no other scope changes. Whether it had scopes.
-    pub fn remove_tenant(&mut self, index: usize, queues: std::ops::Range<usize>, now: u64) -> bool {
-        let slots = self.tenants.remove(index);
-        self.queues.drain(queues);
+    /// Follows tenant `index` gone from its line, with its port queues `queues` (left vacant):
+    /// its scopes go as in [`Detector::retarget`] (their open events end at `now`, their
+    /// totals stay); no other scope changes. Whether it had scopes.
+    pub fn vacate_tenant(&mut self, index: usize, queues: std::ops::Range<usize>, now: u64) -> bool {
+        let slots = std::mem::replace(&mut self.tenants[index], TenantSlots::NONE);
+        self.queues[queues].fill(VACANT_QUEUE);
         let gone: Vec<u32> = self.class_slots[slots.class_range()].iter().copied().chain([slots.tenant]).filter(|&m| m != NONE).collect();
         let had_scopes = !gone.is_empty();
         self.take_out(slots.class_range(), gone, now);
         had_scopes
+    }
+
+    /// Follows the empty line `index` taken away: the later tenants number down.
+    pub fn close_tenant(&mut self, index: usize) {
+        self.tenants.remove(index);
     }
 
     /// Follows tenant `index`'s microburst settings changed to `settings`, its classes having

@@ -15,6 +15,7 @@ mod adaptive;
 mod chunks;
 mod inputs;
 mod kept;
+mod lines;
 mod metered;
 mod moves;
 mod observe;
@@ -47,6 +48,7 @@ use chunks::Given;
 pub use chunks::{Chunks, Classified};
 pub use inputs::{BurstRow, ClassInput, InputPool, MeterRow, OverloadRow, PortInput, ProfileInput, QosInputs, QosSettings, ShaperRow, TenantInput};
 use kept::{Kept, TermsPool};
+use lines::VacantRows;
 use metered::{shape, Metered};
 use profiles::{Profile, Profiles};
 use rows::StatsRows;
@@ -183,17 +185,20 @@ pub struct Enforcer {
     /// Each tenant's name and the contract its state enforces, by the same index; their terms, each once.
     contracts: Vec<Kept>,
     terms: TermsPool,
-    /// Every class's stage, by class row (tenant by tenant, as the port queues), while some
-    /// tenant's classes are enforced; else none (they would never be read, and a simple policy
-    /// spares 56 bytes a class).
+    /// Every class's stage, by class row (a tenant's classes' in a block, as the port queues),
+    /// while some tenant's classes are enforced; else none (they would never be read, and a
+    /// simple policy spares 56 bytes a class).
     class_stages: Vec<Stage>,
-    /// Statistics rows: every class row, room for more (unused rows, zero), the row of packets of
-    /// no tenant, then the tenants' own rows in the order they were made; [`Enforcer::row_keys`]
-    /// names them. The room lets a tenant added at the end take rows without moving any other's
-    /// ([`Enforcer::append`]).
+    /// Statistics rows: every class row (a block a tenant, in tenant order after a full
+    /// retarget; see `enforce/lines.rs`), room for more (unused rows, zero), the row of packets
+    /// of no tenant, then the tenants' own rows in the order they were made;
+    /// [`Enforcer::row_keys`] names them. The room and the vacant rows let a tenant put in take
+    /// rows without moving any other's ([`Enforcer::insert`]).
     rows: StatsRows,
-    /// Class rows in use (the port's queues, the class stages).
+    /// Class rows given out (the port's queues, the class stages), vacant ones included.
     class_rows: usize,
+    /// Class rows that tenants taken out left, for tenants put in.
+    vacant: VacantRows,
     /// The row of packets of no tenant; `class_rows..no_tenant_row` are the room.
     no_tenant_row: usize,
     /// By tenant index, its own row (packets in no class: every packet of a tenant without a

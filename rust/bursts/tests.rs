@@ -236,9 +236,11 @@ fn seen(d: &Detector) -> (Vec<String>, Vec<ScopeStats>) {
 fn a_watched_tenant_put_in_the_middle_is_watched_as_after_a_retarget_and_the_others_carry_on() {
     let (mut inserted, mut retargeted) = twins(&["a", "c"], &[(0, 0), (0, 1), (1, 0), (0, 0), (1, 1), (1, 1)]);
     let (spec, names, queues) = watched(&["a", "b", "c"]);
-    inserted.insert_tenant(1, 2..4, spec.tenants.iter().find(|t| t.name == "b"));
+    inserted.open_tenant(1);
+    inserted.occupy_tenant(1, 4..6, spec.tenants.iter().find(|t| t.name == "b")); // c's queues stay 2..4
     retargeted.retarget(&spec, &names, &queues, false, 1_000); // the queues are empty
     assert!(inserted.monitors.iter().any(|m| m.is_open(View::Rate)), "the others' events stay open");
+    inserted.reorder_queues(&[0, 1, 4, 5, 2, 3]); // in tenant order, as the traffic numbers them
     finish_both(&mut inserted, &mut retargeted, &[(1, 1), (1, 1), (0, 0), (2, 0), (1, 0), (1, 1), (2, 1), (1, 1)]);
     let (events, stats) = seen(&inserted);
     assert!(events.iter().any(|e| e.contains(" b BurstEvent")) && stats.iter().any(|s| s.key == ScopeKey::Class("b".into(), 1)), "b is watched");
@@ -249,7 +251,9 @@ fn a_watched_tenant_put_in_the_middle_is_watched_as_after_a_retarget_and_the_oth
 fn a_watched_tenant_taken_out_ends_its_events_keeps_its_totals_and_the_others_carry_on() {
     let (mut removed, mut retargeted) = twins(&["a", "b", "c"], &[(1, 1), (1, 1), (0, 0), (1, 1), (2, 0), (1, 1)]);
     assert!(removed.tenant_open(1) && removed.removable(1, 2..4) && !removed.removable(3, 6..8));
-    assert!(removed.remove_tenant(1, 2..4, 1_000));
+    assert!(removed.vacate_tenant(1, 2..4, 1_000));
+    removed.close_tenant(1);
+    removed.reorder_queues(&[0, 1, 4, 5]); // b's vacant queues go, as the traffic numbers them
     let (spec, names, queues) = watched(&["a", "c"]);
     retargeted.retarget(&spec, &names, &queues, false, 1_000); // the queues are empty
     assert_eq!(seen(&removed), seen(&retargeted), "b's events ended at the removal, its totals kept");

@@ -190,18 +190,24 @@ impl Adaptive {
         profiles || self.switchable.iter().any(|sw| sw.tenant as usize == index)
     }
 
-    /// Follows a tenant put in at `index`, whose classes take the class rows `rows`: the later
-    /// tenants and rows number up ([`Adaptive::add_tenant`] then takes its profile, if any).
-    pub(super) fn insert_tenant(&mut self, index: usize, rows: std::ops::Range<usize>) {
+    /// Follows an empty line put in at `index` ([`Enforcer::open`]): the later tenants number up.
+    pub(super) fn open_tenant(&mut self, index: usize) {
         self.watch.insert(index, NONE);
-        if !self.class_watch.is_empty() {
-            self.class_watch.splice(rows.start..rows.start, std::iter::repeat_n(NONE, rows.len()));
-        }
-        let (count, first) = (rows.len() as u32, rows.start as u32);
-        self.renumber(|tenant| if tenant >= index as u32 { tenant + 1 } else { tenant }, |row| if row >= first { row + count } else { row });
+        self.renumber_tenants(|tenant| if tenant >= index as u32 { tenant + 1 } else { tenant });
     }
 
-    /// The switching states of the tenant just put in at `index` ([`Adaptive::insert_tenant`])
+    /// Follows the class rows `rows` given to a tenant ([`Adaptive::add_tenant`] then takes its
+    /// profiles, if any): watched by none yet.
+    pub(super) fn occupy_rows(&mut self, rows: std::ops::Range<usize>) {
+        if !self.class_watch.is_empty() {
+            if self.class_watch.len() < rows.end {
+                self.class_watch.resize(rows.end, NONE);
+            }
+            self.class_watch[rows].fill(NONE);
+        }
+    }
+
+    /// The switching states of the tenant just put in at `index` ([`Adaptive::open_tenant`], [`Adaptive::occupy_rows`])
     /// for its profiles, its own and its classes': in their normal profiles, as a retarget
     /// would start them. One with an overload profile takes its place in the order of return
     /// (policy order); its slot is given back if the port is overloaded and its turn to return
@@ -237,16 +243,19 @@ impl Adaptive {
         overload.active.then_some(slot)
     }
 
-    /// Follows tenant `index` gone, whose classes had the class rows `rows` (its switching
-    /// state, if any, gone before: [`Enforcer::remove_switchable`]): the later tenants and rows
-    /// number down.
-    pub(super) fn remove_tenant(&mut self, index: usize, rows: std::ops::Range<usize>) {
-        self.watch.remove(index);
+    /// Follows tenant `index` gone from its line, whose classes had the class rows `rows` (its
+    /// switching states gone before: [`Enforcer::remove_switchable`]): they are watched by none.
+    pub(super) fn vacate_tenant(&mut self, index: usize, rows: std::ops::Range<usize>) {
+        self.watch[index] = NONE;
         if !self.class_watch.is_empty() {
-            self.class_watch.drain(rows.clone());
+            self.class_watch[rows].fill(NONE);
         }
-        let (count, end) = (rows.len() as u32, rows.end as u32);
-        self.renumber(|tenant| if tenant > index as u32 { tenant - 1 } else { tenant }, |row| if row >= end { row - count } else { row });
+    }
+
+    /// Follows the empty line `index` taken away ([`Enforcer::close`]): the later tenants number down.
+    pub(super) fn close_tenant(&mut self, index: usize) {
+        self.watch.remove(index);
+        self.renumber_tenants(|tenant| if tenant > index as u32 { tenant - 1 } else { tenant });
     }
 
     /// Every switching state's stages' profile numbers, through `renumber`.
@@ -276,13 +285,10 @@ impl Adaptive {
         }
     }
 
-    /// Every profile slot's tenant index and class row, through `tenant` and `row`.
-    fn renumber(&mut self, tenant: impl Fn(u32) -> u32, row: impl Fn(u32) -> u32) {
+    /// Every profile slot's tenant index, through `tenant`.
+    fn renumber_tenants(&mut self, tenant: impl Fn(u32) -> u32) {
         for sw in &mut self.switchable {
             sw.tenant = tenant(sw.tenant);
-            if let Some((_, class_row)) = &mut sw.class {
-                *class_row = row(*class_row);
-            }
         }
     }
 

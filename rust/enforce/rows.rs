@@ -153,27 +153,6 @@ impl StatsRows {
         self.packed[rows.clone()].fill(PackedRow::zeroed());
         self.overflow.retain(|&row, _| !rows.contains(&(row as usize)));
     }
-
-    /// Rows `rows` rotated `by` to the right (the last `by` first).
-    pub(super) fn rotate_right(&mut self, rows: Range<usize>, by: usize) {
-        self.packed[rows.clone()].rotate_right(by);
-        self.renumber_overflow(rows.clone(), |offset| (offset + by) % rows.len());
-    }
-
-    /// Rows `rows` rotated `by` to the left (the first `by` last).
-    pub(super) fn rotate_left(&mut self, rows: Range<usize>, by: usize) {
-        self.packed[rows.clone()].rotate_left(by);
-        self.renumber_overflow(rows.clone(), |offset| (offset + rows.len() - by) % rows.len());
-    }
-
-    /// The overflow of rows `rows` follows them to `rows.start + moved(offset)`.
-    fn renumber_overflow(&mut self, rows: Range<usize>, moved: impl Fn(usize) -> usize) {
-        if self.overflow.is_empty() {
-            return;
-        }
-        let renumber = |row: u32| if rows.contains(&(row as usize)) { (rows.start + moved(row as usize - rows.start)) as u32 } else { row };
-        self.overflow = std::mem::take(&mut self.overflow).into_iter().map(|(row, carried)| (renumber(row), carried)).collect();
-    }
 }
 
 fn packets(pair: Wide) -> u64 {
@@ -188,7 +167,7 @@ fn bytes(pair: Wide) -> u64 {
 mod tests {
     use super::*;
 
-    /// A row near its fields' limits counts on exactly, across the spill and after moves.
+    /// A row near its fields' limits counts on exactly, across the spill, until it is zeroed.
     #[test]
     fn pairs_past_their_packed_fields_count_exactly() {
         let mut rows = StatsRows::zeroed(4);
@@ -203,12 +182,8 @@ mod tests {
         };
         expected(&rows, 1);
         assert!(rows.packed[1].0.iter().all(|pair| pair & GUARDS == 0));
-        rows.rotate_right(0..4, 1);
-        expected(&rows, 2);
-        rows.rotate_left(1..4, 2);
-        expected(&rows, 3);
-        rows.zero(3..4);
-        assert_eq!(rows.counters(3), QosCounters::default());
+        rows.zero(1..2);
+        assert_eq!(rows.counters(1), QosCounters::default());
         assert!(rows.overflow.is_empty());
     }
 

@@ -629,14 +629,85 @@ fn traffic_around_b(at_ns: u64) -> Vec<(PacketInfo, Verdict)> {
     of.into_iter().enumerate().map(|(i, (t, c, action))| (packet((at_ns + i as u64) as i64, 100), verdict(t, c, action))).collect()
 }
 
-/// The state of every tenant of `e` and its port, by value (packets in flight in order).
+/// The state of every tenant of `e` and its port, by value (packets in flight in order), with
+/// the class rows in tenant order: which rows a tenant put in takes (vacant ones, or the
+/// room's) is the enforcer's business, as long as no other tenant's move.
 fn state_of(e: &Enforcer) -> String {
-    let port = e.port.as_ref().map(|state| format!("{:?} {} {}", state.port, state.guaranteed, state.reserved));
-    // Their index in the batch they came in differs: b's packets were in it.
-    let in_flight: Vec<_> = e.in_flight.clone().into_sorted_vec().into_iter().map(|Reverse(p)| InFlight { index: 0, ..p }).collect();
+    let order = rows_in_tenant_order(e);
+    let mut first_row = 0;
+    let tenants: Vec<TenantState> = e.tenants.iter().map(|t| (TenantState { first_row, ..*t }, first_row += t.classes).0).collect();
+    let class_stages: Vec<Stage> = order.iter().filter_map(|&row| e.class_stages.get(row as usize).copied()).collect();
+    let class_rows: Vec<_> = order.iter().map(|&row| e.rows.counters(row as usize)).collect();
     let own_rows: Vec<_> = e.own_rows.iter().map(|&row| (row != NO_ROW).then(|| e.rows.counters(row as usize))).collect();
     let tenant_rows = (e.rows.counters(e.no_tenant_row), own_rows);
-    format!("{:?} {:?} {:?} {tenant_rows:?} {port:?} {in_flight:?} {:?}", e.tenants, e.class_stages, e.rows.counters_of(0..e.class_rows), e.burst_stats())
+    format!("{tenants:?} {class_stages:?} {class_rows:?} {tenant_rows:?} {} {:?}", port_of(e), e.burst_stats())
+}
+
+/// Every tenant's class rows, tenant by tenant.
+fn rows_in_tenant_order(e: &Enforcer) -> Vec<u32> {
+    e.tenants.iter().flat_map(|t| t.first_row..t.first_row + t.classes).collect()
+}
+
+/// The port and the packets in flight to it, by value, their queues and rows in tenant order.
+fn port_of(e: &Enforcer) -> String {
+    let order = rows_in_tenant_order(e);
+    let in_order = |row: u32| order.iter().position(|&r| r == row).expect("a row of a tenant") as u32;
+    let port = e.port.as_ref().map(|state| {
+        let mut port = state.port.clone();
+        port.reorder(&order);
+        format!("{port:?} {} {}", state.guaranteed, state.reserved)
+    });
+    // Their index in the batch they came in differs: b's packets were in it.
+    let in_flight: Vec<_> = e.in_flight.clone().into_sorted_vec().into_iter().map(|Reverse(p)| InFlight { index: 0, row: in_order(p.row), ..p }).collect();
+    format!("{port:?} {in_flight:?}")
+}
+
+#[test]
+fn a_tenant_reshaped_in_place_moves_no_other_tenant_and_starts_as_in_a_fresh_enforcer() {
+    let (tenants, port) = tenants_a_b_c();
+    let one_class = TenantQos { classes: tenants[1].classes[..1].to_vec(), ..tenants[1].clone() };
+    let (mut e, _) = with_and_without_b();
+    let mut fresh = enforcer(QosSpec { port: Some(port), ..spec(vec![tenants[0].clone(), one_class.clone(), tenants[2].clone()]) });
+    let first: Vec<_> = traffic_around_b(MS).into_iter().filter(|(_, v)| v.tenant != 1).collect();
+    run(&mut e, &first);
+    run(&mut fresh, &first);
+    assert!(!e.in_flight.is_empty() && e.port.as_ref().unwrap().port.queued_bytes() > 0, "packets on their way and queued at the port");
+    let first_rows = |e: &Enforcer| e.tenants.iter().map(|t| t.first_row).collect::<Vec<_>>();
+    assert_eq!(first_rows(&e), [0, 1, 3]);
+    assert!(e.reshape(1, one_class, Vec::new()));
+    assert_eq!((first_rows(&e), e.class_rows, e.vacant.count(2)), (vec![0, 4, 3], 5, 1), "b takes the room's first row; a's and c's stay");
+    alike_from_now_on(&mut e, &mut fresh);
+}
+
+/// By value: b as in a fresh enforcer, a and c, their counters, queues, rings and packets in
+/// flight as they were; then the same outcomes, state and statistics after more traffic.
+fn alike_from_now_on(e: &mut Enforcer, other: &mut Enforcer) {
+    assert_eq!(state_of(e), state_of(other));
+    let later = traffic_around_b(2 * MS);
+    assert_eq!(run(e, &later), run(other, &later));
+    e.drain();
+    other.drain();
+    assert_eq!((state_of(e), e.stats()), (state_of(other), other.stats()));
+}
+
+#[test]
+fn vacant_rows_go_to_tenants_put_in_later_and_a_full_retarget_orders_the_rows_keeping_the_port() {
+    let (tenants, _) = tenants_a_b_c();
+    let (mut e, _) = with_and_without_b();
+    assert!(e.remove(1));
+    assert!(e.insert(1, vec![tenants[1].clone()]));
+    assert_eq!((e.tenants[1].first_row, e.class_rows, e.vacant.count(2)), (1, 4, 0), "b takes its old rows again");
+    assert!(e.insert(0, vec![TenantQos { name: "d".into(), ..tenants[2].clone() }]));
+    assert_eq!((e.tenants[0].first_row, e.class_rows), (4, 5), "d takes the room's first row");
+    // A packet of every tenant, and a second of a and c: some wait at the port, some are on their way.
+    let packets: Vec<_> = [0, 1, 2, 3, 1, 3].into_iter().enumerate().map(|(i, t)| (packet((MS + i as u64) as i64, 100), verdict(t, 0, ALLOW))).collect();
+    run(&mut e, &packets);
+    assert!(!e.in_flight.is_empty() && e.port.as_ref().unwrap().port.queued_bytes() > 0, "packets on their way and queued at the port");
+    let (port, stats) = (port_of(&e), e.stats());
+    e.retarget(&["d", "a", "b", "c"].map(Arc::from));
+    assert_eq!(e.tenants.iter().map(|t| t.first_row).collect::<Vec<_>>(), [0, 1, 2, 4], "rows in tenant order");
+    assert_eq!(rows_in_tenant_order(&e), (0..5).collect::<Vec<_>>());
+    assert_eq!((port_of(&e), e.stats()), (port, stats), "the port kept, its packets, buckets and timers with their queues");
 }
 
 #[test]
@@ -648,7 +719,8 @@ fn a_tenant_removed_from_the_middle_leaves_the_others_state_as_if_it_had_never_b
     assert!(!e.in_flight.is_empty() && e.port.as_ref().unwrap().port.queued_bytes() > 0, "packets on their way and queued at the port");
     let rows_before = e.no_tenant_row;
     assert!(e.remove(1));
-    assert_eq!((e.no_tenant_row, e.class_rows, e.tenants.len()), (rows_before, 2, 2));
+    assert_eq!((e.no_tenant_row, e.class_rows, e.tenants.len(), e.vacant.count(2)), (rows_before, 4, 2, 1), "b's two rows vacant, c's in place");
+    assert_eq!(e.tenants[1].first_row, 3);
     // In place, by value: stages, counters, the port's queues, rings, timers and packets in flight.
     assert_eq!(state_of(&e), state_of(&never));
     // b's counters are in the archive, and packets after the removal go to the right rows and queues.
@@ -727,13 +799,7 @@ fn a_tenant_inserted_in_the_middle_leaves_the_others_state_in_place_and_starts_a
     assert!(!e.in_flight.is_empty() && e.port.as_ref().unwrap().port.queued_bytes() > 0, "packets on their way and queued at the port");
     let (tenants, _) = tenants_a_b_c();
     assert!(e.insert(1, vec![tenants[1].clone()]));
-    // By value: b as in a fresh enforcer, a and c, their counters, queues, rings and packets in flight as they were.
-    assert_eq!(state_of(&e), state_of(&all));
-    let later = traffic_around_b(2 * MS);
-    assert_eq!(run(&mut e, &later), run(&mut all, &later));
-    e.drain();
-    all.drain();
-    assert_eq!((state_of(&e), e.stats()), (state_of(&all), all.stats()));
+    alike_from_now_on(&mut e, &mut all);
     assert!(!e.insert(1, vec![tenants[2].clone()]), "c's name is taken");
 }
 

@@ -6,15 +6,16 @@
 //! moved (both, keeping its stages: `enforce/moves.rs`).
 
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use super::kept::{same_name, Kept, KeptClass, TermsPool};
-use super::moves::carry;
+use super::lines::VacantRows;
 use super::rows::StatsRows;
-use super::{Contract, Enforcer, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
+use super::{Contract, Enforcer, InFlight, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
 use crate::bursts::TenantBursts;
 use crate::shaping::port::check_queues;
 use crate::shaping::{Port, PortConfig, QueueConfig, WeightScale};
@@ -35,7 +36,7 @@ impl Enforcer {
         let old_keys = self.row_keys();
         let mut spec = self.staged.take().unwrap_or_else(|| self.current_spec());
         let same_globals = spec.count == self.spec.count && spec.color_map == self.spec.color_map;
-        let old_queues: Vec<QueueConfig> = if self.port.is_some() { self.queue_configs().collect() } else { Vec::new() };
+        let old_queues: Vec<QueueConfig> = if self.port.is_some() { self.queues_by_row() } else { Vec::new() };
         let mut old = self.take_states();
         let by_name: FxHashMap<&str, &TenantQos> = spec.tenants.iter().map(|t| (&*t.name, t)).collect();
         // Packets read these at random: huge pages spare a TLB miss per packet when they are large.
@@ -87,6 +88,7 @@ impl Enforcer {
         self.class_rows = class_rows;
         self.no_tenant_row = self.class_rows + room_for(self.class_rows);
         self.rows = StatsRows::zeroed(self.no_tenant_row + 1);
+        self.vacant = VacantRows::default();
         self.own_rows = Vec::with_capacity(names.len() + room_for(names.len()));
         self.own_rows.resize(names.len(), NO_ROW);
         self.free_rows = Vec::new();
@@ -195,17 +197,16 @@ impl Enforcer {
     }
 
     /// Takes tenants put in at `index` on (before the tenant there, if any), touching no other
-    /// tenant's state: their class rows take the room's first rows, moved before the later
-    /// tenants' (a memmove; at the end nothing moves), their port queues go in before the later
-    /// ones, their own rows before the later tenants'. Each starts as in a fresh engine, with
-    /// full buckets and zero counters, and no microburst scope ([`Enforcer::insert_watched`]
-    /// gives them theirs). One with an overload profile takes it at once if the port is
-    /// overloaded and its turn to return has not come. A tenant the update moves
-    /// ([`Enforcer::begin_moves`]) takes the meters and shapers it had instead, and may come in
-    /// while its copy is still in place. Changes nothing and returns false when it takes a full
-    /// retarget: a spec waits, a tenant has a burst profile without its microburst scope
-    /// ([`Enforcer::insert_watched`] gives scopes), or a name already given (or a hash
-    /// collision), the room is too small, or the port refuses their queues.
+    /// tenant's state: their class rows take rows that tenants taken out left vacant, or the
+    /// room's first rows, and so do their port queues; no other tenant's rows or queues move.
+    /// Each starts as in a fresh engine, with full buckets and zero counters, and no microburst
+    /// scope ([`Enforcer::insert_watched`] gives them theirs). One with an overload profile
+    /// takes it at once if the port is overloaded and its turn to return has not come. A
+    /// tenant the update moves ([`Enforcer::begin_moves`]) takes the meters and shapers it had
+    /// instead, and may come in while its copy is still in place. Changes nothing and returns
+    /// false when it takes a full retarget: a spec waits, a tenant has a burst profile without
+    /// its microburst scope ([`Enforcer::insert_watched`] gives scopes), or a name already
+    /// given (or a hash collision), the room is too small, or the port refuses their queues.
     pub fn insert(&mut self, index: usize, added: Vec<TenantQos>) -> bool {
         self.insert_watched(index, added, Vec::new())
     }
@@ -214,7 +215,39 @@ impl Enforcer {
     /// settings: their scopes start as a new scope does in a full retarget, and no other
     /// scope changes; their burst profiles start in their normal profiles, as in a retarget.
     pub fn insert_watched(&mut self, index: usize, added: Vec<TenantQos>, bursts: Vec<TenantBursts>) -> bool {
-        let classes: usize = added.iter().map(|qos| qos.classes.len()).sum();
+        let lines = self.tenants.len() + added.len() <= self.tenants.capacity();
+        if index > self.tenants.len() || !lines || !self.admits(&added, &bursts) {
+            return false;
+        }
+        for (at, qos) in (index..).zip(added) {
+            self.open(at);
+            self.occupy(at, qos, &bursts);
+        }
+        self.admitted(bursts);
+        true
+    }
+
+    /// Puts `qos` in place of tenant `index`, as [`Enforcer::remove`] then
+    /// [`Enforcer::insert_watched`] at `index` would, for a tenant whose name or classes
+    /// changed (else [`Enforcer::replace_contracts`] keeps its rows): the old tenant's state
+    /// goes, the new one's starts, and no other tenant's line, rows or queues move. Returns
+    /// false when either takes a full retarget; the old tenant may then be gone already.
+    pub fn reshape(&mut self, index: usize, qos: TenantQos, bursts: Vec<TenantBursts>) -> bool {
+        let added = [qos];
+        if !self.vacate(index) || !self.admits(&added, &bursts) {
+            return false;
+        }
+        let [qos] = added;
+        self.occupy(index, qos, &bursts);
+        self.admitted(bursts);
+        true
+    }
+
+    /// Whether tenants `added` (with microburst settings `bursts`) may come in alone, on lines
+    /// of their own: no spec waits, each has the microburst scope its burst profiles read, no
+    /// name is given already (or shares a hash with one), there are rows for their classes,
+    /// and the port takes their queues.
+    fn admits(&self, added: &[TenantQos], bursts: &[TenantBursts]) -> bool {
         let mut hashes = FxHashSet::default();
         let fresh = |qos: &TenantQos| {
             let hash = name_hash(&qos.name);
@@ -225,139 +258,41 @@ impl Enforcer {
             let present = self.name_hashes.get(&hash).copied().unwrap_or(0);
             hashes.insert(hash) && present == self.moved_copies(&qos.name) && scoped
         };
-        let room = self.class_rows + classes <= self.no_tenant_row && self.tenants.len() + added.len() <= self.tenants.capacity();
-        if self.staged.is_some() || !self.spec.tenants.is_empty() || index > self.tenants.len() || !room || !added.iter().all(fresh) {
+        if self.staged.is_some() || !self.spec.tenants.is_empty() || !self.rows_fit(added) || !added.iter().all(fresh) {
             return false;
         }
-        let queues: Vec<QueueConfig> = added.iter().flat_map(|qos| qos.classes.iter().map(|class| class.queue)).collect();
-        let sums = self.port_sums_with(&[], &queues);
-        if self.port.is_some() && sums.is_none() {
-            return false;
-        }
-        for (at, qos) in (index..).zip(added) {
-            let settings = bursts.iter().find(|b| *b.name == *qos.name);
-            self.insert_one(at, qos, settings);
-        }
-        self.spec.bursts.tenants.extend(bursts); // what a later full retarget reads
-        if let (Some(state), Some(sums)) = (&mut self.port, sums) {
-            (state.guaranteed, state.reserved) = sums;
-        }
-        self.rebind_timeline(); // the later class rows moved, and the new tenants need own rows
-        self.compact_profiles_if_due();
-        true
+        self.port.is_none() || self.port_sums_with(&[], &queues_of(added)).is_some()
     }
 
-    fn insert_one(&mut self, index: usize, qos: TenantQos, bursts: Option<&TenantBursts>) {
-        let count = qos.classes.len();
-        // Its class rows go before the next tenant's that has classes.
-        let first = self.tenants[index..].iter().find(|t| t.classes > 0).map_or(self.class_rows, |t| t.first_row as usize);
-        let rows = first..first + count;
-        let carried = self.carried(&qos);
-        let kept = self.terms.keep(&qos, &mut self.profiles);
-        let mut stage = self.fresh_stage(&qos, &kept);
-        if let Some((old, _)) = &carried {
-            carry(&mut stage, old);
-        }
-        if stage.classes_enforced {
-            self.make_class_stages();
-        }
-        if stage.classes_enforced || !self.class_stages.is_empty() {
-            let mut class_stages: Vec<Stage> = kept.classes().iter().map(|class| class_stage(&self.profiles, class)).collect();
-            for (class_stage, old) in class_stages.iter_mut().zip(carried.iter().flat_map(|(_, classes)| classes)) {
-                carry(class_stage, old);
-            }
-            self.class_stages.splice(first..first, class_stages);
-        }
-        // The room's first rows (zero, unnamed) move before the later tenants' class rows.
-        self.rows.rotate_right(first..self.class_rows + count, count);
-        self.class_rows += count;
-        self.renumber_rows(index, |row| if row >= first as u32 { row + count as u32 } else { row });
-        self.tenants.insert(index, TenantState { stage, first_row: first as u32, classes: count as u32 });
-        self.own_rows.insert(index, NO_ROW);
-        let port_queues = match &mut self.port {
-            Some(state) => {
-                state.port.insert_queues(first as u32, &qos.classes.iter().map(|class| class.queue).collect::<Vec<_>>());
-                rows.clone()
-            }
-            None => 0..0,
-        };
-        self.bursts.insert_tenant(index, port_queues, bursts);
-        self.adaptive.insert_tenant(index, rows);
-        let overloaded = self.adaptive.add_tenant(&qos, index, &self.tenants, &self.class_stages, &self.spec, &mut self.profiles);
-        *self.name_hashes.entry(name_hash(&qos.name)).or_default() += 1;
-        self.contracts.insert(index, kept);
-        if let Some(slot) = overloaded {
-            self.overload_now(slot);
-        }
+    /// What follows tenants put in ([`Enforcer::occupy`]) with microburst settings `bursts`.
+    fn admitted(&mut self, bursts: Vec<TenantBursts>) {
+        self.spec.bursts.tenants.extend(bursts); // what a later full retarget reads
+        self.rebind_timeline(); // the new tenants need own rows
+        self.compact_profiles_if_due();
     }
 
     /// Takes tenant `index` out, touching no other tenant's state: its class stages, statistics
-    /// rows and port queues go and the later ones move down (the later tenants' ids fall by one,
-    /// as the engine's do), its counters, queueing delays and microburst scopes' totals go to
-    /// the archive as a full retarget keeps them (its open burst events end now; a burst profile
-    /// it or a class of it is in ends as an update ends it, and it leaves the order of return
-    /// from overload), and the room after the class rows grows by its classes. If packets of it
-    /// are on their way to the port or queued there, the port is first drained and started
-    /// again as a retarget does it ([`Enforcer::restart_port`]): every tenant's queued packets
-    /// are sent, and nothing else of theirs changes. A tenant the update moves
-    /// ([`Enforcer::begin_moves`]) leaves its stages for its return. Changes nothing and returns
-    /// false when it takes a full retarget: a spec waits.
+    /// rows and port queues are left vacant for tenants put in later (no other tenant's move;
+    /// the later tenants' ids fall by one, as the engine's do), its counters, queueing delays
+    /// and microburst scopes' totals go to the archive as a full retarget keeps them (its open
+    /// burst events end now; a burst profile it or a class of it is in ends as an update ends
+    /// it, and it leaves the order of return from overload). If packets of it are on their way
+    /// to the port or queued there, the port is first drained and started again as a retarget
+    /// does it ([`Enforcer::restart_port`]): every tenant's queued packets are sent, and nothing
+    /// else of theirs changes. A tenant the update moves ([`Enforcer::begin_moves`]) leaves its
+    /// stages for its return. Changes nothing and returns false when it takes a full retarget:
+    /// a spec waits.
     pub fn remove(&mut self, index: usize) -> bool {
-        if self.staged.is_some() || !self.spec.tenants.is_empty() || index >= self.tenants.len() {
+        if !self.vacate(index) {
             return false;
         }
-        if self.packets_at_port(index) {
-            self.restart_port();
-        }
-        if !self.removable(index) {
-            return false;
-        }
-        self.park(index);
-        self.remove_switchable(index); // before its rows go: they count its packets by profile
-        let rows = self.class_rows_of(index);
-        let name = self.tenant_name(index).to_owned();
-        for (c, row) in rows.clone().enumerate() {
-            self.archive_row(row, (Some(name.clone()), Some(c as u16)));
-        }
-        let own_row = self.own_rows.remove(index);
-        if own_row != NO_ROW {
-            self.archive_row(own_row as usize, (Some(name), None));
-            self.rows.zero(own_row as usize..own_row as usize + 1);
-            self.free_rows.push(own_row);
-        }
-        self.remove_rows(index, rows.clone());
-        let kept = self.contracts.remove(index);
-        if let (Some(state), true) = (&mut self.port, kept.has_contract()) {
-            let queues = state.port.remove_queues(rows.start as u32..rows.end as u32);
-            for (c, (queue, class)) in queues.iter().zip(kept.classes()).enumerate() {
-                if queue.delay_ns.count() > 0 {
-                    self.archive.entry((Some(kept.name.to_string()), Some(c as u16))).or_default().delay_ns.merge(&queue.delay_ns);
-                }
-                state.guaranteed -= u128::from(class.queue.guarantee);
-                state.reserved -= u128::from(class.queue.reserved_bytes);
-            }
-        }
-        let port_queues = if self.port.is_some() { rows.clone() } else { 0..0 };
-        if self.bursts.remove_tenant(index, port_queues, self.clock_ns) {
-            self.spec.bursts.tenants.retain(|b| *b.name != *kept.name);
-        }
-        self.adaptive.remove_tenant(index, rows);
-        if kept.has_contract() {
-            let hash = name_hash(&kept.name);
-            if let Some(tenants) = self.name_hashes.get_mut(&hash) {
-                *tenants -= 1;
-                if *tenants == 0 {
-                    self.name_hashes.remove(&hash);
-                }
-            }
-        }
-        self.terms.release(kept);
+        self.close(index);
         self.rebind_timeline();
         true
     }
 
     /// Whether tenant `index` may go by [`Enforcer::remove`].
-    fn removable(&self, index: usize) -> bool {
+    pub(super) fn removable(&self, index: usize) -> bool {
         let queues = if self.port.is_some() { self.class_rows_of(index) } else { 0..0 };
         !self.packets_at_port(index) && self.bursts.removable(index, queues)
     }
@@ -372,7 +307,7 @@ impl Enforcer {
     /// The port drained as a retarget drains it (packets in flight arrive, everything queued is
     /// sent, the delays recorded) and started again empty, every queue keeping its
     /// configuration (a profile's, for a tenant in one) and statistics; nothing else changes.
-    fn restart_port(&mut self) {
+    pub(super) fn restart_port(&mut self) {
         self.drain_port();
         if let Some(state) = &mut self.port {
             state.port.restart();
@@ -386,39 +321,8 @@ impl Enforcer {
         first..first + state.classes as usize
     }
 
-    /// Takes out tenant `index`'s line, class stages `rows` and class statistics rows: the later
-    /// classes' rows move down (a memmove); packets in flight follow their rows.
-    fn remove_rows(&mut self, index: usize, rows: std::ops::Range<usize>) {
-        let count = rows.len();
-        self.tenants.remove(index);
-        if count == 0 {
-            return;
-        }
-        self.renumber_rows(index, |row| if row >= rows.end as u32 { row - count as u32 } else { row });
-        if !self.class_stages.is_empty() {
-            self.class_stages.drain(rows.clone());
-        }
-        self.rows.rotate_left(rows.start..self.class_rows, count);
-        self.rows.zero(self.class_rows - count..self.class_rows);
-        self.class_rows -= count;
-    }
-
-    /// The class rows of tenants `from..` and of packets in flight, through `renumber`.
-    fn renumber_rows(&mut self, from: usize, renumber: impl Fn(u32) -> u32) {
-        for tenant in self.tenants[from..].iter_mut().filter(|t| t.classes > 0) {
-            tenant.first_row = renumber(tenant.first_row);
-        }
-        if !self.in_flight.is_empty() {
-            let mut packets = std::mem::take(&mut self.in_flight).into_vec();
-            for Reverse(packet) in &mut packets {
-                packet.row = renumber(packet.row);
-            }
-            self.in_flight = packets.into(); // the order is by release and sequence, which stay
-        }
-    }
-
     /// A new stage for `qos`'s tenant, kept as `kept`, with its profile and lane.
-    fn fresh_stage(&self, qos: &TenantQos, kept: &Kept) -> Stage {
+    pub(super) fn fresh_stage(&self, qos: &TenantQos, kept: &Kept) -> Stage {
         let mut stage = Stage::new(&qos.contract);
         stage.profile = kept.profile();
         stage.classes_enforced = classes_enforced(qos);
@@ -428,13 +332,18 @@ impl Enforcer {
 
     /// Every class row's stage, fresh, if none is kept: each was fresh while no tenant's classes
     /// were enforced (none was ever read).
-    fn make_class_stages(&mut self) {
+    pub(super) fn make_class_stages(&mut self) {
         if self.class_stages.len() == self.class_rows {
             return;
         }
-        let Enforcer { contracts, profiles, .. } = self;
         let mut stages = crate::memory::with_capacity(self.no_tenant_row);
-        stages.extend(contracts.iter().flat_map(|kept| kept.classes()).map(|class| class_stage(profiles, class)));
+        stages.resize(self.class_rows, Stage::new(&Contract::default()));
+        for (tenant, kept) in self.tenants.iter().zip(&self.contracts) {
+            let first = tenant.first_row as usize;
+            for (stage, class) in stages[first..first + kept.classes().len()].iter_mut().zip(kept.classes()) {
+                *stage = class_stage(&self.profiles, class);
+            }
+        }
         self.class_stages = stages;
     }
 
@@ -463,9 +372,16 @@ impl Enforcer {
         (valid && check_queues(&state.config, new).is_ok()).then_some((guaranteed, reserved))
     }
 
-    /// Every class's port queue, by class row.
-    fn queue_configs(&self) -> impl Iterator<Item = QueueConfig> + '_ {
-        self.contracts.iter().flat_map(|kept| kept.classes().iter().map(|class| class.queue))
+    /// Every class row's port queue (a vacant row's takes nothing).
+    fn queues_by_row(&self) -> Vec<QueueConfig> {
+        let mut queues = vec![QueueConfig::BEST_EFFORT; self.class_rows];
+        for (tenant, kept) in self.tenants.iter().zip(&self.contracts) {
+            let first = tenant.first_row as usize;
+            for (queue, class) in queues[first..first + kept.classes().len()].iter_mut().zip(kept.classes()) {
+                *queue = class.queue;
+            }
+        }
+        queues
     }
 
     /// The contract tenant `index` is enforced by.
@@ -493,10 +409,10 @@ impl Enforcer {
             .collect()
     }
 
-    /// Keeps the port if nothing about it changed; otherwise drains the old one (packets in
-    /// flight arrive, everything queued is sent) into the statistics and starts a new one.
-    /// `old_queues` are the port's queues, `old_keys` name them, `keys` name the new `queues`.
-    /// Whether the port was kept.
+    /// Keeps the port if nothing about it changed, its queues numbered again in the new order
+    /// (vacant ones gone); otherwise drains the old one (packets in flight arrive, everything
+    /// queued is sent) into the statistics and starts a new one. `old_queues` are the port's
+    /// queues, `old_keys` name them, `keys` name the new `queues`. Whether the port was kept.
     fn replace_port(
         &mut self,
         config: Option<PortConfig>,
@@ -506,8 +422,15 @@ impl Enforcer {
         keys: &[StatsKey],
     ) -> bool {
         if let Some(current) = &mut self.port {
-            if Some(current.config) == config && old_keys == keys {
-                requeue(current, old_queues, &queues);
+            if let Some(order) = (Some(current.config) == config).then(|| same_queues(old_keys, keys)).flatten() {
+                let old_queues: Vec<QueueConfig> = order.iter().map(|&old| old_queues[old as usize]).collect();
+                if order.len() != old_keys.len() || order.iter().enumerate().any(|(new, &old)| new != old as usize) {
+                    current.port.reorder(&order);
+                    current.port.reserve(room_for(order.len()));
+                    self.bursts.reorder_queues(&order);
+                    renumber_in_flight(&mut self.in_flight, &order);
+                }
+                requeue(current, &old_queues, &queues);
                 return true;
             }
         }
@@ -537,7 +460,7 @@ impl Enforcer {
     }
 
     /// Statistics row `row`'s counters, into the archive under `key` (its).
-    fn archive_row(&mut self, row: usize, key: StatsKey) {
+    pub(super) fn archive_row(&mut self, row: usize, key: StatsKey) {
         let counters = self.rows.counters(row);
         if counters.packets > 0 {
             self.archive.entry(key).or_default().counters.add(&counters);
@@ -578,9 +501,34 @@ impl Enforcer {
         keys
     }
 
-    fn tenant_name(&self, index: usize) -> &str {
+    pub(super) fn tenant_name(&self, index: usize) -> &str {
         &self.contracts[index].name
     }
+}
+
+/// The old row of each of `keys` (the new rows' keys, in order), if `old_keys` (the old rows'
+/// keys, those of vacant rows unnamed) name the same rows.
+fn same_queues(old_keys: &[StatsKey], keys: &[StatsKey]) -> Option<Vec<u32>> {
+    if old_keys == keys {
+        return Some((0..keys.len() as u32).collect());
+    }
+    let named: FxHashMap<&StatsKey, u32> = old_keys.iter().zip(0..).filter(|(key, _)| key.0.is_some()).collect();
+    let order: Option<Vec<u32>> = keys.iter().map(|key| named.get(key).copied()).collect();
+    order.filter(|order| order.len() == named.len())
+}
+
+/// The class rows of packets in flight, after the rows numbered again: row `order[i]` is row `i`.
+fn renumber_in_flight(in_flight: &mut BinaryHeap<Reverse<InFlight>>, order: &[u32]) {
+    if in_flight.is_empty() {
+        return;
+    }
+    let mut new_row = FxHashMap::default();
+    new_row.extend(order.iter().zip(0..).map(|(&old, new)| (old, new)));
+    let mut packets = std::mem::take(in_flight).into_vec();
+    for Reverse(packet) in &mut packets {
+        packet.row = new_row[&packet.row]; // a packet in flight has its tenant's class row
+    }
+    *in_flight = packets.into(); // the order is by release and sequence, which stay
 }
 
 /// The keys of the class rows of `contracts`' tenants, by row.
@@ -595,7 +543,7 @@ fn classes_enforced(qos: &TenantQos) -> bool {
 }
 
 /// A fresh stage for a class kept, with its profile.
-fn class_stage(profiles: &Profiles, class: &KeptClass) -> Stage {
+pub(super) fn class_stage(profiles: &Profiles, class: &KeptClass) -> Stage {
     Stage { profile: class.profile, ..Stage::new(&profiles.get(class.profile).contract()) }
 }
 
@@ -621,8 +569,13 @@ pub(super) fn room_for(count: usize) -> usize {
     count / 8 + 8
 }
 
+/// The port queues of the classes of tenants `added`, in order.
+pub(super) fn queues_of(added: &[TenantQos]) -> Vec<QueueConfig> {
+    added.iter().flat_map(|qos| qos.classes.iter().map(|class| class.queue)).collect()
+}
+
 /// A tenant's name, hashed.
-fn name_hash(name: &str) -> u64 {
+pub(super) fn name_hash(name: &str) -> u64 {
     FxBuildHasher.hash_one(name)
 }
 

@@ -146,7 +146,7 @@ impl Replacement {
             return true;
         }
         let Ok(qos) = checked_alone(qos, checks, &self.bursts) else { return false };
-        enforcer.remove(at) && enforcer.insert_watched(at, vec![qos], self.bursts)
+        enforcer.reshape(at, qos, self.bursts)
     }
 }
 

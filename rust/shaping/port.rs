@@ -27,8 +27,9 @@
 //!   no room (`BufferFull`). In SharedFifo mode the buffer is one pool: an arrival that would
 //!   take the port over `buffer_bytes` is dropped (`BufferFull`).
 //! - Events at one instant: arrivals first (in call order), then queues whose buckets fill (by
-//!   index), then the scheduling decision; so every packet arriving at an instant competes
-//!   for the line at that instant.
+//!   rank: the index of a port made with its queues, [`Port::place_queues`] keeps it), then the
+//!   scheduling decision; so every packet arriving at an instant competes for the line at that
+//!   instant.
 //! - A queue joins a ring at the tail when it becomes able to send in that phase: on the
 //!   arrival that makes it backlogged, when its bucket fills, or right after sending. It leaves
 //!   when it empties (its deficits go to 0) or after a send leaves its bucket short (its turn
@@ -270,8 +271,13 @@ pub struct Port {
     queues: Vec<Queue>,
     stats: Vec<QueueStats>,
     scheduler: Scheduler,
-    /// Bucket timers: (tick, queue, timer_id), earliest first, ties by queue index.
-    timers: BinaryHeap<Reverse<(Tick, u32, u32)>>,
+    /// Bucket timers: (tick, rank, queue, timer_id), earliest first, ties by rank.
+    timers: BinaryHeap<Reverse<(Tick, u64, u32, u32)>>,
+    /// By queue, its place among the queues whose buckets fill at one instant (lower first):
+    /// apart from the queues, so that making room among them reads no queue.
+    ranks: Vec<u64>,
+    /// Above every queue's rank.
+    next_rank: u64,
     /// SharedFifo mode's one queue.
     fifo: VecDeque<Waiting>,
     queued_bytes: u64,
@@ -310,6 +316,8 @@ impl Port {
             queues: states,
             scheduler,
             timers: BinaryHeap::new(),
+            ranks: (0..queues.len() as u64).collect(),
+            next_rank: queues.len() as u64,
             fifo: VecDeque::new(),
             queued_bytes: 0,
             clock: 0,
@@ -320,10 +328,11 @@ impl Port {
         })
     }
 
-    /// Room for `additional` more queues ([`Port::insert_queues`]) without moving the others.
+    /// Room for `additional` more queues at the end ([`Port::place_queues`]) without moving the others.
     pub fn reserve(&mut self, additional: usize) {
         self.queues.reserve_exact(additional);
         self.stats.reserve_exact(additional);
+        self.ranks.reserve_exact(additional);
         self.scheduler.reserve(additional);
     }
 
@@ -333,48 +342,89 @@ impl Port {
         queues.clone().any(holds) || self.fifo.iter().any(|waiting| queues.contains(&waiting.queue))
     }
 
-    /// Takes out the queues `gone`, which hold no packet ([`Port::holds_packets`]), numbering
-    /// the later ones down: their packets, buckets, timers, statistics and places in the
-    /// scheduler's rings stay theirs. The queues' statistics, in order. The caller keeps the
+    /// Leaves the queues `gone`, which hold no packet ([`Port::holds_packets`]), vacant: no
+    /// guarantee, ceiling or reserve, no timer, zero statistics, for [`Port::place_queues`] to
+    /// give to others. No other queue moves. Their statistics, in order. The caller keeps the
     /// port's queues valid as a whole (less reserve and guarantee only makes room).
-    pub fn remove_queues(&mut self, gone: std::ops::Range<u32>) -> Vec<QueueStats> {
+    pub fn vacate_queues(&mut self, gone: std::ops::Range<u32>) -> Vec<QueueStats> {
         debug_assert!(!self.holds_packets(gone.clone()));
-        let (first, count) = (gone.start as usize, gone.len() as u32);
-        for state in self.queues.drain(first..gone.end as usize) {
+        let (unit, line_rate) = (self.unit, self.line_rate);
+        for state in &mut self.queues[gone.start as usize..gone.end as usize] {
             self.shared_capacity += state.reserved_bytes;
+            *state = Queue::new(&QueueConfig::BEST_EFFORT, unit, line_rate);
         }
-        self.renumber(first, |queue| match queue {
-            queue if queue >= gone.end => Some(queue - count),
-            queue if queue >= gone.start => None,
-            queue => Some(queue),
-        });
-        self.scheduler.remove(gone);
-        self.stats.drain(first..first + count as usize).collect()
+        self.timers.retain(|Reverse((_, _, queue, _))| !gone.contains(queue));
+        self.departures.retain(|departure| !gone.contains(&departure.queue));
+        self.stats[gone.start as usize..gone.end as usize].iter_mut().map(std::mem::take).collect()
     }
 
-    /// Puts in `configs` as queues `at..`, empty with full buckets, numbering the later ones
-    /// up: their packets, buckets, timers, statistics and places in the scheduler's rings stay
-    /// theirs. The caller checks the port's queues as a whole ([`check_queues`]) first.
-    pub fn insert_queues(&mut self, at: u32, configs: &[QueueConfig]) {
-        let count = configs.len() as u32;
-        self.renumber(at as usize, |queue| Some(if queue >= at { queue + count } else { queue }));
-        let (unit, line_rate, at) = (self.unit, self.line_rate, at as usize);
-        self.queues.splice(at..at, configs.iter().map(|config| Queue::new(config, unit, line_rate)));
-        self.stats.splice(at..at, configs.iter().map(|_| QueueStats::default()));
-        self.shared_capacity -= configs.iter().map(|config| config.reserved_bytes).sum::<u64>();
+    /// Gives `configs` the queues `first..` (vacant, or new at the end: the queues in between
+    /// are made vacant), empty with full buckets and zero statistics. Their buckets fill at one
+    /// instant just before those of queue `before`'s (after every queue's if `None`), as if
+    /// they had been put in before it in a port made afresh. The caller checks the port's
+    /// queues as a whole ([`check_queues`]) first.
+    pub fn place_queues(&mut self, first: u32, configs: &[QueueConfig], before: Option<u32>) {
+        let (first, end) = (first as usize, first as usize + configs.len());
+        let (unit, line_rate) = (self.unit, self.line_rate);
+        if self.queues.len() < end {
+            self.queues.resize(end, Queue::new(&QueueConfig::BEST_EFFORT, unit, line_rate));
+            self.stats.resize(end, QueueStats::default());
+            self.ranks.resize(end, 0);
+        }
+        let rank = self.make_ranks(before, configs.len() as u64);
+        for (offset, config) in configs.iter().enumerate() {
+            self.shared_capacity -= config.reserved_bytes;
+            self.queues[first + offset] = Queue::new(config, unit, line_rate);
+            self.ranks[first + offset] = rank + offset as u64;
+            self.stats[first + offset] = QueueStats::default();
+        }
         let scale = self.weight_scale;
-        self.scheduler.insert(at as u32, configs.iter().map(|config| (config.priority, scale.quantum(config.share, config.weight))));
+        self.scheduler.place(first as u32, end as u32, configs.iter().map(|config| (config.priority, scale.quantum(config.share, config.weight))));
     }
 
-    /// Every queue number held by the packets of queues `from..`, the shared FIFO, the
-    /// departures and the timers, through `renumber` (`None`: a timer of a queue gone).
-    fn renumber(&mut self, from: usize, renumber: impl Fn(u32) -> Option<u32>) {
-        // Queues gone hold no packet: theirs would keep their number.
-        let waiting = self.queues[from..].iter_mut().flat_map(|state| &mut state.packets).chain(&mut self.fifo);
-        waiting.for_each(|waiting| waiting.queue = renumber(waiting.queue).unwrap_or(waiting.queue));
-        self.departures.retain_mut(|departure| renumber(departure.queue).map(|queue| departure.queue = queue).is_some());
-        let timers = std::mem::take(&mut self.timers).into_vec().into_iter();
-        self.timers = timers.filter_map(|Reverse((tick, queue, id))| Some(Reverse((tick, renumber(queue)?, id)))).collect();
+    /// `count` ranks just before queue `before`'s (after every queue's if `None`): the first.
+    fn make_ranks(&mut self, before: Option<u32>, count: u64) -> u64 {
+        let Some(before) = before else {
+            self.next_rank += count;
+            return self.next_rank - count;
+        };
+        let rank = self.ranks[before as usize];
+        for later in self.ranks.iter_mut().filter(|later| **later >= rank) {
+            *later += count;
+        }
+        self.next_rank += count;
+        if self.timers.iter().any(|Reverse((_, timer_rank, ..))| *timer_rank >= rank) {
+            let timers = std::mem::take(&mut self.timers).into_vec().into_iter();
+            self.timers = timers
+                .map(|Reverse((tick, timer_rank, queue, id))| Reverse((tick, timer_rank + if timer_rank >= rank { count } else { 0 }, queue, id)))
+                .collect();
+        }
+        rank
+    }
+
+    /// Numbers the queues afresh: queue `order[i]` becomes queue `i`, its rank `i`, keeping its
+    /// packets, buckets, timers, statistics and places in the scheduler's rings. The queues
+    /// not in `order` go; they must be vacant ([`Port::vacate_queues`]).
+    pub fn reorder(&mut self, order: &[u32]) {
+        let mut new_index = vec![u32::MAX; self.queues.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_index[old as usize] = new as u32;
+        }
+        debug_assert!(new_index.iter().enumerate().all(|(q, &new)| new != u32::MAX || !self.holds_packets(q as u32..q as u32 + 1)));
+        let waiting = self.queues.iter_mut().flat_map(|state| &mut state.packets).chain(&mut self.fifo);
+        waiting.for_each(|waiting| waiting.queue = new_index[waiting.queue as usize]);
+        for departure in &mut self.departures {
+            departure.queue = new_index[departure.queue as usize];
+        }
+        self.departures.retain(|departure| departure.queue != u32::MAX);
+        let timers = std::mem::take(&mut self.timers).into_vec().into_iter().map(|Reverse((tick, _, queue, id))| (tick, new_index[queue as usize], id));
+        self.timers = timers.filter(|(_, queue, _)| *queue != u32::MAX).map(|(tick, queue, id)| Reverse((tick, u64::from(queue), queue, id))).collect();
+        let mut queues: Vec<Option<Queue>> = std::mem::take(&mut self.queues).into_iter().map(Some).collect();
+        self.queues = order.iter().map(|&old| queues[old as usize].take().expect("each queue once")).collect();
+        self.ranks = (0..order.len() as u64).collect();
+        self.next_rank = order.len() as u64;
+        self.stats = order.iter().map(|&old| std::mem::take(&mut self.stats[old as usize])).collect();
+        self.scheduler.reorder(order, &new_index);
     }
 
     /// Gives `queue` a new configuration from the port's clock on, keeping its packets and what
@@ -676,13 +726,13 @@ impl Port {
         state.timer = tick;
         state.timer_id = state.timer_id.wrapping_add(1);
         if let Some(tick) = tick {
-            self.timers.push(Reverse((tick.get(), queue, state.timer_id)));
+            self.timers.push(Reverse((tick.get(), self.ranks[queue as usize], queue, state.timer_id)));
         }
     }
 
     /// The earliest live timer, dropping stale ones.
     fn next_timer(&mut self) -> Option<Tick> {
-        while let Some(&Reverse((tick, queue, id))) = self.timers.peek() {
+        while let Some(&Reverse((tick, _, queue, id))) = self.timers.peek() {
             let state = &self.queues[queue as usize];
             if state.timer_id == id && state.timer.map(NonZeroU128::get) == Some(tick) {
                 return Some(tick);
@@ -693,7 +743,7 @@ impl Port {
     }
 
     fn fire_timer(&mut self) {
-        let Reverse((tick, queue, _)) = self.timers.pop().expect("a live timer");
+        let Reverse((tick, _, queue, _)) = self.timers.pop().expect("a live timer");
         self.queues[queue as usize].timer = None;
         self.refresh(queue, tick);
     }

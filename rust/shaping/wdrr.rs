@@ -184,22 +184,23 @@ impl Scheduler {
         }
     }
 
-    /// Takes out the queues `gone`, in no ring, numbering the later ones down.
-    pub(super) fn remove(&mut self, gone: std::ops::Range<u32>) {
-        debug_assert!(gone.clone().all(|queue| PHASES.iter().all(|&phase| !self.is_linked(phase, queue))));
-        let count = gone.len() as u32;
-        self.renumber(|queue| if queue >= gone.end { queue - count } else { queue });
-        self.entries.drain(gone.start as usize..gone.end as usize);
+    /// Gives queues `first..end` (in no ring; new ones at the end) `shares` (priority, quantum).
+    pub(super) fn place(&mut self, first: u32, end: u32, shares: impl Iterator<Item = (u8, u64)>) {
+        debug_assert!((first..end.min(self.entries.len() as u32)).all(|queue| PHASES.iter().all(|&phase| !self.is_linked(phase, queue))));
+        let scale = self.scale;
+        if self.entries.len() < end as usize {
+            self.entries.resize(end as usize, Entry::new(0, 0, scale));
+        }
+        for (entry, (priority, quantum)) in self.entries[first as usize..end as usize].iter_mut().zip(shares) {
+            *entry = Entry::new(priority, quantum, scale);
+        }
     }
 
-    /// Puts in queues with `shares` (priority, quantum) as queues `at..`, in no ring, numbering
-    /// the later ones up.
-    pub(super) fn insert(&mut self, at: u32, shares: impl ExactSizeIterator<Item = (u8, u64)>) {
-        let count = shares.len() as u32;
-        self.renumber(|queue| if queue >= at { queue + count } else { queue });
-        let scale = self.scale;
-        let entries = shares.map(|(priority, quantum)| Entry::new(priority, quantum, scale));
-        self.entries.splice(at as usize..at as usize, entries);
+    /// Numbers the queues afresh: queue `order[i]` becomes queue `i` (`new_index` is the
+    /// inverse: `u32::MAX` for a queue that goes, which is in no ring), keeping its places.
+    pub(super) fn reorder(&mut self, order: &[u32], new_index: &[u32]) {
+        self.renumber(|queue| new_index[queue as usize]);
+        self.entries = order.iter().map(|&old| self.entries[old as usize]).collect();
     }
 
     /// Every queue number the rings hold, through `renumber`: only the queues in a ring hold
