@@ -272,12 +272,12 @@ pub struct Port {
     stats: Vec<QueueStats>,
     scheduler: Scheduler,
     /// Bucket timers: (tick, rank, queue, timer_id), earliest first, ties by rank.
-    timers: BinaryHeap<Reverse<(Tick, u64, u32, u32)>>,
+    timers: BinaryHeap<Reverse<(Tick, u32, u32, u32)>>,
     /// By queue, its place among the queues whose buckets fill at one instant (lower first):
     /// apart from the queues, so that making room among them reads no queue.
-    ranks: Vec<u64>,
+    ranks: Vec<u32>,
     /// Above every queue's rank.
-    next_rank: u64,
+    next_rank: u32,
     /// SharedFifo mode's one queue.
     fifo: VecDeque<Waiting>,
     queued_bytes: u64,
@@ -316,8 +316,8 @@ impl Port {
             queues: states,
             scheduler,
             timers: BinaryHeap::new(),
-            ranks: (0..queues.len() as u64).collect(),
-            next_rank: queues.len() as u64,
+            ranks: (0..queues.len() as u32).collect(),
+            next_rank: queues.len() as u32,
             fifo: VecDeque::new(),
             queued_bytes: 0,
             clock: 0,
@@ -371,11 +371,11 @@ impl Port {
             self.stats.resize(end, QueueStats::default());
             self.ranks.resize(end, 0);
         }
-        let rank = self.make_ranks(before, configs.len() as u64);
+        let rank = self.make_ranks(before, configs.len() as u32);
         for (offset, config) in configs.iter().enumerate() {
             self.shared_capacity -= config.reserved_bytes;
             self.queues[first + offset] = Queue::new(config, unit, line_rate);
-            self.ranks[first + offset] = rank + offset as u64;
+            self.ranks[first + offset] = rank + offset as u32;
             self.stats[first + offset] = QueueStats::default();
         }
         let scale = self.weight_scale;
@@ -383,7 +383,10 @@ impl Port {
     }
 
     /// `count` ranks just before queue `before`'s (after every queue's if `None`): the first.
-    fn make_ranks(&mut self, before: Option<u32>, count: u64) -> u64 {
+    fn make_ranks(&mut self, before: Option<u32>, count: u32) -> u32 {
+        if self.next_rank.checked_add(count).is_none() {
+            self.rank_afresh();
+        }
         let Some(before) = before else {
             self.next_rank += count;
             return self.next_rank - count;
@@ -402,6 +405,18 @@ impl Port {
         rank
     }
 
+    /// Ranks 0.. in the order of the ranks (the ranks' room spent by some 4 billion queues placed).
+    fn rank_afresh(&mut self) {
+        let mut by_rank: Vec<u32> = (0..self.ranks.len() as u32).collect();
+        by_rank.sort_unstable_by_key(|&queue| self.ranks[queue as usize]);
+        for (rank, &queue) in by_rank.iter().enumerate() {
+            self.ranks[queue as usize] = rank as u32;
+        }
+        self.next_rank = by_rank.len() as u32;
+        let timers = std::mem::take(&mut self.timers).into_vec().into_iter();
+        self.timers = timers.map(|Reverse((tick, _, queue, id))| Reverse((tick, self.ranks[queue as usize], queue, id))).collect();
+    }
+
     /// Numbers the queues afresh: queue `order[i]` becomes queue `i`, its rank `i`, keeping its
     /// packets, buckets, timers, statistics and places in the scheduler's rings. The queues
     /// not in `order` go; they must be vacant ([`Port::vacate_queues`]).
@@ -418,11 +433,11 @@ impl Port {
         }
         self.departures.retain(|departure| departure.queue != u32::MAX);
         let timers = std::mem::take(&mut self.timers).into_vec().into_iter().map(|Reverse((tick, _, queue, id))| (tick, new_index[queue as usize], id));
-        self.timers = timers.filter(|(_, queue, _)| *queue != u32::MAX).map(|(tick, queue, id)| Reverse((tick, u64::from(queue), queue, id))).collect();
+        self.timers = timers.filter(|(_, queue, _)| *queue != u32::MAX).map(|(tick, queue, id)| Reverse((tick, queue, queue, id))).collect();
         let mut queues: Vec<Option<Queue>> = std::mem::take(&mut self.queues).into_iter().map(Some).collect();
         self.queues = order.iter().map(|&old| queues[old as usize].take().expect("each queue once")).collect();
-        self.ranks = (0..order.len() as u64).collect();
-        self.next_rank = order.len() as u64;
+        self.ranks = (0..order.len() as u32).collect();
+        self.next_rank = order.len() as u32;
         self.stats = order.iter().map(|&old| std::mem::take(&mut self.stats[old as usize])).collect();
         self.scheduler.reorder(order, &new_index);
     }
@@ -824,4 +839,23 @@ pub fn check_queues(config: &PortConfig, queues: &[QueueConfig]) -> Result<(), C
         return Err(CoreError::spec(format!("guarantees add up to {guaranteed} B/s, over the line rate {} B/s", config.line_rate)));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ranks whose room is spent are made afresh in their order, the timers' with them, and a
+    /// queue placed then still ranks just before the next.
+    #[test]
+    fn ranks_out_of_room_are_made_afresh_in_their_order() {
+        let config = PortConfig { line_rate: 1000, buffer_bytes: 100_000, mode: PortMode::PerTenant };
+        let mut port = Port::new(config, vec![QueueConfig::BEST_EFFORT; 3]).unwrap();
+        (port.ranks, port.next_rank) = (vec![5, u32::MAX - 7, u32::MAX - 3], u32::MAX);
+        port.timers.push(Reverse((10, u32::MAX - 3, 2, 0)));
+        port.vacate_queues(1..2);
+        port.place_queues(1, &[QueueConfig::BEST_EFFORT], Some(2));
+        assert_eq!((port.ranks.clone(), port.next_rank), (vec![0, 2, 3], 4));
+        assert_eq!(port.timers.into_vec(), [Reverse((10, 3, 2, 0))]);
+    }
 }
