@@ -207,9 +207,9 @@ impl Adaptive {
         }
     }
 
-    /// The switching states of the tenant just put in at `index` ([`Adaptive::open_tenant`], [`Adaptive::occupy_rows`])
-    /// for its profiles, its own and its classes': in their normal profiles, as a retarget
-    /// would start them. One with an overload profile takes its place in the order of return
+    /// The switching states of the tenant just put in at `index` ([`Adaptive::open_tenant`],
+    /// [`Adaptive::occupy_rows`]) for its profiles, its own and its classes': in their normal
+    /// profiles, as a retarget would start them. One with an overload profile takes its place in the order of return
     /// (policy order); its slot is given back if the port is overloaded and its turn to return
     /// has not come: it is to take its overload profile now, as the others did.
     #[must_use]

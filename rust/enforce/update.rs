@@ -1,9 +1,10 @@
 //! How the enforcer follows policy updates: by tenant name, a tenant whose contract did not
 //! change keeps its meters and shapers ([`Enforcer::retarget`]), and a one-tenant change of
 //! contract with the same classes touches that tenant and its port queues alone
-//! ([`Enforcer::replace_contracts`]), and so does a tenant added ([`Enforcer::insert`]) or
-//! removed ([`Enforcer::remove`]), the later tenants' rows and queues moving along, and one
-//! moved (both, keeping its stages: `enforce/moves.rs`).
+//! ([`Enforcer::replace_contracts`]), and so does a tenant added ([`Enforcer::insert`]),
+//! removed ([`Enforcer::remove`]) or reshaped ([`Enforcer::reshape`]), its rows and queues
+//! taken or left vacant where they are (`enforce/lines.rs`), and one moved (both, keeping its
+//! stages: `enforce/moves.rs`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
