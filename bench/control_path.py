@@ -105,6 +105,7 @@ def run(count: int) -> None:
     print(f"  {read_again(engine, path, document, tenants[: count // 2] + [tenant(10_000_000)] + tenants[count // 2 :], 'a tenant put in the middle')}")
     print(f"  {read_again(engine, path, document, [tenant(10_000_001)] + tenants + [tenant(10_000_002)], 'tenants put in at both ends')}")
     print(f"  {read_again(engine, path, document, tenants[1:] + tenants[:1], 'the first tenant moved to the end', 'put back')}")
+    print(f"  {read_again(engine, path, document, tenants, 'a new port buffer', 'the old one back', port=dict(port, buffer='32MB'))}")
     for label, make in (
         ("rules", lambda k: dict(tenant(k % count), rules=[{"dst": f"10.9.{k % 250}.0/24", "dst_ports": 80, "action": "allow"}])),
         ("meter", lambda k: dict(tenant(k % count), meter={"kind": "srtcm", "cir": f"{5 + k % 3}Mbps"})),
@@ -171,15 +172,22 @@ def run(count: int) -> None:
 
 
 def read_again(
-    engine: isolane.Engine, path: Path, document: dict[str, Any], edited: list[dict[str, Any]], what: str, undo: str = "taken out again", rounds: int = 3
+    engine: isolane.Engine,
+    path: Path,
+    document: dict[str, Any],
+    edited: list[dict[str, Any]],
+    what: str,
+    undo: str = "taken out again",
+    rounds: int = 3,
+    **settings: Any,
 ) -> str:
     """Medians of ``Engine.update`` with the policy file (``path``, of ``document``) written
-    again with the tenants ``edited`` (``what``: how they differ), then as it was (``undo``):
-    the file read apart."""
+    again with the tenants ``edited`` and the policy-wide ``settings`` (``what``: how they
+    differ), then as it was (``undo``): the file read apart."""
     changed = path.with_name("edited.yaml")
     put, taken = [], []
     for _ in range(rounds):
-        for written, times in ((dict(document, tenants=edited), put), (document, taken)):
+        for written, times in ((dict(document, tenants=edited, **settings), put), (document, taken)):
             changed.write_text(yaml.dump(written, Dumper=DUMPER, width=1 << 16))
             policy = isolane.Policy.from_file(changed)
             start = time.perf_counter()

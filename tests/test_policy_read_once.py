@@ -9,10 +9,13 @@ import gc
 import ipaddress
 import pickle
 import sys
+import warnings
 from typing import Any
 
 import pytest
 
+import isolane.engine
+from isolane import Engine
 from isolane import policy as P
 from isolane.policy import Policy
 from isolane.policy.compile import tenant_tables
@@ -141,6 +144,50 @@ def test_a_document_read_again_shares_the_tenants_of_the_policies_alive() -> Non
     data["tenants"][2] = {**data["tenants"][2], "rate": "9Mbps"}
     second = quiet(data)
     assert [a is b for a, b in zip(first.tenants, second.tenants)] == [True, True, False, True, True]
+
+
+PORT = {"rate": "100Gbps", "buffer": "16MiB"}
+
+
+def test_a_document_read_again_under_another_port_shares_every_tenant_that_reads_alike() -> None:
+    data = tenants(*({"rate": f"{i + 1}Mbps"} for i in range(5)), port=PORT)
+    first = quiet(data)
+    again = quiet({**data, "port": {**PORT, "buffer": "32MiB"}})
+    assert again.port != first.port
+    assert all(a is b for a, b in zip(first.tenants, again.tenants, strict=True))
+
+
+def test_a_tenant_that_warns_otherwise_under_another_port_is_read_apart() -> None:
+    """Its warnings are kept with it: shared, a document read again under the other port would
+    report the first port's (none) for it."""
+    data = tenants({"rate": "1Mbps"}, {"rate": "2Mbps", "shaper": {"queue": "8MiB"}}, port=PORT)
+    first = quiet(data)
+    smaller = {**data, "port": {**PORT, "buffer": "4MiB"}}
+    for _ in range(2):  # the second time, from the tenants of the first
+        with warnings.catch_warnings(record=True) as found:
+            warnings.simplefilter("always")
+            second = Policy.from_dict(smaller)
+        assert [str(w.message).split(":")[0] for w in found] == ["tenants[1].shaper.queue"]
+        assert second.tenants[0] is first.tenants[0] and second.tenants[1] is not first.tenants[1]
+        assert second.tenants[1] == first.tenants[1]
+
+
+def test_a_tenant_read_under_one_port_is_checked_again_under_another_while_both_are_alive() -> None:
+    first = quiet(tenants({"rate": "50Gbps"}, port=PORT))
+    assert errors_of(tenants({"rate": "50Gbps"}, port={**PORT, "rate": "40Gbps"})) == [
+        ("tenants[0].rate", "rate '50Gbps' is above the port's line rate 40Gbps: it cannot be guaranteed")
+    ]
+    assert first.tenants[0].contract.rate_bps == 50_000_000_000
+
+
+def test_an_engine_given_a_document_with_its_port_changed_compiles_no_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tenants(*({"rate": f"{i + 1}Mbps"} for i in range(20)), port=PORT)
+    engine = Engine(quiet(data))
+    compiled: list[str] = []
+    monkeypatch.setattr(isolane.engine, "tenant_tables", lambda tenant, keep=True: compiled.append(tenant.name) or tenant_tables(tenant, keep))
+    report = engine.update(quiet({**data, "port": {**PORT, "buffer": "32MiB"}}))
+    assert compiled == [] and report.kept == 20
+    assert engine.policy.port is not None and engine.policy.port.buffer_bytes == 32 * 2**20
 
 
 def test_tenants_are_not_kept_for_reading_once_no_policy_holds_them() -> None:

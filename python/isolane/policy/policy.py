@@ -35,7 +35,7 @@ from isolane.policy.errors import PolicyError, PolicyWarning, _int_text
 from isolane.policy.model import Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file
-from isolane.policy.reuse import _LIVE, read_tenant, source_digest, tenants_to_share
+from isolane.policy.reuse import _LIVE, read_tenant, settings_of, source_digest, tenants_to_share
 from isolane.policy.sharing import sharing
 from isolane.policy.tenants import Tenants, as_tenants
 from isolane.policy.units import format_size
@@ -149,7 +149,8 @@ class Policy:
         at = self._slot(old)
         ck = _Checker()
         ck.largest_frame, ck.egress = self.largest_frame, self.port
-        new = read_tenant(ck, data, f"tenants[{at}]", {digest: old} if old is not None and (digest := source_digest(old)) is not None else {})
+        known = {settings_of(ck): {digest: old}} if old is not None and (digest := source_digest(old)) is not None else {}
+        new = read_tenant(ck, data, f"tenants[{at}]", known)
         if new is not None and not ck.errors:
             old = claims.names.get(new.name)  # the name as read (normalised)
             at = self._slot(old)

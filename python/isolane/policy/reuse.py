@@ -7,16 +7,19 @@ Each tenant keeps a digest of what it was read from (``Tenant._source``). Readin
 looks its tenants up among those of the policies alive then, in an index made for that read
 (:func:`live_tenants`) and dropped after it: no table beside the tenants lives as long as they do.
 A document far smaller than those policies is read afresh (:func:`tenants_to_share`).
-``Policy.with_tenant`` looks only at the tenant it replaces."""
+``Policy.with_tenant`` looks only at the tenant it replaces.
+
+A tenant found under other policy-wide settings (a document read again with its port changed) is
+read again, since its checks depend on them, and is still the same object if that gives an equal
+tenant with the same warnings: a change of the port alone leaves every tenant of the engine as it is."""
 
 from __future__ import annotations
 
 import hashlib
 import weakref
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from isolane.policy.model import Tenant
+from isolane.policy.model import Port, Tenant
 from isolane.policy.validate import _Checker
 
 if TYPE_CHECKING:
@@ -27,16 +30,26 @@ _LIVE: weakref.WeakValueDictionary[int, Policy] = weakref.WeakValueDictionary()
 hash every tenant)."""
 
 
-def source_key(ck: _Checker, item: Any) -> bytes | None:
-    """A digest of what a tenant's reading depends on: its data, as its ``repr`` spells it
-    (which tells ``1`` from ``1.0`` and ``True``, and keeps the order of keys), and the
-    policy-wide settings the checker reads (a 120-bit digest rather than the text: a tenant's
-    key stays small, 48 bytes). ``None`` for data that is not plain (only documents' dicts are kept)."""
+Settings = tuple[int, "Port | None"]
+"""The policy-wide settings a tenant's reading depends on: the largest frame and the port."""
+
+Known = dict[Settings, dict[bytes, Tenant]]
+"""Tenants that may be shared, by the settings they were read under, then by :func:`source_key`."""
+
+
+def settings_of(ck: _Checker) -> Settings:
+    return ck.largest_frame, ck.egress
+
+
+def source_key(item: Any) -> bytes | None:
+    """A digest of a tenant's data, as its ``repr`` spells it (which tells ``1`` from ``1.0``
+    and ``True``, and keeps the order of keys): a 120-bit digest rather than the text, so that a
+    tenant's key stays small, 48 bytes. ``None`` for data that is not plain (only documents'
+    dicts are kept)."""
     if type(item) is not dict:
         return None
     try:
-        text = repr((ck.largest_frame, ck.egress, item))
-        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=15).digest()
+        return hashlib.blake2b(repr(item).encode("utf-8", "surrogatepass"), digest_size=15).digest()
     except (ValueError, RecursionError):  # an integer too long to print, data too deep: read it as it is
         return None
 
@@ -46,7 +59,7 @@ _SHARED_FROM = 16
 _SMALLER = 16
 
 
-def tenants_to_share(document_tenants: int) -> dict[bytes, Tenant]:
+def tenants_to_share(document_tenants: int) -> Known:
     """What a document of ``document_tenants`` tenants looks its tenants up in: the tenants of
     the policies alive (:func:`live_tenants`). A document of fewer than 16 tenants that is also
     16 times smaller than the largest policy alive is read afresh instead: indexing the policies
@@ -57,16 +70,19 @@ def tenants_to_share(document_tenants: int) -> dict[bytes, Tenant]:
     return live_tenants()
 
 
-def live_tenants() -> dict[bytes, Tenant]:
-    """The tenants of every policy alive, by the digest of what they were read from. Policies
-    edited from one another share most of their chunks of tenants, which are visited once."""
-    found: dict[bytes, Tenant] = {}
-    seen: set[int] = set()
+def live_tenants() -> Known:
+    """The tenants of every policy alive, by the settings of that policy and the digest of what
+    they were read from. Policies edited from one another share most of their chunks of
+    tenants, which are visited once for each of their settings."""
+    found: Known = {}
+    seen: set[tuple[int, Settings]] = set()
     for policy in list(_LIVE.values()):
+        settings: Settings = (policy.largest_frame, policy.port)
+        index = found.setdefault(settings, {})
         for chunk in policy._tenants.chunks:
-            if id(chunk) not in seen:
-                seen.add(id(chunk))
-                found.update((digest, t) for t in chunk if (digest := source_digest(t)) is not None)
+            if (id(chunk), settings) not in seen:
+                seen.add((id(chunk), settings))
+                index.update((digest, t) for t in chunk if (digest := source_digest(t)) is not None)
     return found
 
 
@@ -76,19 +92,36 @@ def source_digest(tenant: Tenant) -> bytes | None:
     return source[0] if isinstance(source, tuple) else source
 
 
-def read_tenant(ck: _Checker, item: Any, path: str, known: Mapping[bytes, Tenant]) -> Tenant | None:
-    """``ck.tenant(item, path)``, or the tenant in ``known`` read before from equal data, its
-    warnings reported again at ``path``."""
-    key = source_key(ck, item)
-    tenant = known.get(key) if key is not None else None
+def read_tenant(ck: _Checker, item: Any, path: str, known: Known) -> Tenant | None:
+    """``ck.tenant(item, path)``, or the tenant in ``known`` read before from equal data under
+    equal settings, its warnings reported again at ``path``; or one read under other settings,
+    if reading ``item`` gives an equal tenant with the same warnings."""
+    key = source_key(item)
+    if key is None:
+        return ck.tenant(item, path)
+    settings = settings_of(ck)
+    index = known.get(settings)
+    tenant = index.get(key) if index is not None else None
     if tenant is not None:
-        source = tenant._source
-        _, read_at, found = source if isinstance(source, tuple) else (key, "", ())
-        ck.warnings.extend(path + w[len(read_at) :] if w.startswith(read_at) else w for w in found)
+        ck.warnings.extend(warnings_at(tenant, path))
         return tenant
     errors, warnings = len(ck.errors), len(ck.warnings)
     tenant = ck.tenant(item, path)
-    if tenant is not None and key is not None and len(ck.errors) == errors:
-        warned = tuple(ck.warnings[warnings:])
-        object.__setattr__(tenant, "_source", (key, path, warned) if warned else key)
+    if tenant is None or len(ck.errors) > errors:
+        return tenant
+    warned = tuple(ck.warnings[warnings:])
+    for other, index in known.items():
+        earlier = index.get(key) if other != settings else None
+        if earlier is not None and earlier == tenant and warnings_at(earlier, path) == warned:
+            return earlier
+    object.__setattr__(tenant, "_source", (key, path, warned) if warned else key)
     return tenant
+
+
+def warnings_at(tenant: Tenant, path: str) -> tuple[str, ...]:
+    """What reading ``tenant`` warned, as if it had been read at ``path``."""
+    source = tenant._source
+    if not isinstance(source, tuple):
+        return ()
+    _, read_at, found = source
+    return tuple(path + w[len(read_at) :] if w.startswith(read_at) else w for w in found)
