@@ -295,6 +295,30 @@ def test_a_guarantee_changed_mid_traffic_takes_effect_in_place_without_losing_th
         assert entry["packets"] == outcomes + entry["in_flight"], entry
 
 
+def test_a_new_buffer_mid_traffic_drains_the_port_and_holds_what_the_new_buffer_holds() -> None:
+    """A document read again with a smaller buffer: the port drains and starts again with it
+    (docs/qos.md, "Updates"), so a flood after the update drops at the new buffer where the old
+    one held it; every packet is still counted."""
+    rng = np.random.default_rng(7)
+    first = traffic(*(offered(rng, 100 + i, LINE * 0.4, 0, SECOND // 2) for i in range(3)))
+    later = traffic(*(offered(rng, 100 + i, LINE * 0.6, SECOND, 2 * SECOND) for i in range(3)))
+    tenants = [{"rate": f"{LINE // 10}B/s"} for _ in range(3)]
+    large, small = port_policy(tenants), port_policy(tenants, buffer="200KB")
+    drops = []
+    for new in (large, small):
+        engine = Engine(large)
+        engine.process(first)
+        before = sum(port_drops(s) for s in engine.stats())
+        assert engine.update(new).kept == 3
+        assert engine.policy.tenants == large.tenants and engine.policy.port == new.port
+        engine.process(later)
+        engine.drain()
+        drops.append(sum(port_drops(s) for s in engine.stats()) - before)
+        counted = sum(s["packets"] for s in engine.stats())
+        assert counted == len(first) + len(later), "every packet counted, across the update"
+    assert drops[0] == 0 < drops[1], drops
+
+
 FIFO_SERVES_BY_ARRIVAL = pytest.mark.xfail(
     strict=True, reason="in a shared FIFO, an idle tenant's queued packets hold the line after it stops, and back, it waits behind everyone's"
 )

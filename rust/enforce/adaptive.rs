@@ -325,6 +325,14 @@ impl Adaptive {
         id
     }
 
+    /// New thresholds of the port's overload setting, which it had and keeps: the state goes
+    /// on, read against them from the next packet.
+    pub(super) fn set_overload(&mut self, config: Option<Overload>) {
+        if let (Some(state), Some(config)) = (&mut self.overload, config) {
+            state.config = config;
+        }
+    }
+
     /// The profiles of the policy `spec` for the engine's tenants `names` (whose states are in
     /// `tenants`, all in their normal profile); the counts so far go to the archive.
     pub(super) fn retarget(&mut self, spec: &QosSpec, names: &[Arc<str>], tenants: &[TenantState], class_stages: &[Stage], profiles: &mut Profiles) {

@@ -2,6 +2,7 @@
 //! port, statistics that add up, and state kept or reset across updates.
 
 mod moves;
+mod port_settings;
 
 use super::*;
 use crate::meter::{MeterKind, MeterParams};

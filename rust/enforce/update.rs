@@ -16,7 +16,7 @@ use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use super::kept::{same_name, Kept, KeptClass, TermsPool};
 use super::lines::VacantRows;
 use super::rows::StatsRows;
-use super::{Contract, Enforcer, InFlight, Lane, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
+use super::{Contract, Enforcer, InFlight, Lane, Overload, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
 use crate::bursts::TenantBursts;
 use crate::shaping::port::check_queues;
 use crate::shaping::{Port, PortConfig, QueueConfig, WeightScale};
@@ -313,6 +313,35 @@ impl Enforcer {
         if let Some(state) = &mut self.port {
             state.port.restart();
         }
+    }
+
+    /// The port's buffer (and its overload thresholds, in bytes of it) changed, and nothing else
+    /// of the policy-wide settings: the port is drained and started again with the new buffer,
+    /// as [`Enforcer::restart_port`] does for a tenant removed with packets there, and every
+    /// tenant keeps its stages, rows, queues and profiles; the overload state goes on, read
+    /// against the new thresholds from the next packet. Changes nothing and returns false when
+    /// that takes a full retarget: a spec waits, the line rate or mode changed, an overload
+    /// setting comes or goes, or the reserves or thresholds do not fit the buffer (the
+    /// retarget's check then says so).
+    pub fn set_buffer(&mut self, config: PortConfig, overload: Option<Overload>) -> bool {
+        if self.staged.is_some() || !self.spec.tenants.is_empty() || self.spec.overload.is_some() != overload.is_some() {
+            return false;
+        }
+        let Some(state) = &self.port else { return false };
+        let same_line = config.line_rate == state.config.line_rate && config.mode == state.config.mode;
+        let thresholds_fit = overload.is_none_or(|o| o.below_bytes <= o.above_bytes && o.above_bytes < config.buffer_bytes);
+        if !same_line || !thresholds_fit || config.buffer_bytes == 0 || state.reserved > u128::from(config.buffer_bytes) {
+            return false;
+        }
+        self.restart_port();
+        if let Some(state) = &mut self.port {
+            state.port.set_buffer(config.buffer_bytes);
+            state.config = config;
+        }
+        self.spec.port = Some(config);
+        self.spec.overload = overload;
+        self.adaptive.set_overload(overload);
+        true
     }
 
     /// Tenant `index`'s class rows (its class stages, statistics rows and port queues).

@@ -388,6 +388,10 @@ impl Engine {
                 replacements(&replaced, &rescoped, &inputs, name)?
             }
             QosShape::Steps => steps(taken, &inputs, name)?,
+            QosShape::Buffer => match inputs.settings.port()? {
+                Some(config) => QosChange::Buffer(config, inputs.settings.overload()),
+                None => QosChange::Full(Box::new(inputs.spec(name)?)),
+            },
             QosShape::Full => QosChange::Full(Box::new(inputs.spec(name)?)),
         };
         let (tables, report) = edit.finish(delta.unknown_action)?;

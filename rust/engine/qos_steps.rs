@@ -7,8 +7,9 @@ use rustc_hash::FxHashSet;
 
 use super::{Delta, Engine, EngineTables, TenantOp};
 use crate::bursts::{BurstSpec, TenantBursts};
-use crate::enforce::{Enforcer, QosInputs, QosSpec, TenantInput, TenantQos};
+use crate::enforce::{Enforcer, Overload, PortInput, QosInputs, QosSettings, QosSpec, TenantInput, TenantQos};
 use crate::error::CoreError;
+use crate::shaping::PortConfig;
 
 /// Steps that move the tenants after them (inserts and removals before the last tenant, each a
 /// memmove of the later rows and queues) an update takes one by one: past this many, a retarget
@@ -28,6 +29,14 @@ impl Engine {
                 enforcer.begin_moves(moved);
                 let taken = steps.into_iter().all(|step| step.take(enforcer, &checks));
                 enforcer.end_moves();
+                if taken {
+                    enforcer.set_weight_scale(inputs.weight_scale);
+                }
+                (taken, None)
+            }
+            QosChange::Buffer(config, overload) => {
+                let enforcer = qos.enforcer_mut();
+                let taken = enforcer.set_buffer(config, overload);
                 if taken {
                     enforcer.set_weight_scale(inputs.weight_scale);
                 }
@@ -69,14 +78,21 @@ pub(super) enum QosShape {
     /// Tenants put in, taken out and replaced, in order, at most [`MOST_MOVES`] of them moving
     /// others: each is given to the enforcer alone ([`Taken`]).
     Steps,
+    /// No tenant, and a new port buffer (with its overload thresholds) alone of the settings:
+    /// the enforcer takes it in place ([`crate::enforce::Enforcer::set_buffer`]).
+    Buffer,
     /// Anything else: every tenant is resolved again.
     Full,
 }
 
 impl QosShape {
     pub(super) fn of(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> QosShape {
-        if delta.settings.is_some() {
-            QosShape::Full
+        if let Some(settings) = &delta.settings {
+            if delta.ops.is_empty() && buffer_alone(&inputs.settings, settings) {
+                QosShape::Buffer
+            } else {
+                QosShape::Full
+            }
         } else if let Some(rescoped) = replaced_alone(delta, current, inputs) {
             QosShape::Replaced(rescoped)
         } else if moves(delta, current.tenants.len()) <= MOST_MOVES {
@@ -93,8 +109,22 @@ pub(super) enum QosChange {
     /// ([`alone_checks`]); and the names of the tenants they move (take out and put in again),
     /// which keep their state ([`Enforcer::begin_moves`]).
     Steps(Vec<QosStep>, Box<QosSpec>, FxHashSet<String>),
+    /// The port's new configuration and overload setting ([`QosShape::Buffer`]).
+    Buffer(PortConfig, Option<Overload>),
     /// Boxed: far larger than the others.
     Full(Box<QosSpec>),
+}
+
+/// Whether `new` differs from `old` in the port's buffer and overload thresholds alone (the
+/// port's queues do not depend on them).
+fn buffer_alone(old: &QosSettings, new: &QosSettings) -> bool {
+    let same_globals = (old.byte_count, &old.color_map, &old.poll_ns) == (new.byte_count, &new.color_map, &new.poll_ns);
+    match (&old.port, &new.port) {
+        (Some(was), Some(now)) => {
+            same_globals && was.overload.is_some() == now.overload.is_some() && PortInput { buffer: now.buffer, overload: now.overload, ..*was } == *now
+        }
+        _ => false,
+    }
 }
 
 /// What a tenant put in place of another brings besides its contract.
@@ -375,4 +405,32 @@ fn same_bursts(old: &TenantInput, new: &TenantInput) -> bool {
     old.microburst == new.microburst
         && old.classes.len() == new.classes.len()
         && old.classes.iter().zip(new.classes.iter()).all(|(o, n)| o.microburst == n.microburst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enforce::{BurstRow, OverloadRow};
+
+    #[test]
+    fn a_new_buffer_and_overload_thresholds_alone_are_taken_in_place() {
+        let overload = OverloadRow { above: 500, below: 100, stagger_ns: 0 };
+        let port = PortInput { rate: 1_000, buffer: 1_000, overload: Some(overload), ..PortInput::default() };
+        let old = QosSettings { port: Some(port), poll_ns: vec![1_000], ..QosSettings::default() };
+        let with_port = |port: PortInput| QosSettings { port: Some(port), ..old.clone() };
+        let larger = with_port(PortInput { buffer: 2_000, overload: Some(OverloadRow { above: 1_000, ..overload }), ..port });
+        assert!(buffer_alone(&old, &larger));
+        let others = [
+            with_port(PortInput { rate: 2_000, ..port }),
+            with_port(PortInput { alpha_log2: 1, ..port }),
+            with_port(PortInput { microburst: BurstRow { window_ns: 10, ..port.microburst }, ..port }),
+            with_port(PortInput { buffer: 2_000, overload: None, ..port }),
+            QosSettings { poll_ns: vec![2_000], ..larger.clone() },
+            QosSettings { byte_count: old.byte_count ^ 1, ..larger.clone() },
+            QosSettings { port: None, ..old.clone() },
+        ];
+        for new in others {
+            assert!(!buffer_alone(&old, &new), "{new:?}");
+        }
+    }
 }

@@ -540,6 +540,14 @@ impl Port {
         (self.clock, self.free_at, self.free_at_ns, self.shared_used) = (0, 0, Some((0, 0)), 0);
     }
 
+    /// A buffer of `buffer_bytes` in place of the port's, for a port that [`Port::finish`]
+    /// emptied; the queues' reserves must fit in it (its caller checks them).
+    pub fn set_buffer(&mut self, buffer_bytes: u64) {
+        debug_assert!(self.queued_bytes == 0 && self.fifo.is_empty(), "a new buffer follows finish");
+        let reserved = self.buffer_bytes - self.shared_capacity;
+        (self.shared_capacity, self.buffer_bytes) = (buffer_bytes - reserved, buffer_bytes);
+    }
+
     /// Sends everything still queued (the line runs until the last packet has started).
     pub fn finish(&mut self) {
         self.run(None);
