@@ -8,6 +8,7 @@ use crate::meter::{MeterKind, MeterParams};
 use crate::parse::PacketInfo;
 use crate::shaping::QueueConfig;
 use crate::verdict::{Reason, Verdict, ALLOW};
+use bytemuck::Zeroable;
 
 const WINDOW_NS: u64 = 10_000;
 const HOLD_NS: u64 = 50_000;
