@@ -86,7 +86,7 @@ impl Enforcer {
     /// contract, no rows) and its class rows and port queues vacant. Changes nothing and
     /// returns false when that takes a full retarget: a spec waits, or there is no tenant `index`.
     pub(super) fn vacate(&mut self, index: usize) -> bool {
-        if self.staged.is_some() || !self.spec.tenants.is_empty() || index >= self.tenants.len() {
+        if self.spec_waits() || index >= self.tenants.len() {
             return false;
         }
         if self.packets_at_port(index) {

@@ -153,6 +153,13 @@ pub struct Overload {
     pub stagger_ns: u64,
 }
 
+impl Overload {
+    /// Whether its thresholds fit a buffer of `buffer_bytes`: below <= above < the buffer.
+    pub fn fits(&self, buffer_bytes: u64) -> bool {
+        self.below_bytes <= self.above_bytes && self.above_bytes < buffer_bytes
+    }
+}
+
 /// A policy's QoS: matched to the engine's tenants by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QosSpec {
@@ -200,7 +207,7 @@ impl QosSpec {
         }
         if let Some(overload) = self.overload {
             let Some(port) = self.port else { return Err(CoreError::spec("an overload setting needs a port")) };
-            if overload.below_bytes > overload.above_bytes || overload.above_bytes >= port.buffer_bytes {
+            if !overload.fits(port.buffer_bytes) {
                 return Err(CoreError::spec_at("port overload", "needs below <= above < the buffer"));
             }
         }

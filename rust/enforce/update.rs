@@ -259,7 +259,7 @@ impl Enforcer {
             let present = self.name_hashes.get(&hash).copied().unwrap_or(0);
             hashes.insert(hash) && present == self.moved_copies(&qos.name) && scoped
         };
-        if self.staged.is_some() || !self.spec.tenants.is_empty() || !self.rows_fit(added) || !added.iter().all(fresh) {
+        if self.spec_waits() || !self.rows_fit(added) || !added.iter().all(fresh) {
             return false;
         }
         self.port.is_none() || self.port_sums_with(&[], &queues_of(added)).is_some()
@@ -324,12 +324,12 @@ impl Enforcer {
     /// setting comes or goes, or the reserves or thresholds do not fit the buffer (the
     /// retarget's check then says so).
     pub fn set_buffer(&mut self, config: PortConfig, overload: Option<Overload>) -> bool {
-        if self.staged.is_some() || !self.spec.tenants.is_empty() || self.spec.overload.is_some() != overload.is_some() {
+        if self.spec_waits() || self.spec.overload.is_some() != overload.is_some() {
             return false;
         }
         let Some(state) = &self.port else { return false };
         let same_line = config.line_rate == state.config.line_rate && config.mode == state.config.mode;
-        let thresholds_fit = overload.is_none_or(|o| o.below_bytes <= o.above_bytes && o.above_bytes < config.buffer_bytes);
+        let thresholds_fit = overload.is_none_or(|o| o.fits(config.buffer_bytes));
         if !same_line || !thresholds_fit || config.buffer_bytes == 0 || state.reserved > u128::from(config.buffer_bytes) {
             return false;
         }
@@ -342,6 +342,12 @@ impl Enforcer {
         self.spec.overload = overload;
         self.adaptive.set_overload(overload);
         true
+    }
+
+    /// Whether a spec waits for the tables (staged, or kept for tenants not in them): a change
+    /// then takes a full retarget.
+    pub(super) fn spec_waits(&self) -> bool {
+        self.staged.is_some() || !self.spec.tenants.is_empty()
     }
 
     /// Tenant `index`'s class rows (its class stages, statistics rows and port queues).
