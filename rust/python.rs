@@ -30,7 +30,7 @@ use error::{DuplicateKeyError, IsolaneError, PcapError, YamlError};
 use rule_rows::rule_row_layout;
 use rule_table::RuleTable;
 use shadowed::shadowed_rules;
-use yaml::{load_yaml, YamlItems};
+use yaml::{load_yaml, stream_yaml, YamlStream};
 
 /// Runs core work without the GIL, turning a panic into an exception instead of letting it
 /// cross into Python.
@@ -49,8 +49,8 @@ mod _core {
     #[pymodule_export]
     use super::{
         burst_flow_layout, burst_layout, codes::codes, load_yaml, parse_records, processed_layout, profile_event_layout, read_pcap, record_layout,
-        rule_row_layout, shadowed_rules, stats_layout, timeline::TimelineView, verdict_layout, CaptureReader, Engine, PacketBatch, PcapIterator, RuleTable,
-        YamlItems,
+        rule_row_layout, shadowed_rules, stats_layout, stream_yaml, timeline::TimelineView, verdict_layout, CaptureReader, Engine, PacketBatch, PcapIterator,
+        RuleTable, YamlStream,
     };
 
     #[pymodule_init]

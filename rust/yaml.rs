@@ -75,14 +75,32 @@ pub enum YamlError {
 
 /// The one document in `text`, or `Value::Null` for a text without one (empty, or only comments).
 pub fn load(text: &str) -> Result<Value, YamlError> {
-    Loader { parser: Parser::new_from_str(text), open: Vec::new(), anchors: FxHashMap::default(), copied_nodes: 0 }.stream()
+    Loader::new(text, None).stream()
+}
+
+/// What [`load_streaming`] hands over while it reads, in document order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Streamed {
+    /// The sequence under the key begins: the root mapping's entries before it.
+    Head(Vec<(Value, Value)>),
+    /// One item of that sequence, complete.
+    Item(Value),
+}
+
+/// [`load`], handing the items of the root mapping's sequence under `key` to `sink` as each
+/// is read (after a [`Streamed::Head`]), so that a reader can take them while the rest of the
+/// text is read. The document comes back with that sequence empty. A sequence with an anchor
+/// (which an alias may copy) or under a root that is not a mapping is read as [`load`] reads it,
+/// and nothing is handed over. An error may come after some items were.
+pub fn load_streaming(text: &str, key: &str, sink: &mut dyn FnMut(Streamed)) -> Result<Value, YamlError> {
+    Loader::new(text, Some(Stream { key, sink, open: false })).stream()
 }
 
 fn invalid(at: Marker, problem: impl Into<String>) -> YamlError {
     YamlError::Invalid { line: at.line(), column: at.col() + 1, problem: problem.into() }
 }
 
-struct Loader<'input> {
+struct Loader<'input, 'stream> {
     parser: Parser<'input, StrInput<'input>>,
     /// The collections being read, outermost first.
     open: Vec<OpenCollection>,
@@ -90,6 +108,14 @@ struct Loader<'input> {
     anchors: FxHashMap<usize, (Value, usize, usize)>,
     /// Nodes copied into anchors and out of them so far.
     copied_nodes: usize,
+    stream: Option<Stream<'stream>>,
+}
+
+/// Where a streamed sequence's items go, and whether it is being read.
+struct Stream<'stream> {
+    key: &'stream str,
+    sink: &'stream mut dyn FnMut(Streamed),
+    open: bool,
 }
 
 struct OpenCollection {
@@ -103,7 +129,11 @@ enum Items {
     Map(OpenMap),
 }
 
-impl<'input> Loader<'input> {
+impl<'input, 'stream> Loader<'input, 'stream> {
+    fn new(text: &'input str, stream: Option<Stream<'stream>>) -> Self {
+        Loader { parser: Parser::new_from_str(text), open: Vec::new(), anchors: FxHashMap::default(), copied_nodes: 0, stream }
+    }
+
     fn next(&mut self) -> Result<(Event<'input>, Marker), YamlError> {
         match self.parser.next_event() {
             Some(Ok((event, span))) => Ok((event, span.start)),
@@ -173,11 +203,33 @@ impl<'input> Loader<'input> {
         if self.open.len() == MAX_DEPTH {
             return Err(invalid(at, too_deep()));
         }
+        let streamed = matches!(items, Items::Seq(_)) && anchor == 0 && self.opens_streamed_sequence();
         self.open.push(OpenCollection { items, anchor, start: at });
+        if streamed {
+            let (Some(stream), Some(OpenCollection { items: Items::Map(root), .. })) = (self.stream.as_mut(), self.open.first()) else {
+                unreachable!("checked by opens_streamed_sequence")
+            };
+            stream.open = true;
+            (stream.sink)(Streamed::Head(root.entries().to_vec()));
+        }
         Ok(())
     }
 
+    /// Whether a sequence opened now is the one to stream: the value of the key under the root mapping.
+    fn opens_streamed_sequence(&self) -> bool {
+        let Some(stream) = &self.stream else { return false };
+        matches!(self.open.as_slice(), [OpenCollection { items: Items::Map(root), .. }] if matches!(root.pending_key(), Some(Value::Str(k)) if k == stream.key))
+    }
+
+    /// The streamed sequence, if it is the innermost collection open.
+    fn streaming_into(&mut self) -> Option<&mut Stream<'stream>> {
+        self.stream.as_mut().filter(|stream| stream.open && self.open.len() == 2)
+    }
+
     fn close_collection(&mut self) -> Result<(Value, Marker), YamlError> {
+        if let Some(stream) = self.streaming_into() {
+            stream.open = false;
+        }
         let closed = self.open.pop().expect("an end event closes an open collection");
         let value = match closed.items {
             Items::Seq(items) => Value::Seq(items),
@@ -221,6 +273,10 @@ impl<'input> Loader<'input> {
 
     /// Puts a complete node into the collection around it; the root comes back.
     fn place(&mut self, node: Value, start: Marker) -> Result<Option<Value>, YamlError> {
+        if let Some(stream) = self.streaming_into() {
+            (stream.sink)(Streamed::Item(node));
+            return Ok(None);
+        }
         match self.open.last_mut().map(|open| &mut open.items) {
             None => return Ok(Some(node)),
             Some(Items::Seq(items)) => items.push(node),

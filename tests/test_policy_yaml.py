@@ -229,27 +229,51 @@ def test_random_text_is_a_policy_or_a_policy_error(text: str) -> None:
                 assert place != "" or "\n" not in message, message
 
 
-def test_a_lazy_sequence_makes_its_items_as_they_are_read() -> None:
+def test_a_stream_hands_over_its_items_as_they_are_read() -> None:
     text = "port: {rate: 10Gbps}\ntenants:\n  - {name: a, vnis: [1]}\n  - {name: b, vnis: [2], rules: [{action: drop}]}\nother: [1, 2]\n"
     eager = _core.load_yaml(text)
-    lazy = _core.load_yaml(text, "tenants")
-    items = lazy["tenants"]
-    assert isinstance(items, _core.YamlItems) and isinstance(items, Sequence)
-    assert {k: v for k, v in lazy.items() if k != "tenants"} == {k: v for k, v in eager.items() if k != "tenants"}
-    assert len(items) == 2 and list(items) == eager["tenants"] and items[-1] == eager["tenants"][1]
-    assert items[0] is not items[0]  # made anew at each read: nothing is kept
+    stream = _core.stream_yaml(text, "tenants")
+    assert isinstance(stream, Sequence)
+    assert stream.head() == {"port": {"rate": "10Gbps"}}  # what comes before the tenants
+    assert stream[0] == eager["tenants"][0] and stream.available(16) == 2
+    assert len(stream) == 2 and list(stream) == eager["tenants"] and stream[-1] == eager["tenants"][1]
+    assert stream[0] is not stream[0]  # made anew at each read: nothing is kept
     with pytest.raises(IndexError):
-        items[2]
-    assert _core.load_yaml("- 1\n- 2\n", "tenants") == [1, 2]  # only a mapping's sequence under that key is lazy
-    assert _core.load_yaml("tenants: 3\n", "tenants") == {"tenants": 3}
+        stream[2]
+    document = stream.document()
+    assert document["tenants"] is stream and {k: v for k, v in document.items() if k != "tenants"} == {k: v for k, v in eager.items() if k != "tenants"}
+    # Only the root mapping's sequence under the key streams; anything else comes whole.
+    for whole in ("- 1\n- 2\n", "tenants: 3\n", "tenants: &t [1]\nagain: *t\n", ""):
+        stream = _core.stream_yaml(whole, "tenants")
+        assert stream.head() is None and stream.document() == _core.load_yaml(whole) and len(stream) == 0
 
 
-@pytest.mark.parametrize("lazy", [None, "tenants"])
-def test_recurring_strings_are_one_object_and_unique_ones_are_not_interned(lazy: str | None) -> None:
+@pytest.mark.parametrize(
+    ("text", "items"),
+    [
+        ("tenants:\n  - {name: a}\n  - {name: b\n", 1),
+        ("tenants: [{name: a}]\ntenants: [{name: b}]\n", 1),
+        ("tenants:\n  - {name: a}\n  - !!foo {name: b}\n", 1),
+    ],
+)
+def test_a_stream_raises_the_documents_error_where_its_items_stop(text: str, items: int) -> None:
+    with pytest.raises(_core.YamlError) as whole:
+        _core.load_yaml(text)
+    stream = _core.stream_yaml(text, "tenants")
+    assert stream.head() == {}
+    assert [stream[i] for i in range(items)] == [{"name": "a"}][:items]
+    for read in (lambda: stream[items], lambda: len(stream), stream.document, lambda: stream.available(16)):
+        with pytest.raises(type(whole.value)) as streamed:
+            read()
+        assert str(streamed.value) == str(whole.value)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_recurring_strings_are_one_object_and_unique_ones_are_not_interned(streamed: bool) -> None:
     """Keys and units recur: each is made once. Names and prefixes do not: interning them would
     keep an entry for each in Python's table of interned strings (two a tenant) for good."""
     text = "tenants:\n" + "".join(f"  - {{name: tenant-{i}, rate: 10Mbps, rules: [{{dst: 10.{i}.0.0/16, action: allow}}]}}\n" for i in range(50))
-    items = list(_core.load_yaml(text, lazy)["tenants"])
+    items = list(_core.stream_yaml(text, "tenants") if streamed else _core.load_yaml(text)["tenants"])
     first, last = items[0], items[-1]
     assert [a is b for a, b in zip(first, last)] == [True, True, True]  # the keys
     assert first["rate"] is last["rate"] and first["rules"][0]["action"] is last["rules"][0]["action"]

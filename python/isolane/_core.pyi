@@ -35,7 +35,8 @@ __all__ = [
     "burst_layout",
     "profile_event_layout",
     "load_yaml",
-    "YamlItems",
+    "stream_yaml",
+    "YamlStream",
     "codes",
     "parse_records",
     "processed_layout",
@@ -236,15 +237,29 @@ def read_pcap(path: str | os.PathLike[str]) -> PacketBatch:
     ``numpy.memmap`` the file must not be truncated while the batch is alive (use
     ``iter_pcap`` for a capture that is still being written)."""
 
-def load_yaml(text: str, lazy: str | None = None) -> Any:
+def load_yaml(text: str) -> Any:
     """The one YAML document in `text` by the YAML 1.2 core schema (None for none), as dicts, lists,
-    strings, ints, floats, bools and None; raises YamlError or DuplicateKeyError. With `lazy`,
-    the top-level mapping's sequence under that key is a `YamlItems`."""
+    strings, ints, floats, bools and None; raises YamlError or DuplicateKeyError."""
+
+def stream_yaml(text: str, key: str) -> YamlStream:
+    """Starts reading the YAML document in `text` (as `load_yaml` reads it) on a thread of its own
+    and returns at once: the items of the root mapping's sequence under `key` can be taken while
+    the rest is read."""
 
 @final
-class YamlItems:
-    """A YAML sequence whose items become Python objects when read (a new object each read)."""
+class YamlStream:
+    """A YAML document being read on another thread, and the items of its streamed sequence: a
+    sequence of Python objects made as they are read (a new object each read), each waiting as
+    needed for the reader to get there. Past the last item: `IndexError`, or the document's error
+    (YamlError or DuplicateKeyError) if the reader stopped at one."""
 
+    def head(self) -> dict[Any, Any] | None:
+        """The root mapping's entries before the streamed sequence, once it begins; None for a
+        document without one to stream (`document()` then holds it all)."""
+    def document(self) -> Any:
+        """The whole document, once read, with this stream in place of the streamed sequence."""
+    def available(self, most: int) -> int:
+        """How many items there are, counting up to `most` (waiting only for that many)."""
     def __len__(self) -> int: ...
     def __getitem__(self, index: int, /) -> Any: ...
 

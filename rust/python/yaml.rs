@@ -1,74 +1,224 @@
 //! `load_yaml`: the core reads the document without the GIL, then it becomes Python objects.
+//! `stream_yaml`: the core reads it on a thread of its own, handing over the items of one
+//! sequence as it goes, while Python takes them.
 
-use std::sync::Mutex;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{channel, Receiver, TryRecvError};
+use std::sync::{Mutex, MutexGuard};
 
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use super::without_gil;
+use super::{without_gil, IsolaneError};
 use crate::error::CoreError;
 use crate::memory;
-use crate::yaml::{self, Value};
+use crate::yaml::{self, Streamed, Value, YamlError};
 
-/// The document in `text` as dicts, lists, strings, ints, floats, bools and None. With `lazy`,
-/// the top-level mapping's sequence under that key becomes a `YamlItems`, whose items become
-/// Python objects one at a time as they are read: a reader that takes one item, keeps what it
-/// makes of it and drops the rest never holds every item's objects at once.
+/// The one document in `text` as dicts, lists, strings, ints, floats, bools and None.
 #[pyfunction]
-#[pyo3(signature = (text, lazy=None))]
-pub(super) fn load_yaml<'py>(py: Python<'py>, text: &str, lazy: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
+pub(super) fn load_yaml<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     let value = without_gil(py, || yaml::load(text))?.map_err(CoreError::from)?;
-    let loaded = to_python_maybe_lazy(py, value, lazy);
-    memory::release_free_heap(); // the parsed tree is gone (but lazy items)
+    let loaded = to_python(py, &value, &mut RecentStrings::new());
+    drop(value);
+    memory::release_free_heap(); // the parsed tree is gone
     loaded
 }
 
-fn to_python_maybe_lazy<'py>(py: Python<'py>, value: Value, lazy: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
-    let mut strings = RecentStrings::new();
-    match (value, lazy) {
-        (Value::Map(entries), Some(lazy_key)) => {
-            let dict = PyDict::new(py);
-            for (key, value) in entries {
-                let is_lazy = matches!((&key, &value), (Value::Str(k), Value::Seq(_)) if k == lazy_key);
-                let value = match value {
-                    Value::Seq(items) if is_lazy => Bound::new(py, YamlItems { items, strings: Mutex::new(RecentStrings::new()) })?.into_any(),
-                    value => to_python(py, &value, &mut strings)?,
-                };
-                dict.set_item(to_python(py, &key, &mut strings)?, value)?;
-            }
-            Ok(dict.into_any())
+/// Starts reading the document in `text` on a thread of its own and returns at once: the
+/// items of the root mapping's sequence under `key` can be taken while the rest is read.
+#[pyfunction]
+pub(super) fn stream_yaml(text: String, key: String) -> PyResult<YamlStream> {
+    let (sender, arriving) = channel();
+    let streamed_key = key.clone();
+    let reader = move || {
+        let read = catch_unwind(AssertUnwindSafe(|| yaml::load_streaming(&text, &streamed_key, &mut |part| drop(sender.send(Message::Part(part))))));
+        let end = match read {
+            Ok(read) => read.map_err(Failure::Yaml),
+            Err(panic) => Err(Failure::Panic(
+                panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned())).unwrap_or_default(),
+            )),
+        };
+        drop(sender.send(Message::End(end))); // nobody waits for it if the stream is gone
+    };
+    std::thread::Builder::new()
+        .name("isolane-yaml".into())
+        .spawn(reader)
+        .map_err(|err| IsolaneError::new_err(format!("cannot start a thread to read the YAML document: {err}")))?;
+    let inflow = Inflow { arriving: Some(arriving), head: None, items: Vec::new(), end: None, strings: RecentStrings::new() };
+    Ok(YamlStream { key, inflow: Mutex::new(inflow) })
+}
+
+enum Message {
+    Part(Streamed),
+    End(Result<Value, Failure>),
+}
+
+/// Why a streamed read stopped short of a document.
+#[derive(Clone)]
+enum Failure {
+    Yaml(YamlError),
+    Panic(String),
+}
+
+impl Failure {
+    fn to_py_err(&self) -> PyErr {
+        match self {
+            Failure::Yaml(err) => CoreError::from(err.clone()).into(),
+            Failure::Panic(what) => IsolaneError::new_err(format!("internal error in isolane's core (please report it): {what}")),
         }
-        (value, _) => to_python(py, &value, &mut strings),
     }
 }
 
-impl Drop for YamlItems {
+/// A YAML document being read on another thread, and the items of its streamed sequence, a
+/// sequence of Python objects made as they are read (a new object each read), each waiting as
+/// needed for the reader to get there. Past the last item: `IndexError`, or the document's
+/// error if the reader stopped at one.
+#[pyclass(frozen, sequence, module = "isolane._core")]
+pub struct YamlStream {
+    key: String,
+    inflow: Mutex<Inflow>,
+}
+
+/// What the reader has handed over so far.
+struct Inflow {
+    /// `None` once the reader has ended.
+    arriving: Option<Receiver<Message>>,
+    head: Option<Vec<(Value, Value)>>,
+    items: Vec<Value>,
+    end: Option<Result<Value, Failure>>,
+    strings: RecentStrings,
+}
+
+impl Inflow {
+    /// Takes what has arrived; with `wait`, waits for one message first if there is none.
+    fn take_arrived(&mut self, wait: bool) {
+        let Some(arriving) = &self.arriving else { return };
+        let mut message = if wait { arriving.recv().map_err(|_| TryRecvError::Disconnected) } else { arriving.try_recv() };
+        loop {
+            match message {
+                Ok(Message::Part(Streamed::Head(entries))) => self.head = Some(entries),
+                Ok(Message::Part(Streamed::Item(item))) => self.items.push(item),
+                Ok(Message::End(end)) => return self.ended(end),
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => return self.ended(Err(Failure::Panic("the YAML reader stopped".into()))),
+            }
+            message = arriving.try_recv();
+        }
+    }
+
+    fn ended(&mut self, end: Result<Value, Failure>) {
+        self.end = Some(end);
+        self.arriving = None;
+    }
+
+    fn failure(&self) -> Option<PyErr> {
+        match &self.end {
+            Some(Err(failure)) => Some(failure.to_py_err()),
+            _ => None,
+        }
+    }
+}
+
+impl YamlStream {
+    /// The inflow once `ready` holds of it or the reader has ended, waiting without the GIL.
+    fn wait(&self, py: Python<'_>, ready: impl Fn(&Inflow) -> bool) -> MutexGuard<'_, Inflow> {
+        loop {
+            let mut inflow = self.lock();
+            inflow.take_arrived(false);
+            if ready(&inflow) || inflow.end.is_some() {
+                return inflow;
+            }
+            drop(inflow);
+            py.detach(|| self.lock().take_arrived(true));
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inflow> {
+        self.inflow.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[pymethods]
+impl YamlStream {
+    /// The root mapping's entries before the streamed sequence, once it begins; `None` for a
+    /// document without one to stream (`document()` then holds it all).
+    fn head<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let mut inflow = self.wait(py, |inflow| inflow.head.is_some());
+        let Inflow { head, strings, .. } = &mut *inflow;
+        match head {
+            Some(entries) => Ok(Some(to_python_map(py, entries, strings, None)?)),
+            None => inflow.failure().map_or(Ok(None), Err),
+        }
+    }
+
+    /// The whole document, once read, with this stream in place of the streamed sequence.
+    fn document<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let stream = slf.get();
+        let mut inflow = stream.wait(py, |_| false);
+        let Inflow { head, end, strings, .. } = &mut *inflow;
+        match end {
+            Some(Ok(Value::Map(entries))) if head.is_some() => Ok(to_python_map(py, entries, strings, Some((&stream.key, slf.as_any())))?.into_any()),
+            Some(Ok(document)) => to_python(py, document, strings),
+            Some(Err(failure)) => Err(failure.to_py_err()),
+            None => unreachable!("waited for the end"),
+        }
+    }
+
+    /// How many items there are, counting up to `most` (waiting only for that many).
+    fn available(&self, py: Python<'_>, most: usize) -> PyResult<usize> {
+        let inflow = self.wait(py, |inflow| inflow.items.len() >= most);
+        match inflow.failure() {
+            Some(err) if inflow.items.len() < most => Err(err),
+            _ => Ok(inflow.items.len().min(most)),
+        }
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        let inflow = self.wait(py, |_| false);
+        inflow.failure().map_or(Ok(inflow.items.len()), Err)
+    }
+
+    fn __getitem__<'py>(&self, py: Python<'py>, index: isize) -> PyResult<Bound<'py, PyAny>> {
+        let at = match usize::try_from(index) {
+            Ok(at) => Some(at),
+            Err(_) => index.checked_add(self.__len__(py)? as isize).and_then(|at| usize::try_from(at).ok()),
+        };
+        let mut inflow = self.wait(py, |inflow| at.is_some_and(|at| at < inflow.items.len()));
+        let Inflow { items, strings, .. } = &mut *inflow;
+        match at.and_then(|at| items.get(at)) {
+            Some(item) => to_python(py, item, strings),
+            None => Err(inflow.failure().unwrap_or_else(|| PyIndexError::new_err("index out of range"))),
+        }
+    }
+}
+
+impl Drop for YamlStream {
     fn drop(&mut self) {
-        drop(std::mem::take(&mut self.items));
+        let inflow = self.inflow.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        drop(std::mem::take(&mut inflow.items));
+        inflow.end = None;
         memory::release_free_heap();
     }
 }
 
-/// A YAML sequence whose items become Python objects when read (a new object each read).
-#[pyclass(frozen, sequence, module = "isolane._core")]
-pub struct YamlItems {
-    items: Vec<Value>,
-    strings: Mutex<RecentStrings>,
-}
-
-#[pymethods]
-impl YamlItems {
-    fn __len__(&self) -> usize {
-        self.items.len()
+/// A mapping's entries as a dict, the value of `replaced.0` (a string key) being `replaced.1`.
+fn to_python_map<'py>(
+    py: Python<'py>,
+    entries: &[(Value, Value)],
+    strings: &mut RecentStrings,
+    replaced: Option<(&str, &Bound<'py, PyAny>)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (key, value) in entries {
+        let value = match (key, replaced) {
+            (Value::Str(k), Some((streamed, stream))) if k == streamed => stream.clone(),
+            _ => to_python(py, value, strings)?,
+        };
+        dict.set_item(to_python(py, key, strings)?, value)?;
     }
-
-    fn __getitem__<'py>(&self, py: Python<'py>, index: isize) -> PyResult<Bound<'py, PyAny>> {
-        let at = if index < 0 { index + self.items.len() as isize } else { index };
-        match usize::try_from(at).ok().and_then(|at| self.items.get(at)) {
-            Some(item) => to_python(py, item, &mut self.strings.lock().unwrap_or_else(|p| p.into_inner())),
-            None => Err(pyo3::exceptions::PyIndexError::new_err("index out of range")),
-        }
-    }
+    Ok(dict)
 }
 
 /// The longest string [`RecentStrings`] keeps.

@@ -22,6 +22,15 @@ impl OpenMap {
         self.pending_key.is_none()
     }
 
+    /// The key read, waiting for its value.
+    pub(super) fn pending_key(&self) -> Option<&Value> {
+        self.pending_key.as_ref()
+    }
+
+    pub(super) fn entries(&self) -> &[(Value, Value)] {
+        &self.entries
+    }
+
     /// Takes a (scalar) key, unless an earlier key of this mapping equals it.
     pub(super) fn add_key(&mut self, key: Value, line: usize, column: usize) -> Result<(), YamlError> {
         let id = KeyId::of(&key);

@@ -258,7 +258,67 @@ fn syntax_errors_name_line_and_column() {
     }
 }
 
+type Entries = Vec<(Value, Value)>;
+
+/// `load_streaming(text, "t")` with what it handed over put back in place: the head it
+/// handed, the items, and the document, or the error.
+fn streamed(text: &str) -> (Option<Entries>, Result<Value, YamlError>) {
+    let (mut head, mut items) = (None, Vec::new());
+    let loaded = load_streaming(text, "t", &mut |part| match part {
+        Streamed::Head(entries) => {
+            assert!(head.is_none(), "one head");
+            head = Some(entries);
+        }
+        Streamed::Item(item) => items.push(item),
+    });
+    let document = loaded.map(|mut document| {
+        if head.is_some() {
+            let Value::Map(entries) = &mut document else { panic!("a head comes from a root mapping") };
+            let (_, seq) = entries.iter_mut().find(|(key, _)| *key == string("t")).unwrap();
+            assert_eq!(*seq, Value::Seq(Vec::new()), "the streamed sequence is left empty");
+            *seq = Value::Seq(items);
+        } else {
+            assert!(items.is_empty(), "items come after a head");
+        }
+        document
+    });
+    (head, document)
+}
+
+#[test]
+fn streaming_hands_over_the_head_then_each_item() {
+    let text = "a: 1\nt:\n  - {x: 1}\n  - [2, 3]\n  - 4\nz: 5\n";
+    let (head, document) = streamed(text);
+    assert_eq!(head, Some(vec![(string("a"), Value::Int(1))]));
+    assert_eq!(document, load(text));
+    // Anchors within the items, and aliases to them after, copy as they do when read whole.
+    let text = "t: [&m {cir: 1}, *m]\nlater: *m\n";
+    assert_eq!(streamed(text).1, load(text));
+}
+
+#[test]
+fn streaming_leaves_alone_what_is_not_the_root_mappings_sequence() {
+    for text in ["t: &all [1, 2]\nu: *all\n", "- t: [1]\n", "a:\n  t: [1, 2]\n", "t: 1\n", "t: {a: 1}\n", "u: [1, 2]\n", ""] {
+        let (head, document) = streamed(text);
+        assert_eq!(head, None, "{text:?}");
+        assert_eq!(document, load(text), "{text:?}");
+    }
+}
+
+#[test]
+fn streaming_errors_are_those_of_a_whole_read() {
+    for text in ["t: [1, 2\n", "t: [1]\nt: [2]\n", "t:\n  - a\n  - b: c: d\n", "t: [!!foo 1]\n", "t: [1]\n---\nt: [2]\n"] {
+        assert_eq!(streamed(text).1, load(text), "{text:?}");
+    }
+}
+
 proptest! {
+    #[test]
+    fn a_streamed_document_put_back_together_is_the_document(text in "(t: |t:\n|  - |- |u: |&a |\\*a |[-:,{}\\[\\] \n0-9a-z]){0,40}") {
+        let (_, document) = streamed(&text);
+        prop_assert_eq!(document, load(&text));
+    }
+
     #[test]
     fn no_text_makes_the_loader_panic(text in "[ -~\t\n]{0,80}") {
         let _ = load(&text);

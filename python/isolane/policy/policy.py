@@ -10,11 +10,12 @@ import warnings
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from isolane import _core
 from isolane.pause_gc import gc_paused
 from isolane.policy.across import _policy_warnings, _port_checks, _tenant_warnings, _tenant_weights
 from isolane.policy.claims import Claims, Positions, TenantChange, WeightBasis
@@ -34,13 +35,12 @@ from isolane.policy.constants import (
 from isolane.policy.errors import PolicyError, PolicyWarning, _int_text
 from isolane.policy.model import Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
-from isolane.policy.read import _read_file
+from isolane.policy.read import _read_file, yaml_errors
 from isolane.policy.reuse import _LIVE, read_tenant, settings_of, source_digest, tenants_to_share
 from isolane.policy.sharing import sharing
 from isolane.policy.tenants import Tenants, as_tenants
 from isolane.policy.units import format_size
 from isolane.policy.validate import _Checker, _comparable_name, _spelt_apart
-from isolane.policy.validate_shapes import _Bad
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,8 @@ class Policy:
         extension). Raises :class:`PolicyError` listing every problem, ``FileNotFoundError``
         if there is no such file; warns (:class:`PolicyWarning`) about rules that never match."""
         with gc_paused():
-            policy = _build(_read_file(path, lazy_tenants=True), os.fspath(path))
+            with yaml_errors(path):
+                policy = _build(_read_file(path, stream_tenants=True), os.fspath(path))
         _emit(policy.warnings)
         return policy
 
@@ -286,14 +287,60 @@ def _is_int(value: Any) -> bool:
     return value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
+class _Settings(NamedTuple):
+    """What a document says beside its tenants, as read."""
+
+    unknown: ActionName
+    description: str | None
+    count_mode: CountMode
+    largest_frame: int
+    color_map: tuple[tuple[int, ColorName], ...]
+
+
 @sharing()
 def _build(data: Any, source: str | None) -> Policy:
+    if isinstance(data, _core.YamlStream):
+        return _build_streamed(data, source)
     ck = _Checker()
+    top = _top(ck, data, source)
+    settings = _read_settings(ck, top)
+    items = ck.sequence(top["tenants"], "tenants", "tenants (mappings)") if "tenants" in top else None
+    return _finish(ck, settings, _read_tenants(ck, items or ()), source)
+
+
+def _build_streamed(stream: _core.YamlStream, source: str | None) -> Policy:
+    """:func:`_build` of a YAML document while the core reads it: the tenants are read as they
+    come, under the settings written before them. A document that sets its port or largest
+    frame after its tenants, or has any problem, is read again whole, so that it reads as
+    :func:`_build` reads it, its problems listed in the same order."""
+    head = stream.head()
+    if head is None:
+        return _build(stream.document(), source)
+    before = _Checker()
+    _read_settings(before, head)
+    ck = _Checker()
+    ck.largest_frame, ck.egress = before.largest_frame, before.egress
+    tenants = _read_tenants(ck, stream)  # type: ignore[arg-type]  # registered as a Sequence (isolane.policy.read)
+    document = stream.document()
+    whole = _Checker()
+    settings = _read_settings(whole, _top(whole, document, source))
+    if ck.errors or whole.errors or settings_of(whole) != settings_of(ck):
+        return _build(document, source)
+    whole.warnings.extend(ck.warnings)  # after the settings', as one reading would give them
+    return _finish(whole, settings, tenants, source)
+
+
+def _top(ck: _Checker, data: Any, source: str | None) -> dict[str, Any]:
     top = ck.mapping(data, "", _TOP_KEYS, required=("tenants",))
     if top is None:
         if data is None:
             ck.errors[-1] = ("", "the policy is empty: expected a mapping with 'tenants'")
         raise PolicyError(ck.errors, source)
+    return top
+
+
+def _read_settings(ck: _Checker, top: Mapping[str, Any]) -> _Settings:
+    """The document's keys but its tenants; the settings the tenants are read under go to ``ck``."""
     if "version" in top:
         ck.version(top["version"], "version")
     description = ck.string(top["description"], "description") if "description" in top else None
@@ -303,17 +350,20 @@ def _build(data: Any, source: str | None) -> Policy:
     ck.largest_frame = largest_frame or DEFAULT_LARGEST_FRAME
     color_map = ck.color_map(top["color_map"], "color_map") if "color_map" in top else DEFAULT_COLOR_MAP
     ck.egress = ck.port_setting(top["port"], "port") if "port" in top else None
+    # Where a setting has errors its value is never used: the errors raise first.
+    return _Settings(unknown, description, count, largest_frame, color_map)  # type: ignore[arg-type]
 
+
+def _read_tenants(ck: _Checker, items: Sequence[Any]) -> list[Tenant | None]:
+    """Each tenant of ``items`` (None where it has errors), and the checks across tenants."""
     tenants: list[Tenant | None] = []
-    items = ck.sequence(top["tenants"], "tenants", "tenants (mappings)") if "tenants" in top else None
     # Each tenant name (NFC), VNI and VLAN id: the index of the tenant that has it first. Only
     # the index is kept (these live through the whole read, amid the tenants that stay): a
     # message reads the rest again from that tenant's item.
     names: dict[str, int] = {}
     vni_owner: dict[int, int] = {}
     vlan_owner: dict[int, int] = {}
-    items = items or ()
-    known = tenants_to_share(len(items))
+    known = tenants_to_share(items)
     for i, item in enumerate(items):
         tenant = read_tenant(ck, item, f"tenants[{i}]", known)
         tenants.append(tenant)
@@ -335,20 +385,21 @@ def _build(data: Any, source: str | None) -> Policy:
                 owner = owners.setdefault(v, i)  # a tenant's own repeats are reported where it is read
                 if owner != i:
                     ck.error(f"tenants[{i}].{key}[{k}]", f"{what} {_int_text(v)} is claimed by both {_owner_text(items, owner, key, v)} and {_label(i, name)}")
+    return tenants
 
+
+def _finish(ck: _Checker, settings: _Settings, tenants: list[Tenant | None], source: str | None) -> Policy:
     if not ck.errors:
         _port_checks(ck, [t for t in tenants if t is not None])
     if ck.errors:
         raise PolicyError(ck.errors, source)
-    assert not isinstance(unknown, _Bad) and not isinstance(description, _Bad) and not isinstance(count, _Bad)
-    assert largest_frame is not None and color_map is not None
     policy = Policy(
         tuple(t for t in tenants if t is not None),
-        unknown,  # type: ignore[arg-type]
-        description,
-        count=count,  # type: ignore[arg-type]
-        largest_frame=largest_frame,
-        color_map=color_map,
+        settings.unknown,
+        settings.description,
+        count=settings.count_mode,
+        largest_frame=settings.largest_frame,
+        color_map=settings.color_map,
         port=ck.egress,
     )
     found = ck.warnings + _policy_warnings(policy)

@@ -9,6 +9,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,14 @@ from typing import Any
 from isolane import _core
 from isolane.policy.errors import PolicyError, _at
 
-Sequence.register(_core.YamlItems)
+Sequence.register(_core.YamlStream)
 
 
-def _read_file(path: str | os.PathLike[str], lazy_tenants: bool = False) -> Any:
-    """The document in the file at ``path``; ``lazy_tenants``: a YAML document's ``tenants``
-    as a ``YamlItems`` sequence, whose items become Python objects as they are read (so that
-    reading a policy never holds every tenant's document at once)."""
+def _read_file(path: str | os.PathLike[str], stream_tenants: bool = False) -> Any:
+    """The document in the file at ``path``. ``stream_tenants``: a YAML document as a
+    ``YamlStream``, read by the core on a thread of its own while its tenants are taken, each
+    made a Python object as it is read (so that reading a policy never holds every tenant's
+    document at once); its errors are raised where it is read, inside :func:`yaml_errors`."""
     suffix = Path(path).suffix.lower()
     if suffix not in (".yaml", ".yml", ".toml", ".json"):
         raise PolicyError(
@@ -38,7 +40,9 @@ def _read_file(path: str | os.PathLike[str], lazy_tenants: bool = False) -> Any:
         return _load_toml(text, path)
     if suffix == ".json":
         return _load_json(text, path)
-    return _load_yaml(text, path, "tenants" if lazy_tenants else None)
+    if stream_tenants:
+        return _core.stream_yaml(text, "tenants")
+    return _load_yaml(text, path)
 
 
 class _DuplicateKey(Exception):
@@ -85,10 +89,17 @@ def _load_toml(text: str, path: str | os.PathLike[str]) -> Any:
         raise PolicyError([("", _unreadable(text, _TOML_TOKENS, err))], path) from None
 
 
-def _load_yaml(text: str, path: str | os.PathLike[str], lazy: str | None = None) -> Any:
+def _load_yaml(text: str, path: str | os.PathLike[str]) -> Any:
     """YAML 1.2 by its core schema, read by the Rust core (docs/policy.md, "YAML")."""
+    with yaml_errors(path):
+        return _core.load_yaml(text)
+
+
+@contextmanager
+def yaml_errors(path: str | os.PathLike[str]) -> Iterator[None]:
+    """The core's YAML errors raised in the block, as the :class:`PolicyError` of ``path``."""
     try:
-        return _core.load_yaml(text, lazy)
+        yield
     except _core.DuplicateKeyError as err:
         raise PolicyError([("", str(err))], path) from None
     except _core.YamlError as err:

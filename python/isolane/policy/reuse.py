@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from isolane import _core
 from isolane.policy.model import Port, Tenant
 from isolane.policy.validate import _Checker
 
@@ -59,12 +61,14 @@ _SHARED_FROM = 16
 _SMALLER = 16
 
 
-def tenants_to_share(document_tenants: int) -> Known:
-    """What a document of ``document_tenants`` tenants looks its tenants up in: the tenants of
-    the policies alive (:func:`live_tenants`). A document of fewer than 16 tenants that is also
+def tenants_to_share(items: Sequence[Any]) -> Known:
+    """What a document of these tenants' ``items`` looks them up in: the tenants of the
+    policies alive (:func:`live_tenants`). A document of fewer than 16 tenants that is also
     16 times smaller than the largest policy alive is read afresh instead: indexing the policies
     would cost more than reading it (one tenant beside 100,000: 25 ms against 0.05), and an engine
     keeps the state of an equal tenant read afresh all the same."""
+    # A document being read is counted as far as the answer needs.
+    document_tenants = items.available(_SHARED_FROM) if isinstance(items, _core.YamlStream) else len(items)
     if document_tenants < _SHARED_FROM and document_tenants * _SMALLER < max((len(p.tenants) for p in list(_LIVE.values())), default=0):
         return {}
     return live_tenants()

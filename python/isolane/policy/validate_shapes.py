@@ -100,7 +100,7 @@ class _Shapes:
     def sequence(self, value: Any, path: str, what: str) -> Sequence[Any] | None:
         if isinstance(value, (list, tuple)):
             return list(value)
-        if isinstance(value, _core.YamlItems):  # a YAML document's items, made as they are read
+        if isinstance(value, _core.YamlStream):  # a YAML document's items, made as they are read
             return value  # type: ignore[return-value]  # registered as a Sequence (isolane.policy.read)
         self.error(path, f"expected a list of {what}, got {_describe(value)}")
         return None
