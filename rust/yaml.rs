@@ -10,6 +10,7 @@
 //! names a line and (but for duplicate keys, which name both lines) a column.
 
 mod mapping;
+pub mod repr;
 mod scalar;
 #[cfg(test)]
 mod tests;

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from isolane import _core
 from isolane.policy import Policy, PolicyError, PolicyWarning
+from isolane.policy.reuse import source_key
 
 
 def read(tmp_path: Path, text: str) -> Policy:
@@ -246,6 +247,39 @@ def test_a_stream_hands_over_its_items_as_they_are_read() -> None:
     for whole in ("- 1\n- 2\n", "tenants: 3\n", "tenants: &t [1]\nagain: *t\n", ""):
         stream = _core.stream_yaml(whole, "tenants")
         assert stream.head() is None and stream.document() == _core.load_yaml(whole) and len(stream) == 0
+
+
+def spelt_plainly(value: Any) -> bool:
+    """Whether ``repr`` spells ``value`` without rules of its own: no float, and strings of
+    printable ASCII without a quote or a backslash (what the YAML reader digests itself)."""
+    if isinstance(value, float):
+        return False
+    if isinstance(value, str):
+        return all(" " <= c <= "~" and c not in "'\\" for c in value)
+    if isinstance(value, list):
+        return all(map(spelt_plainly, value))
+    if isinstance(value, dict):
+        return all(spelt_plainly(k) and spelt_plainly(v) for k, v in value.items())
+    return True
+
+
+ascii_text = st.text(st.characters(min_codepoint=32, max_codepoint=126))
+ascii_documents = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**127), 2**127 - 1) | ascii_text,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(ascii_text, inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(documents | ascii_documents, max_size=4), st.sampled_from([False, None]))
+def test_a_streams_digests_are_those_python_takes_of_its_items(items: list[Any], flow: bool | None) -> None:
+    text = yaml.dump({"tenants": items}, Dumper=CoreSchemaDumper, default_flow_style=flow, allow_unicode=True)
+    stream = _core.stream_yaml(text, "tenants")
+    for i, item in enumerate(stream):
+        digest = stream.repr_digest(i)
+        assert digest is None or digest == source_key(item), (item, text)
+        assert (digest is not None) == (isinstance(item, dict) and spelt_plainly(item)), item
 
 
 @pytest.mark.parametrize(

@@ -258,6 +258,10 @@ class YamlStream:
         document without one to stream (`document()` then holds it all)."""
     def document(self) -> Any:
         """The whole document, once read, with this stream in place of the streamed sequence."""
+    def repr_digest(self, index: int) -> bytes | None:
+        """What `isolane.policy.reuse.source_key` gives item `index` (waiting for it), if the reader
+        could tell: None for an item that is not a mapping, or whose `repr` Python spells by rules
+        of its own (`source_key` then takes it)."""
     def available(self, most: int) -> int:
         """How many items there are, counting up to `most` (waiting only for that many)."""
     def __len__(self) -> int: ...

@@ -6,14 +6,16 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, TryRecvError};
 use std::sync::{Mutex, MutexGuard};
 
+use blake2::digest::{Update, VariableOutput};
+use blake2::Blake2bVar;
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::{without_gil, IsolaneError};
 use crate::error::CoreError;
 use crate::memory;
-use crate::yaml::{self, Streamed, Value, YamlError};
+use crate::yaml::{self, repr::python_repr, Streamed, Value, YamlError};
 
 /// The one document in `text` as dicts, lists, strings, ints, floats, bools and None.
 #[pyfunction]
@@ -32,7 +34,15 @@ pub(super) fn stream_yaml(text: String, key: String) -> PyResult<YamlStream> {
     let (sender, arriving) = channel();
     let streamed_key = key.clone();
     let reader = move || {
-        let read = catch_unwind(AssertUnwindSafe(|| yaml::load_streaming(&text, &streamed_key, &mut |part| drop(sender.send(Message::Part(part))))));
+        let read = catch_unwind(AssertUnwindSafe(|| {
+            yaml::load_streaming(&text, &streamed_key, &mut |part| {
+                let message = match part {
+                    Streamed::Head(entries) => Message::Head(entries),
+                    Streamed::Item(item) => Message::Item(repr_digest(&item), item),
+                };
+                drop(sender.send(message));
+            })
+        }));
         let end = match read {
             Ok(read) => read.map_err(Failure::Yaml),
             Err(panic) => Err(Failure::Panic(
@@ -45,13 +55,27 @@ pub(super) fn stream_yaml(text: String, key: String) -> PyResult<YamlStream> {
         .name("isolane-yaml".into())
         .spawn(reader)
         .map_err(|err| IsolaneError::new_err(format!("cannot start a thread to read the YAML document: {err}")))?;
-    let inflow = Inflow { arriving: Some(arriving), head: None, items: Vec::new(), end: None, strings: RecentStrings::new() };
+    let inflow = Inflow { arriving: Some(arriving), head: None, items: Vec::new(), digests: Vec::new(), end: None, strings: RecentStrings::new() };
     Ok(YamlStream { key, inflow: Mutex::new(inflow) })
 }
 
 enum Message {
-    Part(Streamed),
+    Head(Vec<(Value, Value)>),
+    Item(Option<ReprDigest>, Value),
     End(Result<Value, Failure>),
+}
+
+/// What `isolane.policy.reuse.source_key` makes of a mapping: a 15-byte BLAKE2b of its `repr`.
+type ReprDigest = [u8; 15];
+
+/// [`ReprDigest`] of a mapping whose `repr` the core can tell (taken on the reader's thread).
+fn repr_digest(item: &Value) -> Option<ReprDigest> {
+    let text = matches!(item, Value::Map(_)).then(|| python_repr(item)).flatten()?;
+    let mut hasher = Blake2bVar::new(15).expect("BLAKE2b gives 15 bytes");
+    hasher.update(text.as_bytes());
+    let mut digest = [0; 15];
+    hasher.finalize_variable(&mut digest).expect("the buffer is the digest's size");
+    Some(digest)
 }
 
 /// Why a streamed read stopped short of a document.
@@ -86,6 +110,8 @@ struct Inflow {
     arriving: Option<Receiver<Message>>,
     head: Option<Vec<(Value, Value)>>,
     items: Vec<Value>,
+    /// Each item's [`ReprDigest`], where the reader could take it.
+    digests: Vec<Option<ReprDigest>>,
     end: Option<Result<Value, Failure>>,
     strings: RecentStrings,
 }
@@ -97,8 +123,11 @@ impl Inflow {
         let mut message = if wait { arriving.recv().map_err(|_| TryRecvError::Disconnected) } else { arriving.try_recv() };
         loop {
             match message {
-                Ok(Message::Part(Streamed::Head(entries))) => self.head = Some(entries),
-                Ok(Message::Part(Streamed::Item(item))) => self.items.push(item),
+                Ok(Message::Head(entries)) => self.head = Some(entries),
+                Ok(Message::Item(digest, item)) => {
+                    self.items.push(item);
+                    self.digests.push(digest);
+                }
                 Ok(Message::End(end)) => return self.ended(end),
                 Err(TryRecvError::Empty) => return,
                 Err(TryRecvError::Disconnected) => return self.ended(Err(Failure::Panic("the YAML reader stopped".into()))),
@@ -175,6 +204,17 @@ impl YamlStream {
         }
     }
 
+    /// What `isolane.policy.reuse.source_key` gives item `index` (waiting for it), if the
+    /// reader could tell: `None` for an item that is not a mapping, or whose `repr` Python
+    /// spells by rules of its own (`source_key` then takes it).
+    fn repr_digest<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let inflow = self.wait(py, |inflow| index < inflow.items.len());
+        match inflow.digests.get(index) {
+            Some(digest) => Ok(digest.as_ref().map(|digest| PyBytes::new(py, digest))),
+            None => Err(inflow.failure().unwrap_or_else(|| PyIndexError::new_err("index out of range"))),
+        }
+    }
+
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
         let inflow = self.wait(py, |_| false);
         inflow.failure().map_or(Ok(inflow.items.len()), Err)
@@ -198,6 +238,7 @@ impl Drop for YamlStream {
     fn drop(&mut self) {
         let inflow = self.inflow.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
         drop(std::mem::take(&mut inflow.items));
+        drop(std::mem::take(&mut inflow.digests));
         inflow.end = None;
         memory::release_free_heap();
     }

@@ -364,8 +364,9 @@ def _read_tenants(ck: _Checker, items: Sequence[Any]) -> list[Tenant | None]:
     vni_owner: dict[int, int] = {}
     vlan_owner: dict[int, int] = {}
     known = tenants_to_share(items)
+    digest = items.repr_digest if isinstance(items, _core.YamlStream) else None  # taken as the core read them
     for i, item in enumerate(items):
-        tenant = read_tenant(ck, item, f"tenants[{i}]", known)
+        tenant = read_tenant(ck, item, f"tenants[{i}]", known, digest(i) if digest is not None else None)
         tenants.append(tenant)
         # Cross-tenant checks, on what could be read even if the tenant has other errors.
         raw = _raw_mapping(item)

@@ -96,11 +96,12 @@ def source_digest(tenant: Tenant) -> bytes | None:
     return source[0] if isinstance(source, tuple) else source
 
 
-def read_tenant(ck: _Checker, item: Any, path: str, known: Known) -> Tenant | None:
+def read_tenant(ck: _Checker, item: Any, path: str, known: Known, digest: bytes | None = None) -> Tenant | None:
     """``ck.tenant(item, path)``, or the tenant in ``known`` read before from equal data under
     equal settings, its warnings reported again at ``path``; or one read under other settings,
-    if reading ``item`` gives an equal tenant with the same warnings."""
-    key = source_key(item)
+    if reading ``item`` gives an equal tenant with the same warnings. ``digest``: its
+    :func:`source_key`, if the YAML reader took it already."""
+    key = digest or source_key(item)
     if key is None:
         return ck.tenant(item, path)
     settings = settings_of(ck)
