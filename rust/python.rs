@@ -35,10 +35,17 @@ use yaml::{load_yaml, stream_yaml, YamlStream};
 /// Runs core work without the GIL, turning a panic into an exception instead of letting it
 /// cross into Python.
 fn without_gil<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyResult<T> {
-    py.detach(|| catch_unwind(AssertUnwindSafe(work))).map_err(|panic| {
-        let what = panic.downcast_ref::<String>().map(String::as_str).or_else(|| panic.downcast_ref::<&str>().copied()).unwrap_or("unknown panic");
-        IsolaneError::new_err(format!("internal error in isolane's core (please report it): {what}"))
-    })
+    py.detach(|| catch_unwind(AssertUnwindSafe(work))).map_err(|panic| internal_error(panic_message(&*panic)))
+}
+
+/// What a caught panic says.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic.downcast_ref::<String>().map(String::as_str).or_else(|| panic.downcast_ref::<&str>().copied()).unwrap_or("unknown panic")
+}
+
+/// A panic in the core, caught, as the error Python sees.
+fn internal_error(what: &str) -> PyErr {
+    IsolaneError::new_err(format!("internal error in isolane's core (please report it): {what}"))
 }
 
 #[pymodule(gil_used = false)]

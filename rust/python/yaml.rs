@@ -12,7 +12,7 @@ use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use super::{without_gil, IsolaneError};
+use super::{internal_error, panic_message, without_gil, IsolaneError};
 use crate::error::CoreError;
 use crate::memory;
 use crate::yaml::{self, repr::python_repr, Streamed, Value, YamlError};
@@ -45,9 +45,7 @@ pub(super) fn stream_yaml(text: String, key: String) -> PyResult<YamlStream> {
         }));
         let end = match read {
             Ok(read) => read.map_err(Failure::Yaml),
-            Err(panic) => Err(Failure::Panic(
-                panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned())).unwrap_or_default(),
-            )),
+            Err(panic) => Err(Failure::Panic(panic_message(&*panic).to_owned())),
         };
         drop(sender.send(Message::End(end))); // nobody waits for it if the stream is gone
     };
@@ -89,7 +87,7 @@ impl Failure {
     fn to_py_err(&self) -> PyErr {
         match self {
             Failure::Yaml(err) => CoreError::from(err.clone()).into(),
-            Failure::Panic(what) => IsolaneError::new_err(format!("internal error in isolane's core (please report it): {what}")),
+            Failure::Panic(what) => internal_error(what),
         }
     }
 }
