@@ -211,8 +211,8 @@ class _Checker(_QosChecks):
         elif action == "allow":
             cls = default_class
         # Prefixes are mostly unique, and _parse_rule_prefix keeps its own cache.
-        src = self.rule_prefix(data["src"], _at(path, "src")) if "src" in data else None
-        dst = self.rule_prefix(data["dst"], _at(path, "dst")) if "dst" in data else None
+        src = self.rule_prefix(data, path, "src") if "src" in data else None
+        dst = self.rule_prefix(data, path, "dst") if "dst" in data else None
         if src is not None and dst is not None and not isinstance(src, _Bad) and not isinstance(dst, _Bad) and not (_families(src) & _families(dst)):
             src_net, dst_net = _as_network(src), _as_network(dst)
             self.error(
@@ -241,10 +241,7 @@ class _Checker(_QosChecks):
             )
         if len(self.errors) > errors_before or isinstance(action, _Bad):
             return None
-        assert not isinstance(src, _Bad) and not isinstance(dst, _Bad) and not isinstance(cls, _Bad) and not isinstance(ethertype, _Bad)
-        assert not isinstance(src_ports, _Bad) and not isinstance(dst_ports, _Bad)
-        assert not isinstance(proto, _Bad) and not isinstance(dscp, _Bad)
-        assert not isinstance(name, _Bad) and not isinstance(description, _Bad)
+        # No value is BAD here: each BAD came with an error.
         rule = Rule(action, cls, src, dst, src_ports, dst_ports, proto, dscp, name, description, ethertype)  # type: ignore[arg-type]
         if rule.expansion > MAX_RULE_EXPANSION:
             self.error(path, f"the rule expands into {rule.expansion:,} table rules (at most {MAX_RULE_EXPANSION:,}): use port ranges")

@@ -179,9 +179,15 @@ class _Shapes:
     def prefix(self, value: Any, path: str) -> Network | None | _Bad:
         return self._prefix(value, path, _parse_prefix)  # type: ignore[return-value]  # _parse_prefix gives no integer
 
-    def rule_prefix(self, value: Any, path: str) -> int | Network | None | _Bad:
-        """A rule's prefix, as the rule holds it (an IPv4 prefix as one integer: :class:`CompactPrefix`)."""
-        return self._prefix(value, path, _parse_rule_prefix)
+    def rule_prefix(self, data: Mapping[str, Any], path: str, key: str) -> int | Network | None | _Bad:
+        """A rule's prefix ``data[key]``, as the rule holds it (an IPv4 prefix as one integer:
+        :class:`CompactPrefix`); its place ``path.key`` is spelt only for an error (rules are
+        many, their errors few)."""
+        value = data[key]
+        parsed = _parse_rule_prefix(value) if value.__class__ is str else None
+        if parsed is None or isinstance(parsed, str):
+            return self._prefix(value, _at(path, key), _parse_rule_prefix)
+        return parsed
 
     def _prefix(self, value: Any, path: str, parse: Callable[[str], int | Network | None | str]) -> int | Network | None | _Bad:
         if not isinstance(value, str):
