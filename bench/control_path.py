@@ -8,10 +8,12 @@ overload profile, a tenant's classes changed, a tenant renamed in one update, an
 while its packets wait at the port; with
 ``--distinct``, the memory a tenant when no two tenants share a contract; with ``--rules N``, one
 tenant of N rules from file to a running engine; with ``--alone``, only the memory a tenant, on
-one contract tier and every contract distinct, each in a process of its own.
+one contract tier and every contract distinct, each in a process of its own; with ``--fresh K``,
+only the load, K runs each in a process of its own (the file written once, before them).
 
     python bench/control_path.py 100 1000 10000 100000 --distinct --rules 100000
     python bench/control_path.py 10000 100000 --alone
+    python bench/control_path.py 10000 100000 --fresh 5
 """
 
 from __future__ import annotations
@@ -264,6 +266,23 @@ def resident(count: int, distinct: bool) -> None:
     del engine
 
 
+def run_fresh(count: int, runs: int) -> None:
+    """File to running engine, ``runs`` times, each in a process of its own that has done nothing
+    else but a warm-up (in one process, what writing the file made and freed sways the time)."""
+    path = policy_file(count, distinct=False)
+    command = [sys.executable, __file__, "--load-once", str(path)]
+    times = sorted(float(subprocess.run(command, capture_output=True, text=True, check=True).stdout) for _ in range(runs))
+    print(f"{count} tenants: file to running engine, {runs} fresh processes: best {times[0]:.2f} s, median {statistics.median(times):.2f} s")
+
+
+def load_once(path: Path) -> None:
+    """One load of ``path`` after a warm-up; prints its seconds."""
+    warm_up()
+    start = time.perf_counter()
+    isolane.Engine(isolane.Policy.from_file(path))
+    print(f"{time.perf_counter() - start:.4f}")
+
+
 def run_rules(count: int) -> None:
     """One tenant of ``count`` distinct /32 rules (bench/test_policy_load_bench.py's shape)."""
     rules = [{"dst": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}/32", "dst_ports": 1000 + i % 5000, "proto": "tcp", "action": "allow"} for i in range(count)]
@@ -284,14 +303,22 @@ if __name__ == "__main__":
     parser.add_argument("--rules", type=int, help="also one tenant of this many rules")
     parser.add_argument("--distinct", action="store_true", help="also the memory a tenant when no two share a contract")
     parser.add_argument("--alone", action="store_true", help="only the memory a tenant, each case in a process of its own")
+    parser.add_argument("--fresh", type=int, metavar="K", help="only the load, K runs each in a process of its own")
     parser.add_argument("--resident", type=int, help=argparse.SUPPRESS)  # one case of --alone
+    parser.add_argument("--load-once", type=Path, help=argparse.SUPPRESS)  # one run of --fresh
     args = parser.parse_args()
     if args.resident:
         resident(args.resident, args.distinct)
         sys.exit()
+    if args.load_once:
+        load_once(args.load_once)
+        sys.exit()
     for count in args.tenants or ([] if args.rules else [1000, 10000]):
         if args.alone:
             run_alone(count)
+            continue
+        if args.fresh:
+            run_fresh(count, args.fresh)
             continue
         run(count)
         if args.distinct:
