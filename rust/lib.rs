@@ -32,6 +32,7 @@ pub mod meter;
 pub mod outcome;
 pub mod parse;
 pub mod pcap;
+pub mod plain_rules;
 mod pool;
 pub mod shaping;
 pub mod timeline;

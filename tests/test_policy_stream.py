@@ -5,8 +5,6 @@ policy and warnings, or the same errors in the same order."""
 
 from __future__ import annotations
 
-import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,32 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from isolane import _core
-from isolane.policy import Policy, PolicyError, PolicyWarning
+from isolane.policy import Policy, PolicyError
+from support.policy_reads import Outcome, file_outcome, outcome
 
 
-def outcome(read: Any) -> tuple[str, Any, Any]:
-    """("policy", the policy, its warnings) or ("errors", the errors, None)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PolicyWarning)
-            policy = read()
-    except PolicyError as err:
-        return "errors", err.errors, None
-    return "policy", policy, policy.warnings
-
-
-def read_both(text: str) -> tuple[tuple[str, Any, Any], tuple[str, Any, Any]]:
+def read_both(text: str) -> tuple[Outcome, Outcome]:
     """The file read by ``Policy.from_file`` and the same text parsed whole, then read. The whole
     read comes first: a policy read wrongly from the file, alive, could lend its tenants to it."""
     whole = outcome(lambda: Policy.from_dict(_core.load_yaml(text)))
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "p.yaml"
-        path.write_text(text, encoding="utf-8")
-        streamed = outcome(lambda: Policy.from_file(path))
-        prefix = f"{path}: "
-    if streamed[0] == "policy":
-        streamed = (streamed[0], streamed[1], tuple(w.removeprefix(prefix) for w in streamed[2]))
-    return streamed, whole
+    return file_outcome(text), whole
 
 
 # Mostly valid values, so that most documents read, a few that are not.

@@ -2,7 +2,8 @@
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, final
+from collections.abc import Set as AbstractSet
+from typing import Any, Protocol, final
 
 import numpy as np
 import numpy.typing as npt
@@ -241,10 +242,35 @@ def load_yaml(text: str) -> Any:
     """The one YAML document in `text` by the YAML 1.2 core schema (None for none), as dicts, lists,
     strings, ints, floats, bools and None; raises YamlError or DuplicateKeyError."""
 
-def stream_yaml(text: str, key: str) -> YamlStream:
+_PlainRule = tuple[
+    str,
+    str | None,
+    int | None,
+    int | None,
+    tuple[tuple[int, int], ...] | None,
+    tuple[tuple[int, int], ...] | None,
+    tuple[int, ...] | None,
+    tuple[int, ...] | None,
+    str | None,
+]
+
+class _RuleVocabulary(Protocol):
+    """`isolane.policy.constants.RULE_VOCABULARY`: the names and limits rules are read with."""
+
+    @property
+    def protocols(self) -> Mapping[str, int]: ...
+    @property
+    def dscps(self) -> Mapping[str, int]: ...
+    @property
+    def port_protocols(self) -> AbstractSet[int]: ...
+    @property
+    def max_expansion(self) -> int: ...
+
+def stream_yaml(text: str, key: str, rules: _RuleVocabulary | None = None) -> YamlStream:
     """Starts reading the YAML document in `text` (as `load_yaml` reads it) on a thread of its own
     and returns at once: the items of the root mapping's sequence under `key` can be taken while
-    the rest is read."""
+    the rest is read. With `rules`, the reader also reads each item's plainly valid rules
+    (`YamlStream.plain_rules`)."""
 
 @final
 class YamlStream:
@@ -262,6 +288,11 @@ class YamlStream:
         """What `isolane.policy.reuse.source_key` gives item `index` (waiting for it), if the reader
         could tell: None for an item that is not a mapping, or whose `repr` Python spells by rules
         of its own (`source_key` then takes it)."""
+    def plain_rules(self, index: int) -> list[_PlainRule | None] | None:
+        """Each rule of item `index` (waiting for it) that the reader found plainly valid, as
+        `(action, class, src, dst, src_ports, dst_ports, proto, dscp, name)` in the form
+        `isolane.policy.model.Rule` holds them, and None where Python must read the rule; None for
+        an item without a list of rules, or a stream started without `rules`."""
     def available(self, most: int) -> int:
         """How many items there are, counting up to `most` (waiting only for that many)."""
     def __len__(self) -> int: ...

@@ -1,6 +1,7 @@
 //! `load_yaml`: the core reads the document without the GIL, then it becomes Python objects.
 //! `stream_yaml`: the core reads it on a thread of its own, handing over the items of one
-//! sequence as it goes, while Python takes them.
+//! sequence as it goes, while Python takes them, and the rules of each item that are plainly
+//! valid.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, TryRecvError};
@@ -9,12 +10,15 @@ use std::sync::{Mutex, MutexGuard};
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
 use pyo3::exceptions::PyIndexError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use rustc_hash::FxHashMap;
 
 use super::{internal_error, panic_message, without_gil, IsolaneError};
 use crate::error::CoreError;
 use crate::memory;
+use crate::plain_rules::{plain_rules, PlainRule, Vocabulary};
 use crate::yaml::{self, repr::python_repr, Streamed, Value, YamlError};
 
 /// The one document in `text` as dicts, lists, strings, ints, floats, bools and None.
@@ -27,18 +31,40 @@ pub(super) fn load_yaml<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py,
     loaded
 }
 
+/// `isolane.policy.constants.RULE_VOCABULARY`: the names and limits rules are read with.
+#[derive(FromPyObject)]
+pub(super) struct RuleVocabulary {
+    protocols: FxHashMap<String, u8>,
+    dscps: FxHashMap<String, u8>,
+    port_protocols: std::collections::HashSet<u8>,
+    max_expansion: u64,
+}
+
+impl From<RuleVocabulary> for Vocabulary {
+    fn from(given: RuleVocabulary) -> Self {
+        let RuleVocabulary { protocols, dscps, port_protocols, max_expansion } = given;
+        Vocabulary { protocols, dscps, port_protocols: port_protocols.into_iter().collect(), max_expansion }
+    }
+}
+
 /// Starts reading the document in `text` on a thread of its own and returns at once: the
-/// items of the root mapping's sequence under `key` can be taken while the rest is read.
+/// items of the root mapping's sequence under `key` can be taken while the rest is read. With
+/// `rules`, the reader also reads each item's plainly valid rules (`YamlStream.plain_rules`).
 #[pyfunction]
-pub(super) fn stream_yaml(text: String, key: String) -> PyResult<YamlStream> {
+#[pyo3(signature = (text, key, rules = None))]
+pub(super) fn stream_yaml(text: String, key: String, rules: Option<RuleVocabulary>) -> PyResult<YamlStream> {
     let (sender, arriving) = channel();
     let streamed_key = key.clone();
+    let vocabulary = rules.map(Vocabulary::from);
     let reader = move || {
         let read = catch_unwind(AssertUnwindSafe(|| {
             yaml::load_streaming(&text, &streamed_key, &mut |part| {
                 let message = match part {
                     Streamed::Head(entries) => Message::Head(entries),
-                    Streamed::Item(item) => Message::Item(repr_digest(&item), item),
+                    Streamed::Item(item) => {
+                        let plain = vocabulary.as_ref().and_then(|vocabulary| plain_rules(&item, vocabulary));
+                        Message::Item(repr_digest(&item), plain, item)
+                    }
                 };
                 drop(sender.send(message));
             })
@@ -53,15 +79,27 @@ pub(super) fn stream_yaml(text: String, key: String) -> PyResult<YamlStream> {
         .name("isolane-yaml".into())
         .spawn(reader)
         .map_err(|err| IsolaneError::new_err(format!("cannot start a thread to read the YAML document: {err}")))?;
-    let inflow = Inflow { arriving: Some(arriving), head: None, items: Vec::new(), digests: Vec::new(), end: None, strings: RecentStrings::new() };
+    let inflow = Inflow {
+        arriving: Some(arriving),
+        head: None,
+        items: Vec::new(),
+        digests: Vec::new(),
+        plain_rules: Vec::new(),
+        end: None,
+        strings: RecentStrings::new(),
+        shared: SharedTuples::default(),
+    };
     Ok(YamlStream { key, inflow: Mutex::new(inflow) })
 }
 
 enum Message {
     Head(Vec<(Value, Value)>),
-    Item(Option<ReprDigest>, Value),
+    Item(Option<ReprDigest>, Option<PlainRules>, Value),
     End(Result<Value, Failure>),
 }
+
+/// An item's rules, each where plainly valid.
+type PlainRules = Vec<Option<PlainRule>>;
 
 /// What `isolane.policy.reuse.source_key` makes of a mapping: a 15-byte BLAKE2b of its `repr`.
 type ReprDigest = [u8; 15];
@@ -110,8 +148,11 @@ struct Inflow {
     items: Vec<Value>,
     /// Each item's [`ReprDigest`], where the reader could take it.
     digests: Vec<Option<ReprDigest>>,
+    /// Each item's [`PlainRules`], where the reader read them.
+    plain_rules: Vec<Option<PlainRules>>,
     end: Option<Result<Value, Failure>>,
     strings: RecentStrings,
+    shared: SharedTuples,
 }
 
 impl Inflow {
@@ -122,9 +163,10 @@ impl Inflow {
         loop {
             match message {
                 Ok(Message::Head(entries)) => self.head = Some(entries),
-                Ok(Message::Item(digest, item)) => {
+                Ok(Message::Item(digest, plain, item)) => {
                     self.items.push(item);
                     self.digests.push(digest);
+                    self.plain_rules.push(plain);
                 }
                 Ok(Message::End(end)) => return self.ended(end),
                 Err(TryRecvError::Empty) => return,
@@ -213,6 +255,23 @@ impl YamlStream {
         }
     }
 
+    /// Each rule of item `index` (waiting for it) that the reader found plainly valid, as
+    /// `(action, class, src, dst, src_ports, dst_ports, proto, dscp, name)` in the form
+    /// `isolane.policy.model.Rule` holds them, and `None` where Python must read the rule;
+    /// `None` for an item without a list of rules, or a stream started without `rules`.
+    fn plain_rules<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Option<Bound<'py, PyList>>> {
+        let mut inflow = self.wait(py, |inflow| index < inflow.items.len());
+        let Inflow { plain_rules, strings, shared, .. } = &mut *inflow;
+        match plain_rules.get(index) {
+            Some(Some(rules)) => {
+                let rules = rules.iter().map(|rule| rule.as_ref().map(|rule| plain_rule_tuple(py, rule, strings, shared)).transpose());
+                Ok(Some(PyList::new(py, rules.collect::<PyResult<Vec<_>>>()?)?))
+            }
+            Some(None) => Ok(None),
+            None => Err(inflow.failure().unwrap_or_else(|| PyIndexError::new_err("index out of range"))),
+        }
+    }
+
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
         let inflow = self.wait(py, |_| false);
         inflow.failure().map_or(Ok(inflow.items.len()), Err)
@@ -237,9 +296,67 @@ impl Drop for YamlStream {
         let inflow = self.inflow.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
         drop(std::mem::take(&mut inflow.items));
         drop(std::mem::take(&mut inflow.digests));
+        drop(std::mem::take(&mut inflow.plain_rules));
         inflow.end = None;
         memory::release_free_heap();
     }
+}
+
+/// `rule` as the tuple `YamlStream.plain_rules` gives.
+fn plain_rule_tuple<'py>(py: Python<'py>, rule: &PlainRule, strings: &mut RecentStrings, shared: &mut SharedTuples) -> PyResult<Bound<'py, PyTuple>> {
+    let action = if rule.allow { intern!(py, "allow") } else { intern!(py, "drop") };
+    let mut text = |text: &Option<String>| text.as_deref().map(|text| strings.get(py, text));
+    let (class, name) = (text(&rule.class), text(&rule.name));
+    let fields = (
+        action.clone(),
+        class,
+        rule.src,
+        rule.dst,
+        shared.ports(py, rule.src_ports.as_deref())?,
+        shared.ports(py, rule.dst_ports.as_deref())?,
+        shared.numbers(py, rule.proto.as_deref())?,
+        shared.numbers(py, rule.dscp.as_deref())?,
+        name,
+    );
+    fields.into_pyobject(py)
+}
+
+/// Tuples of ports and of numbers that rules repeat, made once (a policy of many tenants
+/// writes the same few): one Python object each however often it is written, as
+/// `isolane.policy.validate` shares the values it reads.
+#[derive(Default)]
+struct SharedTuples {
+    ports: FxHashMap<Vec<(u16, u16)>, Py<PyTuple>>,
+    numbers: FxHashMap<Vec<u8>, Py<PyTuple>>,
+}
+
+impl SharedTuples {
+    /// The most tuples of each kind kept: past it, the table starts again.
+    const MOST: usize = 4096;
+
+    fn ports<'py>(&mut self, py: Python<'py>, ranges: Option<&[(u16, u16)]>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        ranges.map(|ranges| shared_tuple(py, &mut self.ports, ranges)).transpose()
+    }
+
+    fn numbers<'py>(&mut self, py: Python<'py>, numbers: Option<&[u8]>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        numbers.map(|numbers| shared_tuple(py, &mut self.numbers, numbers)).transpose()
+    }
+}
+
+/// The tuple of `items`, from `table` if it was made before.
+fn shared_tuple<'py, T>(py: Python<'py>, table: &mut FxHashMap<Vec<T>, Py<PyTuple>>, items: &[T]) -> PyResult<Bound<'py, PyTuple>>
+where
+    T: Clone + Eq + std::hash::Hash + IntoPyObject<'py> + Copy,
+{
+    if let Some(made) = table.get(items) {
+        return Ok(made.bind(py).clone());
+    }
+    let made = PyTuple::new(py, items.iter().copied())?;
+    if table.len() >= SharedTuples::MOST {
+        table.clear();
+    }
+    table.insert(items.to_vec(), made.clone().unbind());
+    Ok(made)
 }
 
 /// A mapping's entries as a dict, the value of `replaced.0` (a string key) being `replaced.1`.

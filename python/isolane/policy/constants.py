@@ -7,7 +7,7 @@ spell the same names for type checkers (``tests/test_codes.py`` checks that they
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from isolane.codes import CODES
 
@@ -148,7 +148,21 @@ def _dscp_names() -> dict[str, int]:
 #: DSCP names (RFC 2474, 2597, 3246, 5865, 8622): ``csN`` = 8N, ``afXY`` = 8X + 2Y, ``ef`` = 46,
 #: ``va`` = 44, ``le`` = 1, ``be``/``df``/``cs0`` = 0.
 DSCP_NAMES: dict[str, int] = _dscp_names()
+
 _DSCP_NAME: dict[int, str] = {number: name for name, number in DSCP_NAMES.items() if name not in ("be", "df")}
+
+
+class RuleVocabulary(NamedTuple):
+    """The names and limits the core reads plainly valid rules with (``_core.stream_yaml``), so
+    that it reads them as ``isolane.policy.validate`` does."""
+
+    protocols: dict[str, int]
+    dscps: dict[str, int]
+    port_protocols: frozenset[int]
+    max_expansion: int
+
+
+RULE_VOCABULARY = RuleVocabulary(PROTOCOLS, DSCP_NAMES, PORT_PROTOCOLS, MAX_RULE_EXPANSION)
 
 #: The colour map when the policy gives none: the AF drop precedences of RFC 2597, ``afX1``
 #: green, ``afX2`` yellow, ``afX3`` red; every other DSCP is green. Only non-green entries are

@@ -364,9 +364,12 @@ def _read_tenants(ck: _Checker, items: Sequence[Any]) -> list[Tenant | None]:
     vni_owner: dict[int, int] = {}
     vlan_owner: dict[int, int] = {}
     known = tenants_to_share(items)
-    digest = items.repr_digest if isinstance(items, _core.YamlStream) else None  # taken as the core read them
+    stream = items if isinstance(items, _core.YamlStream) else None  # its digests and plain rules taken as the core read them
     for i, item in enumerate(items):
-        tenant = read_tenant(ck, item, f"tenants[{i}]", known, digest(i) if digest is not None else None)
+        if stream is None:
+            tenant = read_tenant(ck, item, f"tenants[{i}]", known)
+        else:
+            tenant = read_tenant(ck, item, f"tenants[{i}]", known, stream.repr_digest(i), functools.partial(stream.plain_rules, i))
         tenants.append(tenant)
         # Cross-tenant checks, on what could be read even if the tenant has other errors.
         raw = _raw_mapping(item)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from isolane import _core
+from isolane.policy.constants import RULE_VOCABULARY
 from isolane.policy.errors import PolicyError, _at
 
 Sequence.register(_core.YamlStream)
@@ -24,7 +25,8 @@ def _read_file(path: str | os.PathLike[str], stream_tenants: bool = False) -> An
     """The document in the file at ``path``. ``stream_tenants``: a YAML document as a
     ``YamlStream``, read by the core on a thread of its own while its tenants are taken, each
     made a Python object as it is read (so that reading a policy never holds every tenant's
-    document at once); its errors are raised where it is read, inside :func:`yaml_errors`."""
+    document at once), with the rules the core found plainly valid; its errors are raised where
+    it is read, inside :func:`yaml_errors`."""
     suffix = Path(path).suffix.lower()
     if suffix not in (".yaml", ".yml", ".toml", ".json"):
         raise PolicyError(
@@ -41,7 +43,7 @@ def _read_file(path: str | os.PathLike[str], stream_tenants: bool = False) -> An
     if suffix == ".json":
         return _load_json(text, path)
     if stream_tenants:
-        return _core.stream_yaml(text, "tenants")
+        return _core.stream_yaml(text, "tenants", RULE_VOCABULARY)
     return _load_yaml(text, path)
 
 
