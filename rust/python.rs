@@ -12,6 +12,7 @@ mod engine;
 mod error;
 #[cfg(target_os = "linux")]
 mod live;
+mod plain_rules;
 mod rule_rows;
 mod rule_table;
 mod shadowed;

@@ -4,6 +4,7 @@ rule Python's checks read, without an error; every other rule is left to Python.
 
 from __future__ import annotations
 
+from ipaddress import ip_network
 from typing import Any
 
 import pytest
@@ -13,18 +14,22 @@ from hypothesis import strategies as st
 
 from isolane import _core
 from isolane.policy import Policy
+from isolane.policy.compact import CompactField
 from isolane.policy.constants import RULE_VOCABULARY
-from isolane.policy.validate import _Checker, _plain_rule
+from isolane.policy.model import RULE_SLOTS, Rule
+from isolane.policy.validate import _Checker
 from support.policy_reads import file_outcome, outcome
 
 
-def plain_rules_of(rules: list[Any], flow: bool | None = None) -> list[Any]:
-    """What the core reads of ``rules`` (one tenant's), written as YAML."""
+def plain_rules_of(rules: list[Any], flow: bool | None = None, class_names: list[str] | None = None) -> list[Rule | None]:
+    """What the core makes of ``rules`` (one tenant's, written as YAML) in a tenant of the
+    classes ``class_names``, the first its default."""
+    class_names = class_names or ["default"]
     text = yaml.safe_dump({"tenants": [{"name": "t", "rules": rules}]}, default_flow_style=flow, sort_keys=False)
     stream = _core.stream_yaml(text, "tenants", RULE_VOCABULARY)
-    found = stream.plain_rules(0)
-    assert found is not None and len(found) == len(rules)
-    return found
+    found = stream.plain_rules(0, class_names, class_names[0], RULE_SLOTS)
+    assert found is not None and len(found[0]) == len(rules) and found[1] == found[0].count(None)
+    return found[0]
 
 
 def test_typical_rules_are_read_by_the_core() -> None:
@@ -35,14 +40,15 @@ def test_typical_rules_are_read_by_the_core() -> None:
     ]
     found = plain_rules_of(rules)
     assert found == [
-        ("allow", None, None, (0x0A010203 << 8) | 32, None, ((443, 443),), (6,), None, None),
-        ("drop", None, (0xC0A80000 << 8) | 16, None, ((22, 22), (1000, 2000), (3000, 3100)), None, None, None, "no ssh"),
-        ("allow", "default", None, None, None, None, (17, 132), (10, 46), None),
+        Rule("allow", "default", None, ip_network("10.1.2.3/32"), None, ((443, 443),), (6,)),
+        Rule("drop", None, ip_network("192.168.0.0/16"), None, ((22, 22), (1000, 2000), (3000, 3100)), name="no ssh"),
+        Rule("allow", "default", proto=(17, 132), dscp=(10, 46)),
     ]
     checker = _Checker()
-    for plain, raw in zip(found, rules, strict=True):
-        assert _plain_rule(plain, ["default"], "default") == checker.rule(raw, "r", ["default"], "default")
+    assert found == [checker.rule(raw, "r", ["default"], "default") for raw in rules]
     assert checker.errors == []
+    dst = Rule.__dict__["dst"]
+    assert isinstance(dst, CompactField) and dst.held(found[0]) == (0x0A010203 << 8) | 32, "an IPv4 prefix held as one integer"
 
 
 def test_rules_python_reads_its_own_way_are_left_to_it() -> None:
@@ -61,9 +67,8 @@ def test_rules_python_reads_its_own_way_are_left_to_it() -> None:
 
 
 def test_a_class_the_tenant_lacks_is_reported_where_the_rule_is() -> None:
-    plain = plain_rules_of([{"action": "allow", "class": "gold"}])[0]
-    assert plain is not None
-    assert _plain_rule(plain, ["default"], "default") is None
+    assert plain_rules_of([{"action": "allow", "class": "gold"}], class_names=["default"]) == [None]
+    assert plain_rules_of([{"action": "allow", "class": "gold"}], class_names=["default", "gold"]) == [Rule("allow", "gold")]
     kind, errors, _ = file_outcome("tenants:\n- name: t\n  vnis: [1]\n  rules:\n  - {action: allow, class: gold}\n")
     assert kind == "errors"
     assert errors == [("tenants[0].rules[0].class", "unknown class 'gold' (the tenant's classes: 'default')")]
@@ -71,12 +76,13 @@ def test_a_class_the_tenant_lacks_is_reported_where_the_rule_is() -> None:
 
 def test_a_stream_without_a_vocabulary_reads_no_rule() -> None:
     stream = _core.stream_yaml("tenants:\n- {name: t, rules: [{action: allow}]}\n", "tenants")
-    assert stream.plain_rules(0) is None
+    assert stream.plain_rules(0, ["default"], "default", RULE_SLOTS) is None
 
 
 def test_repeated_ports_and_protocols_are_one_object() -> None:
-    found = plain_rules_of([{"dst_ports": 443, "proto": "tcp", "action": "allow"}] * 3)
-    assert found[0][5] is found[2][5] and found[0][6] is found[2][6]
+    first, _, last = plain_rules_of([{"dst_ports": 443, "proto": "tcp", "action": "allow"}] * 3)
+    assert first is not None and last is not None
+    assert first.dst_ports is last.dst_ports and first.proto is last.proto
 
 
 def mostly(valid: st.SearchStrategy[Any], edges: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -124,20 +130,13 @@ class_lists = st.sampled_from([None, ["gold"], ["gold", "default"], ["default", 
 
 
 def assert_read_alike(rules: list[dict[str, Any]], class_names: list[str], flow: bool | None = None) -> None:
-    """Each rule the core reads is the rule Python's checks read, without an error."""
-    for plain, raw in zip(plain_rules_of(rules, flow), rules, strict=True):
+    """Each rule the core makes is the rule Python's checks read, without an error."""
+    for made, raw in zip(plain_rules_of(rules, flow, class_names), rules, strict=True):
         checker = _Checker()
         read = checker.rule(raw, "r", class_names, class_names[0])
-        if plain is None:
-            continue
-        taken = _plain_rule(plain, class_names, class_names[0])
-        if taken is None:  # a class the tenant lacks, which Python reports
-            assert [place for place, _ in checker.errors] == ["r.class"] and raw["class"] not in class_names
-        else:
-            assert checker.errors == [], f"the core read {raw!r}, which has errors"
-            assert taken == read, raw
-
-
+        if made is not None:
+            assert checker.errors == [], f"the core made {raw!r}, which has errors"
+            assert made == read, raw
 
 
 @settings(max_examples=400, deadline=None)

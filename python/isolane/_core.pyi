@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from isolane.policy.compile import TenantTables
+from isolane.policy.model import Rule, RuleSlots
 from isolane.policy.qos import QosSettings, TenantQos
 
 __all__ = [
@@ -242,18 +243,6 @@ def load_yaml(text: str) -> Any:
     """The one YAML document in `text` by the YAML 1.2 core schema (None for none), as dicts, lists,
     strings, ints, floats, bools and None; raises YamlError or DuplicateKeyError."""
 
-_PlainRule = tuple[
-    str,
-    str | None,
-    int | None,
-    int | None,
-    tuple[tuple[int, int], ...] | None,
-    tuple[tuple[int, int], ...] | None,
-    tuple[int, ...] | None,
-    tuple[int, ...] | None,
-    str | None,
-]
-
 class _RuleVocabulary(Protocol):
     """`isolane.policy.constants.RULE_VOCABULARY`: the names and limits rules are read with."""
 
@@ -288,11 +277,15 @@ class YamlStream:
         """What `isolane.policy.reuse.source_key` gives item `index` (waiting for it), if the reader
         could tell: None for an item that is not a mapping, or whose `repr` Python spells by rules
         of its own (`source_key` then takes it)."""
-    def plain_rules(self, index: int) -> list[_PlainRule | None] | None:
-        """Each rule of item `index` (waiting for it) that the reader found plainly valid, as
-        `(action, class, src, dst, src_ports, dst_ports, proto, dscp, name)` in the form
-        `isolane.policy.model.Rule` holds them, and None where Python must read the rule; None for
-        an item without a list of rules, or a stream started without `rules`."""
+    def plain_rules(
+        self, index: int, class_names: list[str] | None, default_class: str | None, slots: RuleSlots
+    ) -> tuple[list[Rule | None], int] | None:
+        """The rules of item `index` (waiting for it) that the reader found plainly valid, made
+        `isolane.policy.model.Rule`s (through `slots`, the member descriptors of its fields) in a
+        tenant of the classes `class_names` (None: not known) whose default class is
+        `default_class`; None in their list where Python must read the rule (it names a class the
+        tenant lacks, or it was not plain), and how many such rules there are. None for an item
+        without a list of rules, or a stream started without `rules`."""
     def available(self, most: int) -> int:
         """How many items there are, counting up to `most` (waiting only for that many)."""
     def __len__(self) -> int: ...

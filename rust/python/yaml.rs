@@ -10,11 +10,10 @@ use std::sync::{Mutex, MutexGuard};
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
 use pyo3::exceptions::PyIndexError;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-use rustc_hash::FxHashMap;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
+use super::plain_rules::{make_rules, RuleSlots, RuleVocabulary, SharedTuples, TenantClasses};
 use super::{internal_error, panic_message, without_gil, IsolaneError};
 use crate::error::CoreError;
 use crate::memory;
@@ -29,22 +28,6 @@ pub(super) fn load_yaml<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py,
     drop(value);
     memory::release_free_heap(); // the parsed tree is gone
     loaded
-}
-
-/// `isolane.policy.constants.RULE_VOCABULARY`: the names and limits rules are read with.
-#[derive(FromPyObject)]
-pub(super) struct RuleVocabulary {
-    protocols: FxHashMap<String, u8>,
-    dscps: FxHashMap<String, u8>,
-    port_protocols: std::collections::HashSet<u8>,
-    max_expansion: u64,
-}
-
-impl From<RuleVocabulary> for Vocabulary {
-    fn from(given: RuleVocabulary) -> Self {
-        let RuleVocabulary { protocols, dscps, port_protocols, max_expansion } = given;
-        Vocabulary { protocols, dscps, port_protocols: port_protocols.into_iter().collect(), max_expansion }
-    }
 }
 
 /// Starts reading the document in `text` on a thread of its own and returns at once: the
@@ -255,18 +238,25 @@ impl YamlStream {
         }
     }
 
-    /// Each rule of item `index` (waiting for it) that the reader found plainly valid, as
-    /// `(action, class, src, dst, src_ports, dst_ports, proto, dscp, name)` in the form
-    /// `isolane.policy.model.Rule` holds them, and `None` where Python must read the rule;
-    /// `None` for an item without a list of rules, or a stream started without `rules`.
-    fn plain_rules<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Option<Bound<'py, PyList>>> {
+    /// The rules of item `index` (waiting for it) that the reader found plainly valid, made
+    /// `isolane.policy.model.Rule`s (through `slots`, the member descriptors of its fields) in a
+    /// tenant of the classes `class_names` (`None`: not known) whose default class is
+    /// `default_class`; `None` in their list where Python must read the rule (it names a class
+    /// the tenant lacks, or it was not plain), and how many such rules there are. `None` for an
+    /// item without a list of rules, or a stream started without `rules`.
+    fn plain_rules<'py>(
+        &self,
+        py: Python<'py>,
+        index: usize,
+        class_names: Option<Vec<String>>,
+        default_class: Option<Bound<'py, PyString>>,
+        slots: RuleSlots<'py>,
+    ) -> PyResult<Option<(Bound<'py, PyList>, usize)>> {
         let mut inflow = self.wait(py, |inflow| index < inflow.items.len());
         let Inflow { plain_rules, strings, shared, .. } = &mut *inflow;
+        let classes = TenantClasses { names: class_names, default: default_class };
         match plain_rules.get(index) {
-            Some(Some(rules)) => {
-                let rules = rules.iter().map(|rule| rule.as_ref().map(|rule| plain_rule_tuple(py, rule, strings, shared)).transpose());
-                Ok(Some(PyList::new(py, rules.collect::<PyResult<Vec<_>>>()?)?))
-            }
+            Some(Some(rules)) => make_rules(py, rules, &classes, &slots, strings, shared).map(Some),
             Some(None) => Ok(None),
             None => Err(inflow.failure().unwrap_or_else(|| PyIndexError::new_err("index out of range"))),
         }
@@ -302,63 +292,6 @@ impl Drop for YamlStream {
     }
 }
 
-/// `rule` as the tuple `YamlStream.plain_rules` gives.
-fn plain_rule_tuple<'py>(py: Python<'py>, rule: &PlainRule, strings: &mut RecentStrings, shared: &mut SharedTuples) -> PyResult<Bound<'py, PyTuple>> {
-    let action = if rule.allow { intern!(py, "allow") } else { intern!(py, "drop") };
-    let mut text = |text: &Option<String>| text.as_deref().map(|text| strings.get(py, text));
-    let (class, name) = (text(&rule.class), text(&rule.name));
-    let fields = (
-        action.clone(),
-        class,
-        rule.src,
-        rule.dst,
-        shared.ports(py, rule.src_ports.as_deref())?,
-        shared.ports(py, rule.dst_ports.as_deref())?,
-        shared.numbers(py, rule.proto.as_deref())?,
-        shared.numbers(py, rule.dscp.as_deref())?,
-        name,
-    );
-    fields.into_pyobject(py)
-}
-
-/// Tuples of ports and of numbers that rules repeat, made once (a policy of many tenants
-/// writes the same few): one Python object each however often it is written, as
-/// `isolane.policy.validate` shares the values it reads.
-#[derive(Default)]
-struct SharedTuples {
-    ports: FxHashMap<Vec<(u16, u16)>, Py<PyTuple>>,
-    numbers: FxHashMap<Vec<u8>, Py<PyTuple>>,
-}
-
-impl SharedTuples {
-    /// The most tuples of each kind kept: past it, the table starts again.
-    const MOST: usize = 4096;
-
-    fn ports<'py>(&mut self, py: Python<'py>, ranges: Option<&[(u16, u16)]>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        ranges.map(|ranges| shared_tuple(py, &mut self.ports, ranges)).transpose()
-    }
-
-    fn numbers<'py>(&mut self, py: Python<'py>, numbers: Option<&[u8]>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        numbers.map(|numbers| shared_tuple(py, &mut self.numbers, numbers)).transpose()
-    }
-}
-
-/// The tuple of `items`, from `table` if it was made before.
-fn shared_tuple<'py, T>(py: Python<'py>, table: &mut FxHashMap<Vec<T>, Py<PyTuple>>, items: &[T]) -> PyResult<Bound<'py, PyTuple>>
-where
-    T: Clone + Eq + std::hash::Hash + IntoPyObject<'py> + Copy,
-{
-    if let Some(made) = table.get(items) {
-        return Ok(made.bind(py).clone());
-    }
-    let made = PyTuple::new(py, items.iter().copied())?;
-    if table.len() >= SharedTuples::MOST {
-        table.clear();
-    }
-    table.insert(items.to_vec(), made.clone().unbind());
-    Ok(made)
-}
-
 /// A mapping's entries as a dict, the value of `replaced.0` (a string key) being `replaced.1`.
 fn to_python_map<'py>(
     py: Python<'py>,
@@ -386,7 +319,7 @@ const SHARED_STRING_MAX: usize = 32;
 /// interned strings by two entries a tenant, about 190 bytes, for as long as the process runs.)
 /// A string found again is marked, and a marked string is not replaced by the next one that
 /// falls on its place, only unmarked: unique strings pass by the recurring ones.
-struct RecentStrings {
+pub(super) struct RecentStrings {
     slots: Box<[(Option<Py<PyString>>, bool)]>,
 }
 
@@ -397,7 +330,7 @@ impl RecentStrings {
         RecentStrings { slots: (0..Self::SLOTS).map(|_| (None, false)).collect() }
     }
 
-    fn get<'py>(&mut self, py: Python<'py>, text: &str) -> Bound<'py, PyString> {
+    pub(super) fn get<'py>(&mut self, py: Python<'py>, text: &str) -> Bound<'py, PyString> {
         let (held, found_again) = &mut self.slots[slot_of(text, Self::SLOTS)];
         if let Some(held) = held.as_ref().map(|held| held.bind(py)) {
             if held.to_str().is_ok_and(|held| held == text) {

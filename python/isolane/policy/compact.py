@@ -68,6 +68,13 @@ def compact_fields(kind: type[CompactField], *names: str) -> Callable[[type[_C]]
     return compact
 
 
+def field_slots(cls: type) -> tuple[Any, ...]:
+    """The member descriptor of each field of the slotted dataclass ``cls``, in their order (a
+    compact field's own slot): what sets a field as the object holds it, past ``__init__``."""
+    slots = (cls.__dict__[f.name] for f in dataclasses.fields(cls))
+    return tuple(slot._slot if isinstance(slot, CompactField) else slot for slot in slots)
+
+
 def held_together(slot: str, kind: type) -> Callable[[type[_C]], type[_C]]:
     """A class decorator for a frozen dataclass that holds the fields named as ``kind``'s (a
     dataclass) in one object of ``kind``, in its slot ``slot``: each such field is read from it.

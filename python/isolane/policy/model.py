@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from isolane.policy.addresses import CompactPrefix, Network, PortRange
-from isolane.policy.compact import SingleItem, compact_fields, held_together
+from isolane.policy.compact import SingleItem, compact_fields, field_slots, held_together
 from isolane.policy.constants import _DSCP_NAME, _METER_FIELDS, _PROTO_NAME, DEFAULT_STAGGER_NS, ETHERTYPES, ActionName, CountMode, MeterKind, PortMode
 from isolane.policy.sharing import shared
 from isolane.policy.units import format_duration, format_rate, format_size
@@ -374,6 +374,17 @@ class Rule:
         if self.class_name is not None:
             out["class"] = self.class_name
         return out
+
+
+class RuleSlots(NamedTuple):
+    """What the core makes :class:`Rule` objects with (``YamlStream.plain_rules``): the type, and
+    the member descriptor of each field, in their order."""
+
+    kind: type[Rule]
+    fields: tuple[Any, ...]
+
+
+RULE_SLOTS = RuleSlots(Rule, field_slots(Rule))
 
 
 def _ports_to_data(ports: tuple[PortRange, ...]) -> int | str | list[str]:

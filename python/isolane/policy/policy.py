@@ -33,7 +33,7 @@ from isolane.policy.constants import (
     CountMode,
 )
 from isolane.policy.errors import PolicyError, PolicyWarning, _int_text
-from isolane.policy.model import Port, Tenant
+from isolane.policy.model import RULE_SLOTS, Port, Tenant
 from isolane.policy.qos import CompiledQos, _compile_qos
 from isolane.policy.read import _read_file, yaml_errors
 from isolane.policy.reuse import _LIVE, read_tenant, settings_of, source_digest, tenants_to_share
@@ -369,7 +369,7 @@ def _read_tenants(ck: _Checker, items: Sequence[Any]) -> list[Tenant | None]:
         if stream is None:
             tenant = read_tenant(ck, item, f"tenants[{i}]", known)
         else:
-            tenant = read_tenant(ck, item, f"tenants[{i}]", known, stream.repr_digest(i), functools.partial(stream.plain_rules, i))
+            tenant = read_tenant(ck, item, f"tenants[{i}]", known, stream.repr_digest(i), functools.partial(stream.plain_rules, i, slots=RULE_SLOTS))
         tenants.append(tenant)
         # Cross-tenant checks, on what could be read even if the tenant has other errors.
         raw = _raw_mapping(item)

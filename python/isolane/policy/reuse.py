@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from isolane import _core
 from isolane.policy.model import Port, Tenant
-from isolane.policy.validate import PlainRule, _Checker
+from isolane.policy.validate import PlainRules, _Checker
 
 if TYPE_CHECKING:
     from isolane.policy.policy import Policy
@@ -102,16 +102,16 @@ def read_tenant(
     path: str,
     known: Known,
     digest: bytes | None = None,
-    plain_rules: Callable[[], Sequence[PlainRule | None] | None] | None = None,
+    plain_rules: PlainRules | None = None,
 ) -> Tenant | None:
     """``ck.tenant(item, path)``, or the tenant in ``known`` read before from equal data under
     equal settings, its warnings reported again at ``path``; or one read under other settings,
     if reading ``item`` gives an equal tenant with the same warnings. ``digest``: its
-    :func:`source_key`, and ``plain_rules``: what gives its plainly valid rules, if the YAML
-    reader took them already."""
+    :func:`source_key`, and ``plain_rules``: what makes its plainly valid rules, if the YAML
+    reader read them already."""
     key = digest or source_key(item)
     if key is None:
-        return ck.tenant(item, path, plain_rules() if plain_rules is not None else None)
+        return ck.tenant(item, path, plain_rules)
     settings = settings_of(ck)
     index = known.get(settings)
     tenant = index.get(key) if index is not None else None
@@ -119,7 +119,7 @@ def read_tenant(
         ck.warnings.extend(warnings_at(tenant, path))
         return tenant
     errors, warnings = len(ck.errors), len(ck.warnings)
-    tenant = ck.tenant(item, path, plain_rules() if plain_rules is not None else None)
+    tenant = ck.tenant(item, path, plain_rules)
     if tenant is None or len(ck.errors) > errors:
         return tenant
     warned = tuple(ck.warnings[warnings:])

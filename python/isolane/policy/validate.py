@@ -27,7 +27,6 @@ from isolane.policy.constants import (
     PORT_PROTOCOLS,
     PROTOCOLS,
     VLAN_TPIDS,
-    ActionName,
 )
 from isolane.policy.errors import _at, _describe, _did_you_mean, _int_text
 from isolane.policy.model import Contract, Rule, Tenant, TrafficClass
@@ -50,10 +49,9 @@ _T = TypeVar("_T")
 _DEFAULT_CLASSES = (TrafficClass("default"),)
 """The classes of a tenant that names none."""
 
-_Ports = tuple[PortRange, ...] | None
-_Numbers = tuple[int, ...] | None
-PlainRule = tuple[ActionName, str | None, int | None, int | None, _Ports, _Ports, _Numbers, _Numbers, str | None]
-"""A rule the core found plainly valid (``YamlStream.plain_rules``), its fields in ``Rule``'s order."""
+PlainRules = Callable[[list[str] | None, str | None], tuple[list[Rule | None], int] | None]
+"""What makes a tenant's rules that the core found plainly valid (``YamlStream.plain_rules``), given
+its class names and default class: the rules, None where one must be read here, and how many are."""
 
 #: Values read by :meth:`_Checker.known`, by reader, type and value (``True`` is not ``1``).
 _READ: dict[tuple[Any, ...], Any] = {}
@@ -272,10 +270,9 @@ class _Checker(_QosChecks):
         assert not isinstance(priority, _Bad) and not isinstance(weight, _Bad) and not isinstance(description, _Bad)
         return TrafficClass(name, priority, weight, contract, description, on_burst)
 
-    def tenant(self, value: Any, path: str, plain_rules: Sequence[PlainRule | None] | None = None) -> Tenant | None:
-        """The tenant ``value`` at ``path``, or None where it has errors. ``plain_rules``: its
-        rules as the core read those that are plainly valid (``YamlStream.plain_rules``), taken
-        as they are; None where this reads the rule itself."""
+    def tenant(self, value: Any, path: str, plain_rules: PlainRules | None = None) -> Tenant | None:
+        """The tenant ``value`` at ``path``, or None where it has errors. ``plain_rules``: what
+        makes its rules that the core found plainly valid, which are taken as they are."""
         data = self.mapping(value, path, _TENANT_KEYS, required=("name",))
         if data is None:
             return None
@@ -340,14 +337,16 @@ class _Checker(_QosChecks):
         rules: list[Rule] = []
         rules_path = _at(path, "rules")
         rule_items = self.sequence(data["rules"], rules_path, "rules (mappings)") or [] if "rules" in data else ()
-        if plain_rules is None or len(plain_rules) != len(rule_items):
-            plain_rules = (None,) * len(rule_items)
-        for i, (item, plain) in enumerate(zip(rule_items, plain_rules)):
-            rule = _plain_rule(plain, class_names, default_class) if plain is not None else None
-            if rule is None:
-                rule = self.rule(item, _at(rules_path, i), class_names, default_class)
-            if rule is not None:
-                rules.append(rule)
+        made = plain_rules(class_names, default_class) if plain_rules is not None and rule_items else None
+        if made is not None and made[1] == 0 and len(made[0]) == len(rule_items):
+            rules = made[0]  # type: ignore[assignment]  # no None among them
+        else:
+            ready = made[0] if made is not None and len(made[0]) == len(rule_items) else (None,) * len(rule_items)
+            for i, (item, rule) in enumerate(zip(rule_items, ready)):
+                if rule is None:
+                    rule = self.rule(item, _at(rules_path, i), class_names, default_class)
+                if rule is not None:
+                    rules.append(rule)
         if len(self.errors) > before or isinstance(name, _Bad) or isinstance(default, _Bad) or isinstance(weight, _Bad):
             return None
         assert default_class is not None and not isinstance(description, _Bad)
@@ -384,17 +383,6 @@ class _Checker(_QosChecks):
                 f"the classes' rates add up to {format_rate(guaranteed)}, more than the tenant's rate {format_rate(tenant.rate_bps)}: "
                 "they cannot all be guaranteed",
             )
-
-
-def _plain_rule(plain: PlainRule, class_names: list[str] | None, default_class: str | None) -> Rule | None:
-    """The rule ``plain``, in its tenant's classes; None if it names a class the tenant does
-    not have (which :meth:`_Checker.rule` reports)."""
-    action, cls, src, dst, src_ports, dst_ports, proto, dscp, name = plain
-    if cls is None:
-        cls = default_class if action == "allow" else None
-    elif class_names is not None and cls not in class_names:
-        return None
-    return Rule(action, cls, src, dst, src_ports, dst_ports, proto, dscp, name)  # type: ignore[arg-type]  # an IPv4 prefix as CompactPrefix holds it
 
 
 def _comparable_name(value: Any) -> str | None:
