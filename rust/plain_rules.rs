@@ -10,6 +10,7 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::classify::Rule;
 use crate::yaml::Value;
 
 /// The names and limits a rule is read with, as `isolane.policy.constants` has them.
@@ -127,6 +128,41 @@ pub fn plain_rule(rule: &Value, vocabulary: &Vocabulary) -> Option<PlainRule> {
 }
 
 impl PlainRule {
+    /// The table rules this rule compiles into, in the order `isolane.policy.compile` gives
+    /// them: by protocol, then DSCP, then source ports, then destination ports. Addresses are
+    /// over the 128-bit space, IPv4 as IPv4-mapped IPv6.
+    pub fn table_rules(&self) -> Vec<Rule> {
+        let (src, src_len) = mapped(self.src);
+        let (dst, dst_len) = mapped(self.dst);
+        let any_ports = [(0, MAX_PORT)];
+        let matched = |values: &Option<Vec<u8>>| values.as_ref().map_or(vec![None], |values| values.iter().copied().map(Some).collect());
+        let (protos, dscps) = (matched(&self.proto), matched(&self.dscp));
+        let src_ports = self.src_ports.as_deref().unwrap_or(&any_ports);
+        let dst_ports = self.dst_ports.as_deref().unwrap_or(&any_ports);
+        let mut rules = Vec::with_capacity(self.expansion() as usize);
+        for proto in &protos {
+            for dscp in &dscps {
+                for &src_ports in src_ports {
+                    for &dst_ports in dst_ports {
+                        rules.push(Rule {
+                            src,
+                            src_len,
+                            dst,
+                            dst_len,
+                            src_ports,
+                            dst_ports,
+                            proto: proto.unwrap_or(0),
+                            proto_mask: if proto.is_some() { u8::MAX } else { 0 },
+                            dscp: dscp.unwrap_or(0),
+                            dscp_mask: if dscp.is_some() { MAX_DSCP } else { 0 },
+                        });
+                    }
+                }
+            }
+        }
+        rules
+    }
+
     /// How many table rules this rule compiles into, as `Rule.expansion` counts them.
     fn expansion(&self) -> u64 {
         let lengths =
@@ -139,6 +175,12 @@ impl PlainRule {
 /// if the value is not plain, else what it reads as.
 fn optional<T>(value: Option<&Value>, read: impl Fn(&Value) -> Option<Option<T>>) -> Option<Option<T>> {
     value.map_or(Some(None), read)
+}
+
+/// A prefix as [`PlainRule`] holds it, over the 128-bit space: (address, length); any is (0, 0).
+fn mapped(prefix: Option<u64>) -> (u128, u8) {
+    const IPV4_MAPPED: u128 = 0xFFFF << 32;
+    prefix.map_or((0, 0), |prefix| (IPV4_MAPPED | u128::from(prefix >> 8), 96 + (prefix & 0xFF) as u8))
 }
 
 /// A field read where given: `None` if the value is not plain.

@@ -4,6 +4,7 @@ rule Python's checks read, without an error; every other rule is left to Python.
 
 from __future__ import annotations
 
+import functools
 from ipaddress import ip_network
 from typing import Any
 
@@ -15,8 +16,9 @@ from hypothesis import strategies as st
 from isolane import _core
 from isolane.policy import Policy
 from isolane.policy.compact import CompactField
-from isolane.policy.constants import RULE_VOCABULARY
-from isolane.policy.model import RULE_SLOTS, Rule
+from isolane.policy.compile import _tenant_tables
+from isolane.policy.constants import NO_CLASS, RULE_VOCABULARY
+from isolane.policy.model import RULE_SLOTS, Rule, Tenant
 from isolane.policy.validate import _Checker
 from support.policy_reads import file_outcome, outcome
 
@@ -173,3 +175,33 @@ def test_rules_past_a_fallback_keep_their_places(count: int) -> None:
     rules = [{"action": "allow", "dst": "fd00::/64"}] * count + [{"action": "allow", "dst": "10.0.0.1/8"}]
     kind, errors, _ = file_outcome(yaml.safe_dump({"tenants": [{"name": "t", "vnis": [1], "rules": rules}]}))
     assert (kind, errors) == ("errors", [(f"tenants[0].rules[{count}].dst", "'10.0.0.1/8' has host bits set; did you mean '10.0.0.0/8'?")])
+
+
+def tenant_read_with_core(tenant: dict[str, Any]) -> Tenant | None:
+    """``tenant`` as the checks read it, taking the rules (and rows) the core made."""
+    stream = _core.stream_yaml(yaml.safe_dump({"tenants": [tenant]}), "tenants", RULE_VOCABULARY)
+    return _Checker().tenant(stream[0], "tenants[0]", functools.partial(stream.plain_rules, 0, slots=RULE_SLOTS))
+
+
+def test_the_core_packs_the_rows_of_a_tenant_of_plain_rules() -> None:
+    rules = [{"dst": "10.0.0.0/8", "proto": ["tcp", "udp"], "dst_ports": [80, 443], "action": "allow", "class": "web"}, {"action": "drop"}]
+    read = tenant_read_with_core({"name": "t", "classes": [{"name": "bulk"}, {"name": "web"}], "default_class": "bulk", "rules": rules})
+    assert read is not None and read._tables is not None, "the tables kept as the core packed them"
+    assert read._tables.packed_rows == _tenant_tables(read).packed_rows
+    assert list(read._tables.cls) == [1, 1, 1, 1, NO_CLASS] and list(read._tables.policy_rule) == [0, 0, 0, 0, 1]
+    one = tenant_read_with_core({"name": "t", "rules": rules[1:]})
+    assert one is not None and one._tables is None, "a one-rule tenant's tables are compiled when an engine takes it"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(rule, min_size=2, max_size=6), class_lists, st.sampled_from([None, "gold", "default"]))
+def test_rows_the_core_packs_are_the_rows_python_packs(rules: list[dict[str, Any]], classes: list[str] | None, default: str | None) -> None:
+    tenant: dict[str, Any] = {"name": "t", "rules": rules}
+    if classes is not None:
+        tenant["classes"] = [{"name": name} for name in classes]
+    if default is not None:
+        tenant["default_class"] = default
+    read = tenant_read_with_core(tenant)
+    if read is not None and read._tables is not None:
+        assert read._tables.packed_rows == _tenant_tables(read).packed_rows
+        assert (read._tables.default_action, read._tables.default_cls) == (_tenant_tables(read).default_action, _tenant_tables(read).default_cls)

@@ -279,13 +279,15 @@ class YamlStream:
         of its own (`source_key` then takes it)."""
     def plain_rules(
         self, index: int, class_names: list[str] | None, default_class: str | None, slots: RuleSlots
-    ) -> tuple[list[Rule | None], int] | None:
+    ) -> tuple[list[Rule | None], int, bytes | None] | None:
         """The rules of item `index` (waiting for it) that the reader found plainly valid, made
         `isolane.policy.model.Rule`s (through `slots`, the member descriptors of its fields) in a
         tenant of the classes `class_names` (None: not known) whose default class is
         `default_class`; None in their list where Python must read the rule (it names a class the
-        tenant lacks, or it was not plain), and how many such rules there are. None for an item
-        without a list of rules, or a stream started without `rules`."""
+        tenant lacks, or it was not plain), and how many such rules there are; and, where every
+        rule was made and there are two or more, the tenant's table rows packed as
+        `isolane.policy.compile` packs them. None for an item without a list of rules, or a stream
+        started without `rules`."""
     def available(self, most: int) -> int:
         """How many items there are, counting up to `most` (waiting only for that many)."""
     def __len__(self) -> int: ...

@@ -101,3 +101,21 @@ fn a_tenants_rules_are_read_each_on_its_own() {
     assert_eq!(plain_rules(&load("{name: a, rules: {action: allow}}").unwrap(), &vocabulary()), None);
     assert_eq!(plain_rules(&load("[1]").unwrap(), &vocabulary()), None);
 }
+
+#[test]
+fn a_rule_compiles_into_its_table_rules_in_order() {
+    let rule = read("{src: 10.0.0.0/8, proto: [tcp, udp], dscp: ef, dst_ports: [80, 443], action: allow}").unwrap();
+    let rules = rule.table_rules();
+    let shown: Vec<_> = rules.iter().map(|r| (r.proto, r.proto_mask, r.dscp, r.dscp_mask, r.dst_ports, r.src_ports)).collect();
+    assert_eq!(
+        shown,
+        vec![
+            (6, 255, 46, 63, (80, 80), (0, 65535)),
+            (6, 255, 46, 63, (443, 443), (0, 65535)),
+            (17, 255, 46, 63, (80, 80), (0, 65535)),
+            (17, 255, 46, 63, (443, 443), (0, 65535)),
+        ]
+    );
+    assert!(rules.iter().all(|r| r.src == 0xFFFF_0A00_0000 && r.src_len == 104 && (r.dst, r.dst_len) == (0, 0)));
+    assert_eq!(read("{action: drop}").unwrap().table_rules(), vec![crate::classify::Rule::ANY]);
+}

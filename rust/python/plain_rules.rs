@@ -9,10 +9,12 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 use rustc_hash::FxHashMap;
 
+use super::rule_rows::RuleRecord;
 use super::yaml::RecentStrings;
+use crate::engine::{ALLOW, DROP, NO_CLASS};
 use crate::plain_rules::{PlainRule, Vocabulary};
 
 /// `isolane.policy.constants.RULE_VOCABULARY`: the names and limits rules are read with.
@@ -102,7 +104,13 @@ impl<'py> SlotSetter<'py> {
     }
 }
 
-/// Each of `rules` made a `Rule`, or `None` where Python must read it, and how many are `None`.
+/// What [`make_rules`] gives: the rules (`None` where Python must read one), how many are `None`,
+/// and the tenant's packed table rows where it packed them.
+pub(super) type MadeRules<'py> = (Bound<'py, PyList>, usize, Option<Bound<'py, PyBytes>>);
+
+/// Each of `rules` made a `Rule`, or `None` where Python must read it, and how many are `None`;
+/// and, if every rule was made and there are [`ROWS_FROM`] or more, the tenant's table rows as
+/// `isolane.policy.compile` packs them.
 pub(super) fn make_rules<'py>(
     py: Python<'py>,
     rules: &[Option<PlainRule>],
@@ -110,7 +118,7 @@ pub(super) fn make_rules<'py>(
     slots: &RuleSlots<'py>,
     strings: &mut RecentStrings,
     shared: &mut SharedTuples,
-) -> PyResult<(Bound<'py, PyList>, usize)> {
+) -> PyResult<MadeRules<'py>> {
     let maker = RuleMaker::new(slots)?;
     let mut left = 0;
     let mut made = Vec::with_capacity(rules.len());
@@ -122,7 +130,32 @@ pub(super) fn make_rules<'py>(
         left += usize::from(rule.is_none());
         made.push(rule);
     }
-    Ok((PyList::new(py, made)?, left))
+    let rows = if left == 0 && rules.len() >= ROWS_FROM { table_rows(rules, classes) } else { None };
+    Ok((PyList::new(py, made)?, left, rows.map(|rows| PyBytes::new(py, bytemuck::cast_slice(&rows)))))
+}
+
+/// The fewest rules a tenant has for its rows to be packed here: Python keeps the tables of a
+/// tenant of two rules or more (its check for rules never matched compiles them), and
+/// compiles a one-rule tenant's when an engine takes it.
+const ROWS_FROM: usize = 2;
+
+/// The table rows of `rules` (each made), if every class they name is among the tenant's.
+fn table_rows(rules: &[Option<PlainRule>], classes: &TenantClasses<'_>) -> Option<Vec<RuleRecord>> {
+    let names = classes.names.as_ref()?;
+    let class_id = |name: &str| names.iter().position(|known| known == name).and_then(|id| u16::try_from(id).ok());
+    let default = classes.default.as_ref().and_then(|name| name.to_str().ok()).and_then(class_id);
+    let mut rows = Vec::with_capacity(rules.len());
+    for (index, rule) in rules.iter().enumerate() {
+        let rule = rule.as_ref()?;
+        let (action, cls) = match &rule.class {
+            _ if !rule.allow => (DROP, NO_CLASS),
+            Some(name) => (ALLOW, class_id(name)?),
+            None => (ALLOW, default?),
+        };
+        let policy_rule = i32::try_from(index).ok()?;
+        rows.extend(rule.table_rules().iter().map(|table_rule| RuleRecord::new(table_rule, policy_rule, cls, action)));
+    }
+    Some(rows)
 }
 
 /// `rule` as a `Rule` of the tenant, or `None` if it names a class the tenant lacks (which Python reports).

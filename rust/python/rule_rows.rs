@@ -84,6 +84,28 @@ pub(super) fn read_rows(packed: &[u8], tenant: &str) -> Result<Rows, CoreError> 
 }
 
 impl RuleRecord {
+    /// The record of table rule `rule`, which policy rule `policy_rule` compiled into.
+    pub(super) fn new(rule: &Rule, policy_rule: i32, cls: u16, action: u8) -> Self {
+        RuleRecord {
+            src: rule.src.to_be_bytes(),
+            dst: rule.dst.to_be_bytes(),
+            policy_rule,
+            src_port_lo: rule.src_ports.0,
+            src_port_hi: rule.src_ports.1,
+            dst_port_lo: rule.dst_ports.0,
+            dst_port_hi: rule.dst_ports.1,
+            cls,
+            src_len: rule.src_len,
+            dst_len: rule.dst_len,
+            proto: rule.proto,
+            proto_mask: rule.proto_mask,
+            dscp: rule.dscp,
+            dscp_mask: rule.dscp_mask,
+            action,
+            _padding: [0; 3],
+        }
+    }
+
     fn rule(&self) -> Rule {
         Rule {
             src: u128::from_be_bytes(self.src),

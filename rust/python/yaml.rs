@@ -13,7 +13,7 @@ use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use super::plain_rules::{make_rules, RuleSlots, RuleVocabulary, SharedTuples, TenantClasses};
+use super::plain_rules::{make_rules, MadeRules, RuleSlots, RuleVocabulary, SharedTuples, TenantClasses};
 use super::{internal_error, panic_message, without_gil, IsolaneError};
 use crate::error::CoreError;
 use crate::memory;
@@ -242,8 +242,10 @@ impl YamlStream {
     /// `isolane.policy.model.Rule`s (through `slots`, the member descriptors of its fields) in a
     /// tenant of the classes `class_names` (`None`: not known) whose default class is
     /// `default_class`; `None` in their list where Python must read the rule (it names a class
-    /// the tenant lacks, or it was not plain), and how many such rules there are. `None` for an
-    /// item without a list of rules, or a stream started without `rules`.
+    /// the tenant lacks, or it was not plain), and how many such rules there are; and, where
+    /// every rule was made and there are two or more, the tenant's table rows packed as
+    /// `isolane.policy.compile` packs them. `None` for an item without a list of rules, or a
+    /// stream started without `rules`.
     fn plain_rules<'py>(
         &self,
         py: Python<'py>,
@@ -251,7 +253,7 @@ impl YamlStream {
         class_names: Option<Vec<String>>,
         default_class: Option<Bound<'py, PyString>>,
         slots: RuleSlots<'py>,
-    ) -> PyResult<Option<(Bound<'py, PyList>, usize)>> {
+    ) -> PyResult<Option<MadeRules<'py>>> {
         let mut inflow = self.wait(py, |inflow| index < inflow.items.len());
         let Inflow { plain_rules, strings, shared, .. } = &mut *inflow;
         let classes = TenantClasses { names: class_names, default: default_class };

@@ -186,11 +186,21 @@ def _tenant_tables(tenant: Tenant) -> TenantTables:
             proto_mask = 0 if proto is None else 0xFF
             row = (src_addr, dst_addr, index, sp_lo, sp_hi, dp_lo, dp_hi, cls, src_len, dst_len, proto or 0, proto_mask, dscp or 0, dscp_mask, action)
             rows.append(pack(*row))  # in _PACKED's order
+    return _tables_of(tenant, b"".join(rows), class_ids)
+
+
+def keep_rows(tenant: Tenant, packed_rows: bytes) -> None:
+    """Keeps on ``tenant`` its tables of the rows ``packed_rows``, packed already (the YAML
+    reader packs a tenant's rows when it makes each of its rules: ``YamlStream.plain_rules``)."""
+    object.__setattr__(tenant, "_tables", _tables_of(tenant, packed_rows, {c.name: i for i, c in enumerate(tenant.classes)}))
+
+
+def _tables_of(tenant: Tenant, packed_rows: bytes, class_ids: dict[str, int]) -> TenantTables:
     default_action = ACTION_ALLOW if tenant.default == "allow" else ACTION_DROP
     default_cls = class_ids[tenant.default_class] if default_action == ACTION_ALLOW else NO_CLASS
     return TenantTables(
         name=tenant.name,
-        packed_rows=b"".join(rows),
+        packed_rows=packed_rows,
         default_action=default_action,
         default_cls=default_cls,
         class_names=shared(tuple(c.name for c in tenant.classes)),  # most tenants name their classes alike

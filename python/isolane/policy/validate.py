@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from isolane.policy.addresses import _PORT_TEXT_RE, Network, PortRange, _as_network, _families, _merge_ranges
+from isolane.policy.compile import keep_rows
 from isolane.policy.constants import (
     _CLASS_KEYS,
     _PROTO_NAME,
@@ -49,9 +50,10 @@ _T = TypeVar("_T")
 _DEFAULT_CLASSES = (TrafficClass("default"),)
 """The classes of a tenant that names none."""
 
-PlainRules = Callable[[list[str] | None, str | None], tuple[list[Rule | None], int] | None]
+PlainRules = Callable[[list[str] | None, str | None], tuple[list[Rule | None], int, bytes | None] | None]
 """What makes a tenant's rules that the core found plainly valid (``YamlStream.plain_rules``), given
-its class names and default class: the rules, None where one must be read here, and how many are."""
+its class names and default class: the rules, None where one must be read here, how many are, and
+where it made them all, their table rows."""
 
 #: Values read by :meth:`_Checker.known`, by reader, type and value (``True`` is not ``1``).
 _READ: dict[tuple[Any, ...], Any] = {}
@@ -338,8 +340,9 @@ class _Checker(_QosChecks):
         rules_path = _at(path, "rules")
         rule_items = self.sequence(data["rules"], rules_path, "rules (mappings)") or [] if "rules" in data else ()
         made = plain_rules(class_names, default_class) if plain_rules is not None and rule_items else None
+        rows = None
         if made is not None and made[1] == 0 and len(made[0]) == len(rule_items):
-            rules = made[0]  # type: ignore[assignment]  # no None among them
+            rules, rows = made[0], made[2]  # type: ignore[assignment]  # no None among them
         else:
             ready = made[0] if made is not None and len(made[0]) == len(rule_items) else (None,) * len(rule_items)
             for i, (item, rule) in enumerate(zip(rule_items, ready)):
@@ -350,7 +353,7 @@ class _Checker(_QosChecks):
         if len(self.errors) > before or isinstance(name, _Bad) or isinstance(default, _Bad) or isinstance(weight, _Bad):
             return None
         assert default_class is not None and not isinstance(description, _Bad)
-        return Tenant(
+        tenant = Tenant(
             name=name,
             vnis=vnis,
             vlans=vlans,
@@ -365,6 +368,9 @@ class _Checker(_QosChecks):
             on_burst=on_burst,
             on_overload=on_overload,
         )
+        if rows is not None:
+            keep_rows(tenant, rows)
+        return tenant
 
     def class_contracts(self, tenant: Contract, classes: Sequence[TrafficClass], path: str) -> None:
         """A class's guarantee and ceiling against its tenant's."""
