@@ -180,14 +180,28 @@ def test_a_tenant_read_under_one_port_is_checked_again_under_another_while_both_
     assert first.tenants[0].contract.rate_bps == 50_000_000_000
 
 
-def test_an_engine_given_a_document_with_its_port_changed_compiles_no_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
-    data = tenants(*({"rate": f"{i + 1}Mbps"} for i in range(20)), port=PORT)
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"buffer": "32MiB"},
+        {"rate": "400Gbps"},
+        {"mode": "shared_fifo"},
+        {"alpha": 4},
+        {"reserve": "1MiB"},
+        {"microburst": {"window": "20us", "threshold": "50%"}},
+    ],
+    ids=lambda changed: next(iter(changed)),
+)
+def test_an_engine_given_a_document_with_its_port_changed_compiles_no_tenant(monkeypatch: pytest.MonkeyPatch, changed: dict[str, Any]) -> None:
+    """Nor a tenant without a ceiling under a new line rate: its ceiling is the port's, whatever it is."""
+    data = tenants(*({"rate": f"{i + 1}Mbps"} for i in range(19)), {"rate": "1Mbps", "ceil": "1Gbps"}, port=PORT)
     engine = Engine(quiet(data))
     compiled: list[str] = []
     monkeypatch.setattr(isolane.engine, "tenant_tables", lambda tenant, keep=True: compiled.append(tenant.name) or tenant_tables(tenant, keep))
-    report = engine.update(quiet({**data, "port": {**PORT, "buffer": "32MiB"}}))
+    edited = quiet({**data, "port": {**PORT, **changed}})
+    report = engine.update(edited)
     assert compiled == [] and report.kept == 20
-    assert engine.policy.port is not None and engine.policy.port.buffer_bytes == 32 * 2**20
+    assert engine.policy.port == edited.port != quiet(data).port
 
 
 def test_tenants_are_not_kept_for_reading_once_no_policy_holds_them() -> None:

@@ -165,6 +165,7 @@ class ClassQos(NamedTuple):
     burst: int
     burst_given: bool
     ceil: int
+    """Its ceil, else its tenant's; 0: uncapped (the port's line rate)."""
     meter: MeterRow
     shaper: ShaperRow
     microburst: BurstRow | None
@@ -184,6 +185,8 @@ class TenantQos(NamedTuple):
     burst: int
     burst_given: bool
     ceil: int
+    """Its ceil; 0: uncapped (the port's line rate, whatever it is, so that a new line rate
+    compiles no tenant again)."""
     meter: MeterRow
     shaper: ShaperRow
     microburst: BurstRow | None
@@ -197,8 +200,6 @@ class QosContext(NamedTuple):
 
     byte_count: int
     largest_frame: int
-    port_rate: int
-    """Bytes per second; 0 without a port."""
 
 
 class OverloadRow(NamedTuple):
@@ -296,7 +297,7 @@ def _compile_qos_of(tenant: Tenant, context: QosContext) -> TenantQos:
     lf = context.largest_frame
     c = tenant.contract
     rate = _guarantee(tenant) // 8
-    ceil = c.ceil_bps // 8 if c.ceil_bps is not None else context.port_rate
+    ceil = c.ceil_bps // 8 if c.ceil_bps is not None else 0
     classes = []
     for tc in tenant.classes:
         cc = tc.contract
@@ -345,7 +346,7 @@ def tenant_qos(tenant: Tenant, context: QosContext, keep: bool = True) -> Tenant
 
 
 def qos_context(policy: Policy) -> QosContext:
-    return QosContext(COUNT_MODES[policy.count], policy.largest_frame, policy.port.rate_bps // 8 if policy.port is not None else 0)
+    return QosContext(COUNT_MODES[policy.count], policy.largest_frame)
 
 
 def qos_settings(policy: Policy, poll_ns: tuple[int, ...]) -> QosSettings:
@@ -500,12 +501,13 @@ def _compile_qos(policy: Policy) -> CompiledQos:
         offsets.append(offsets[-1] + len(t.classes))
     settings = qos_settings(policy, ())
     port = settings.port
+    port_rate = port.rate if port is not None else 0
     return CompiledQos(
         tenant_names=policy.tenant_names,
         count=context.byte_count,
         largest_frame=context.largest_frame,
         color_map=_column(list(settings.color_map), np.uint8),
-        port_rate=context.port_rate,
+        port_rate=port_rate,
         port_buffer=port.buffer if port is not None else 0,
         port_mode=port.mode if port is not None else PORT_MODES["per_tenant"],
         port_alpha_log2=port.alpha_log2 if port is not None else 0,
@@ -513,7 +515,7 @@ def _compile_qos(policy: Policy) -> CompiledQos:
         tenant_rate=_column([t.rate for t in tenants], np.uint64),
         tenant_burst=_column([t.burst for t in tenants], np.uint64),
         tenant_burst_given=_column([t.burst_given for t in tenants], np.uint8),
-        tenant_ceil=_column([t.ceil for t in tenants], np.uint64),
+        tenant_ceil=_column([t.ceil or port_rate for t in tenants], np.uint64),
         tenant_weight=_readonly(policy._port_weights.copy()),
         tenant_meter=_meter_arrays([t.meter for t in tenants]),
         tenant_shaper=_shaper_arrays([t.shaper for t in tenants]),
@@ -524,7 +526,7 @@ def _compile_qos(policy: Policy) -> CompiledQos:
         class_rate=_column([c.rate for c in classes], np.uint64),
         class_burst=_column([c.burst for c in classes], np.uint64),
         class_burst_given=_column([c.burst_given for c in classes], np.uint8),
-        class_ceil=_column([c.ceil for c in classes], np.uint64),
+        class_ceil=_column([c.ceil or port_rate for c in classes], np.uint64),
         class_meter=_meter_arrays([c.meter for c in classes]),
         class_shaper=_shaper_arrays([c.shaper for c in classes]),
         bursts=_burst_arrays(policy),
