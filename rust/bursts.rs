@@ -414,6 +414,19 @@ impl Detector {
         self.take_out(old.class_range(), gone, now);
     }
 
+    /// Follows the port's microburst setting changed to `config`: as in [`Detector::retarget`],
+    /// its scope starts anew with the bytes waiting at the port, the old one's open events
+    /// ending at `now` and its totals kept. No other scope changes.
+    pub fn rescope_port(&mut self, config: BurstConfig, poll_ns: &[u64], now: u64) {
+        let Some(m) = self.port.map(|m| m as usize) else { return };
+        let seen = Seen::new(Scope::Port, -1, -1, &config);
+        let depth: u64 = self.queues.iter().map(|queue| queue.depth).sum();
+        let hot = std::mem::replace(&mut self.hot[m], Hot::new(&config));
+        let monitor = std::mem::replace(&mut self.monitors[m], Monitor::new(ScopeKey::Port, seen, config, depth, poll_ns));
+        self.retire(vec![(hot, monitor)], now);
+        self.counted.retain(|&counted| counted as usize != m); // the new scope has counted nothing
+    }
+
     /// Takes out the class slots `classes` and the monitors `gone` (which no tenant or queue
     /// refers to any more): their open events end at `now`, their totals stay, and the later
     /// monitors' and class slots' indexes move down.

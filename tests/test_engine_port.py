@@ -319,6 +319,31 @@ def test_a_new_buffer_mid_traffic_drains_the_port_and_holds_what_the_new_buffer_
     assert drops[0] == 0 < drops[1], drops
 
 
+@pytest.mark.parametrize("mode", ["per_tenant", "shared_fifo"])
+def test_a_new_line_rate_mid_traffic_sends_at_it_and_tenants_without_a_ceiling_take_it(mode: str) -> None:
+    """A document read again with the line rate doubled: the port drains and starts again at the
+    new rate (docs/qos.md, "Updates"), every tenant kept; tenants without a ceiling may use all
+    of it, so 1.5 times the old line rate waits no longer than a packet or two; every packet is
+    still counted. The traffic before the update waits little on either line."""
+    rng = np.random.default_rng(11)
+    first = traffic(*(offered(rng, 100 + i, LINE * 0.2, 0, SECOND // 2) for i in range(3)))
+    later = traffic(*(offered(rng, 100 + i, LINE * 0.5, SECOND, 2 * SECOND) for i in range(3)))
+    tenants = [{"rate": f"{LINE // 10}B/s"} for _ in range(3)]
+    old, faster = port_policy(tenants, mode), port_policy(tenants, mode, rate=f"{2 * LINE}B/s")
+    longest = []
+    for new in (old, faster):
+        engine = Engine(old)
+        engine.process(first)
+        assert engine.update(new).kept == 3
+        assert engine.policy.port == new.port
+        engine.process(later)
+        engine.drain()
+        longest.append(max(s["delay_ns"]["max"] for s in engine.stats() if s["delay_ns"]["count"]))
+        assert sum(s["packets"] for s in engine.stats()) == len(first) + len(later), "every packet counted, across the update"
+    # The old line: half a second's worth of backlog by the end. The new: a short queue at most.
+    assert longest[0] > SECOND // 10 and longest[1] < SECOND // 100, longest
+
+
 FIFO_SERVES_BY_ARRIVAL = pytest.mark.xfail(
     strict=True, reason="in a shared FIFO, an idle tenant's queued packets hold the line after it stops, and back, it waits behind everyone's"
 )

@@ -685,6 +685,17 @@ impl Enforcer {
         self.port = port;
     }
 
+    /// Every class row's port queue as the port has it: a tenant's in a profile, the profile's.
+    pub(super) fn queues_at_port(&self) -> Vec<QueueConfig> {
+        let mut queues = self.queues_by_row();
+        for sw in self.adaptive.switchable.iter().filter(|sw| sw.active != ProfileId::Normal) {
+            let first = sw.class.map_or(self.tenants[sw.tenant as usize].first_row, |(_, row)| row) as usize;
+            let given = &sw.queues[sw.active as usize];
+            queues[first..first + given.len()].copy_from_slice(given);
+        }
+        queues
+    }
+
     /// At the end of the stream (after the bursts drained): holds end and overloaded tenants
     /// return, each at its own instant after the last packet time.
     pub(super) fn finish_profiles(&mut self) {

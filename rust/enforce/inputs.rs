@@ -263,7 +263,7 @@ impl ShaperRow {
 }
 
 impl BurstRow {
-    fn config(&self) -> BurstConfig {
+    pub(crate) fn config(&self) -> BurstConfig {
         let queue = self.queue.map(|(rise_bytes, fall_bytes)| QueueThresholds { rise_bytes, fall_bytes });
         BurstConfig { window_ns: self.window_ns, threshold_bps: self.threshold_bps, queue }
     }

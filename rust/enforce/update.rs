@@ -17,7 +17,7 @@ use super::kept::{same_name, Kept, KeptClass, TermsPool};
 use super::lines::VacantRows;
 use super::rows::StatsRows;
 use super::{Contract, Enforcer, InFlight, Lane, Overload, PortState, Profiles, QosSpec, Stage, StatsKey, TenantQos, TenantState, NO_ROW};
-use crate::bursts::TenantBursts;
+use crate::bursts::{BurstConfig, TenantBursts};
 use crate::shaping::port::check_queues;
 use crate::shaping::{Port, PortConfig, QueueConfig, WeightScale};
 
@@ -315,28 +315,45 @@ impl Enforcer {
         }
     }
 
-    /// The port's buffer (and its overload thresholds, in bytes of it) changed, and nothing else
-    /// of the policy-wide settings: the port is drained and started again with the new buffer,
-    /// as [`Enforcer::restart_port`] does for a tenant removed with packets there, and every
-    /// tenant keeps its stages, rows, queues and profiles; the overload state goes on, read
-    /// against the new thresholds from the next packet. Changes nothing and returns false when
-    /// that takes a full retarget: a spec waits, the line rate or mode changed, an overload
-    /// setting comes or goes, or the reserves or thresholds do not fit the buffer (the
-    /// retarget's check then says so).
-    pub fn set_buffer(&mut self, config: PortConfig, overload: Option<Overload>) -> bool {
-        if self.spec_waits() || self.spec.overload.is_some() != overload.is_some() {
+    /// The port's own settings changed, and nothing else of the policy-wide settings: its
+    /// buffer, line rate, mode, overload thresholds (bytes of its buffer) or microburst setting,
+    /// none of which its queues' configurations depend on. A new buffer, line rate or mode
+    /// drains the port and starts it again under them, as [`Enforcer::restart_port`] does for a
+    /// tenant removed with packets there (a new line rate makes every queue's buckets again,
+    /// full); every tenant keeps its stages, rows, queues and profiles; the overload state goes
+    /// on, read against the new thresholds from the next packet; a new microburst setting
+    /// starts the port's scope anew ([`Detector::rescope_port`](crate::bursts::Detector::rescope_port)),
+    /// the packets at the port staying if nothing else changed, as in a full retarget. Changes nothing and
+    /// returns false when that takes a full retarget: a spec waits, an overload or microburst
+    /// setting comes or goes, or the queues, reserves or thresholds do not fit the new port
+    /// (the retarget's check then says why).
+    pub fn set_port(&mut self, config: PortConfig, overload: Option<Overload>, microburst: Option<BurstConfig>) -> bool {
+        let same_kinds = self.spec.overload.is_some() == overload.is_some() && self.spec.bursts.port.is_some() == microburst.is_some();
+        if self.spec_waits() || !same_kinds || microburst.is_some_and(|m| m.check().is_err()) {
             return false;
         }
         let Some(state) = &self.port else { return false };
-        let same_line = config.line_rate == state.config.line_rate && config.mode == state.config.mode;
-        let thresholds_fit = overload.is_none_or(|o| o.fits(config.buffer_bytes));
-        if !same_line || !thresholds_fit || config.buffer_bytes == 0 || state.reserved > u128::from(config.buffer_bytes) {
+        let new_line = config.line_rate != state.config.line_rate;
+        // Only a new line rate reads them: the port's ceilings are made again from them.
+        let queues = if new_line { self.queues_at_port() } else { Vec::new() };
+        let fits = overload.is_none_or(|o| o.fits(config.buffer_bytes))
+            && state.reserved <= u128::from(config.buffer_bytes)
+            && state.guaranteed <= u128::from(config.line_rate)
+            && (!new_line || queues.len() == state.port.queue_count())
+            && check_queues(&config, &queues).is_ok();
+        if !fits {
             return false;
         }
-        self.restart_port();
-        if let Some(state) = &mut self.port {
-            state.port.set_buffer(config.buffer_bytes);
-            state.config = config;
+        if config != state.config {
+            self.restart_port();
+            if let Some(state) = &mut self.port {
+                state.port.set_config(config, &queues);
+                state.config = config;
+            }
+        }
+        if let Some(setting) = microburst.filter(|setting| self.spec.bursts.port != Some(*setting)) {
+            self.bursts.rescope_port(setting, &self.spec.bursts.poll_ns, self.clock_ns);
+            self.spec.bursts.port = Some(setting);
         }
         self.spec.port = Some(config);
         self.spec.overload = overload;
@@ -409,7 +426,7 @@ impl Enforcer {
     }
 
     /// Every class row's port queue (a vacant row's takes nothing).
-    fn queues_by_row(&self) -> Vec<QueueConfig> {
+    pub(super) fn queues_by_row(&self) -> Vec<QueueConfig> {
         let mut queues = vec![QueueConfig::BEST_EFFORT; self.class_rows];
         for (tenant, kept) in self.tenants.iter().zip(&self.contracts) {
             let first = tenant.first_row as usize;

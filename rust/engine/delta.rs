@@ -388,8 +388,8 @@ impl Engine {
                 replacements(&replaced, &rescoped, &inputs, name)?
             }
             QosShape::Steps => steps(taken, &inputs, name)?,
-            QosShape::Buffer => match inputs.settings.port()? {
-                Some(config) => QosChange::Buffer(config, inputs.settings.overload()),
+            QosShape::Port => match inputs.settings.port()? {
+                Some(config) => QosChange::Port(config, inputs.settings.overload(), inputs.settings.port.map(|p| p.microburst.config())),
                 None => QosChange::Full(Box::new(inputs.spec(name)?)),
             },
             QosShape::Full => QosChange::Full(Box::new(inputs.spec(name)?)),

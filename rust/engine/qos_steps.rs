@@ -6,8 +6,8 @@ use std::sync::Arc;
 use rustc_hash::FxHashSet;
 
 use super::{Delta, Engine, EngineTables, TenantOp};
-use crate::bursts::{BurstSpec, TenantBursts};
-use crate::enforce::{Enforcer, Overload, PortInput, QosInputs, QosSettings, QosSpec, TenantInput, TenantQos};
+use crate::bursts::{BurstConfig, BurstSpec, TenantBursts};
+use crate::enforce::{Enforcer, Overload, QosInputs, QosSettings, QosSpec, TenantInput, TenantQos};
 use crate::error::CoreError;
 use crate::shaping::PortConfig;
 
@@ -34,9 +34,9 @@ impl Engine {
                 }
                 (taken, None)
             }
-            QosChange::Buffer(config, overload) => {
+            QosChange::Port(config, overload, microburst) => {
                 let enforcer = qos.enforcer_mut();
-                let taken = enforcer.set_buffer(config, overload);
+                let taken = enforcer.set_port(config, overload, microburst);
                 if taken {
                     enforcer.set_weight_scale(inputs.weight_scale);
                 }
@@ -78,9 +78,9 @@ pub(super) enum QosShape {
     /// Tenants put in, taken out and replaced, in order, at most [`MOST_MOVES`] of them moving
     /// others: each is given to the enforcer alone ([`Taken`]).
     Steps,
-    /// No tenant, and a new port buffer (with its overload thresholds) alone of the settings:
-    /// the enforcer takes it in place ([`crate::enforce::Enforcer::set_buffer`]).
-    Buffer,
+    /// No tenant, and new settings of the port's own alone (those its queues do not depend
+    /// on: [`port_alone`]): the enforcer takes them in place ([`crate::enforce::Enforcer::set_port`]).
+    Port,
     /// Anything else: every tenant is resolved again.
     Full,
 }
@@ -88,8 +88,8 @@ pub(super) enum QosShape {
 impl QosShape {
     pub(super) fn of(delta: &Delta, current: &EngineTables, inputs: &QosInputs) -> QosShape {
         if let Some(settings) = &delta.settings {
-            if delta.ops.is_empty() && buffer_alone(&inputs.settings, settings) {
-                QosShape::Buffer
+            if delta.ops.is_empty() && port_alone(&inputs.settings, settings) {
+                QosShape::Port
             } else {
                 QosShape::Full
             }
@@ -109,19 +109,23 @@ pub(super) enum QosChange {
     /// ([`alone_checks`]); and the names of the tenants they move (take out and put in again),
     /// which keep their state ([`Enforcer::begin_moves`]).
     Steps(Vec<QosStep>, Box<QosSpec>, FxHashSet<String>),
-    /// The port's new configuration and overload setting ([`QosShape::Buffer`]).
-    Buffer(PortConfig, Option<Overload>),
+    /// The port's new configuration, overload and microburst settings ([`QosShape::Port`]).
+    Port(PortConfig, Option<Overload>, Option<BurstConfig>),
     /// Boxed: far larger than the others.
     Full(Box<QosSpec>),
 }
 
-/// Whether `new` differs from `old` in the port's buffer and overload thresholds alone (the
-/// port's queues do not depend on them).
-fn buffer_alone(old: &QosSettings, new: &QosSettings) -> bool {
+/// Whether `new` differs from `old` in settings of the port's own alone, which its queues'
+/// configurations do not depend on: its buffer, line rate, mode, microburst setting and
+/// overload thresholds, not its alpha (every queue's) or its reserve (shared by the queues by
+/// guarantee over the line rate, so a new line rate counts only without one). An overload
+/// setting that comes or goes counts too.
+fn port_alone(old: &QosSettings, new: &QosSettings) -> bool {
     let same_globals = (old.byte_count, &old.color_map, &old.poll_ns) == (new.byte_count, &new.color_map, &new.poll_ns);
     match (&old.port, &new.port) {
         (Some(was), Some(now)) => {
-            same_globals && was.overload.is_some() == now.overload.is_some() && PortInput { buffer: now.buffer, overload: now.overload, ..*was } == *now
+            let same_queues = (was.alpha_log2, was.reserve) == (now.alpha_log2, now.reserve) && (was.reserve == 0 || was.rate == now.rate);
+            same_globals && same_queues && was.overload.is_some() == now.overload.is_some()
         }
         _ => false,
     }
@@ -410,27 +414,38 @@ fn same_bursts(old: &TenantInput, new: &TenantInput) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::enforce::{BurstRow, OverloadRow};
+    use crate::enforce::{BurstRow, OverloadRow, PortInput};
 
     #[test]
-    fn a_new_buffer_and_overload_thresholds_alone_are_taken_in_place() {
+    fn settings_of_the_port_own_alone_are_taken_in_place() {
         let overload = OverloadRow { above: 500, below: 100, stagger_ns: 0 };
         let port = PortInput { rate: 1_000, buffer: 1_000, overload: Some(overload), ..PortInput::default() };
         let old = QosSettings { port: Some(port), poll_ns: vec![1_000], ..QosSettings::default() };
         let with_port = |port: PortInput| QosSettings { port: Some(port), ..old.clone() };
         let larger = with_port(PortInput { buffer: 2_000, overload: Some(OverloadRow { above: 1_000, ..overload }), ..port });
-        assert!(buffer_alone(&old, &larger));
-        let others = [
+        let taken = [
+            larger.clone(),
             with_port(PortInput { rate: 2_000, ..port }),
-            with_port(PortInput { alpha_log2: 1, ..port }),
+            with_port(PortInput { mode: 1, ..port }),
             with_port(PortInput { microburst: BurstRow { window_ns: 10, ..port.microburst }, ..port }),
-            with_port(PortInput { buffer: 2_000, overload: None, ..port }),
-            QosSettings { poll_ns: vec![2_000], ..larger.clone() },
-            QosSettings { byte_count: old.byte_count ^ 1, ..larger.clone() },
-            QosSettings { port: None, ..old.clone() },
+            with_port(PortInput { rate: 2_000, buffer: 3_000, mode: 1, ..port }),
         ];
-        for new in others {
-            assert!(!buffer_alone(&old, &new), "{new:?}");
+        for new in taken {
+            assert!(port_alone(&old, &new), "{new:?}");
+        }
+        let reserved = with_port(PortInput { reserve: 100, ..port });
+        assert!(port_alone(&reserved, &with_port(PortInput { reserve: 100, buffer: 2_000, ..port })));
+        let others = [
+            (&old, with_port(PortInput { alpha_log2: 1, ..port })),
+            (&old, with_port(PortInput { reserve: 100, ..port })),
+            (&reserved, with_port(PortInput { reserve: 100, rate: 2_000, ..port })), // every queue's reserve follows
+            (&old, with_port(PortInput { buffer: 2_000, overload: None, ..port })),
+            (&old, QosSettings { poll_ns: vec![2_000], ..larger.clone() }),
+            (&old, QosSettings { byte_count: old.byte_count ^ 1, ..larger.clone() }),
+            (&old, QosSettings { port: None, ..old.clone() }),
+        ];
+        for (was, new) in others {
+            assert!(!port_alone(was, &new), "{new:?}");
         }
     }
 }

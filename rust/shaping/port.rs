@@ -430,12 +430,23 @@ impl Port {
         (self.clock, self.free_at, self.free_at_ns, self.shared_used) = (0, 0, Some((0, 0)), 0);
     }
 
-    /// A buffer of `buffer_bytes` in place of the port's, for a port that [`Port::finish`]
-    /// emptied; the queues' reserves must fit in it (its caller checks them).
-    pub fn set_buffer(&mut self, buffer_bytes: u64) {
-        debug_assert!(self.queued_bytes == 0 && self.fifo.is_empty(), "a new buffer follows finish");
+    /// `config` in place of the port's, for a port that [`Port::finish`] emptied and
+    /// [`Port::restart`] started again; the queues' reserves must fit its buffer (its caller
+    /// checks them). A new line rate makes every queue's buckets again, full, from `queues`
+    /// (each queue's configuration as the port has it): tokens count in units of the line
+    /// rate, and a ceiling caps only below it. `queues` is read only then.
+    pub fn set_config(&mut self, config: PortConfig, queues: &[QueueConfig]) {
+        debug_assert!(self.queued_bytes == 0 && self.fifo.is_empty() && self.clock == 0, "a new configuration follows finish and restart");
         let reserved = self.buffer_bytes - self.shared_capacity;
-        (self.shared_capacity, self.buffer_bytes) = (buffer_bytes - reserved, buffer_bytes);
+        (self.shared_capacity, self.buffer_bytes, self.mode) = (config.buffer_bytes - reserved, config.buffer_bytes, config.mode);
+        if config.line_rate != self.line_rate {
+            debug_assert_eq!(queues.len(), self.queues.len(), "every queue's configuration");
+            (self.line_rate, self.unit) = (config.line_rate, i128::from(config.line_rate) * NS_PER_S as i128);
+            for (state, queue) in self.queues.iter_mut().zip(queues) {
+                let fresh = Queue::new(queue, self.unit, self.line_rate);
+                (state.guarantee, state.ceil) = (fresh.guarantee, fresh.ceil);
+            }
+        }
     }
 
     /// Sends everything still queued (the line runs until the last packet has started).
