@@ -44,10 +44,25 @@ def tenant_doc(name: str, vni: int, draw: st.DrawFn, profiles: bool = False) -> 
     return doc
 
 
+PORT_CHANGES = (
+    {"rate": "1Gbps"},
+    {"rate": "2Gbps"},
+    {"rate": "100Gbps"},
+    {"buffer": "8MB"},
+    {"buffer": "16MB"},
+    {"mode": "shared_fifo"},
+    {"mode": "per_tenant"},
+    {"microburst": {"window": "20us", "threshold": "50%"}},
+    {"microburst": {"window": "10us", "threshold": "100%"}},
+)
+"""Each a change of one of the port's own settings (the engine takes them in place)."""
+
+
 @st.composite
 def edit_runs(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
-    """A policy document and a sequence of edits: ("with", tenant document) or ("without", name),
-    each with whether the engine is updated after it (and always after the last)."""
+    """A policy document and a sequence of edits: ("with", tenant document), ("without", name)
+    or ("port", the port's settings), each with whether the engine is updated after it (and
+    always after the last)."""
     count = draw(st.integers(1, 6))
     # At 1 Gbps the traffic between updates queues at the port (8 us a packet, 1 us apart): a
     # tenant removed then has packets there.
@@ -62,6 +77,10 @@ def edit_runs(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
     edits: list[tuple[str, Any, bool]] = []
     for step in range(draw(st.integers(1, 8))):
         update = draw(st.booleans())
+        if port and draw(st.integers(0, 4)) == 0:  # the port's own settings, as a document read again gives them
+            port = {**port, **draw(st.sampled_from(PORT_CHANGES))}
+            edits.append(("port", port, update))
+            continue
         if names and draw(st.integers(0, 3)) == 0:
             name = draw(st.sampled_from(names))
             names.remove(name)
@@ -111,19 +130,32 @@ def counts_by_key(engine: Engine) -> dict[tuple[str | None, int | None], tuple[i
     return {(e["tenant"], e["cls"]): (e["packets"], e["bytes"], *(c["packets"] for c in e["colors"].values())) for e in engine.stats()}
 
 
+def edit(policy: Policy, written: dict[str, dict[str, Any]], op: str, arg: Any) -> Policy:
+    """``policy`` edited; ``written``: its tenants as written (by name, in order), which a port
+    edit reads again as a document under the new port, as a policy file read again is."""
+    if op == "port":
+        return Policy.from_dict({"port": arg, "tenants": list(written.values())})
+    if op == "with":
+        written[arg["name"]] = arg
+        return policy.with_tenant(arg)
+    del written[arg]
+    return policy.without_tenant(arg)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edit_runs())
 def test_an_engine_that_went_through_edits_equals_one_built_from_the_final_policy(run: tuple[dict[str, Any], list[tuple[str, Any, bool]]]) -> None:
     """Edits one by one, or several in one update (tenants put in, taken out and replaced in
-    one go), with traffic between updates."""
+    one go), the port's own settings changed among them, with traffic between updates."""
     doc, edits = run
     policy = quietly(lambda: Policy.from_dict(doc))
+    written = {tenant["name"]: tenant for tenant in doc["tenants"]}
     edited = Engine(policy)
     vnis = sorted({v for step in [doc["tenants"], *[[e[1]] for e in edits if e[0] == "with"]] for t in step for v in t["vnis"]})
     packets = traffic(vnis)
     processed = 0
     for k, (op, arg, update) in enumerate(edits):
-        policy = quietly(lambda before=policy, op=op, arg=arg: before.with_tenant(arg) if op == "with" else before.without_tenant(arg))
+        policy = quietly(lambda before=policy, op=op, arg=arg: edit(before, written, op, arg))
         if update or k == len(edits) - 1:
             edited.update(policy)
             edited.process(packets)  # traffic between updates
@@ -375,8 +407,9 @@ def test_the_weight_scale_an_edit_chain_carries_weighs_each_tenants_share_as_the
     they make are the final policy's, read afresh."""
     doc, edits = run
     policy = quietly(lambda: Policy.from_dict(doc))
+    written = {tenant["name"]: tenant for tenant in doc["tenants"]}
     for op, arg in edits:
-        policy = quietly(lambda before=policy, op=op, arg=arg: before.with_tenant(arg) if op == "with" else before.without_tenant(arg))
+        policy = quietly(lambda before=policy, op=op, arg=arg: edit(before, written, op, arg))
     times, per = policy._weight_basis.weight_scale
     assert (times, per) == WeightBasis.of(policy.tenants).weight_scale
     context = qos_context(policy)
