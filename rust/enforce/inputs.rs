@@ -393,6 +393,11 @@ impl TenantInput {
         }
     }
 
+    /// Whether the tenant or a class of it has a microburst setting.
+    pub fn watches_any(&self) -> bool {
+        self.microburst.is_some() || self.classes.iter().any(|class| class.microburst.is_some())
+    }
+
     /// The microburst settings of the tenant `name` and its classes'.
     pub fn bursts(&self, name: &str) -> TenantBursts {
         let classes = self.classes.iter().enumerate().filter_map(|(c, class)| Some((c as u16, class.microburst.as_ref()?.config()))).collect();
@@ -452,7 +457,7 @@ impl QosInputs {
         }
         let bursts = BurstSpec {
             port: port.map(|p| p.microburst.config()),
-            tenants: self.tenants.iter().enumerate().map(|(at, t)| t.bursts(name(at))).filter(TenantBursts::watches_any).collect(),
+            tenants: self.tenants.iter().enumerate().filter(|(_, t)| t.watches_any()).map(|(at, t)| t.bursts(name(at))).collect(),
             poll_ns: self.settings.poll_ns.clone(),
         };
         let count = Count::try_from(self.settings.byte_count).map_err(|e| e.within("count"))?;

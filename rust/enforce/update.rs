@@ -59,9 +59,7 @@ impl Enforcer {
                 continue;
             };
             let kept = old.remove(&**name).filter(|(old_qos, ..)| same_globals && old_qos.enforces(qos, &self.profiles));
-            let (mut stage, mut classes) = kept
-                .map(|(_, stage, classes)| (stage, classes))
-                .unwrap_or_else(|| (Stage::new(&qos.contract), qos.classes.iter().map(|c| Stage::new(&c.contract)).collect()));
+            let (mut stage, mut classes) = kept.map_or_else(|| (Stage::new(&qos.contract), Vec::new()), |(_, stage, classes)| (stage, classes));
             let kept = terms.keep(qos, &mut profiles);
             stage.profile = kept.profile();
             stage.classes_enforced = classes_enforced(qos);
@@ -69,6 +67,10 @@ impl Enforcer {
             tenants.push(TenantState { stage, first_row: class_rows as u32, classes: qos.classes.len() as u32 });
             class_rows += qos.classes.len();
             if keep_class_stages {
+                if classes.is_empty() {
+                    // None kept (new, or none was kept before): each fresh.
+                    classes = qos.classes.iter().map(|c| Stage::new(&c.contract)).collect();
+                }
                 for (class_stage, class) in classes.iter_mut().zip(kept.classes()) {
                     class_stage.profile = class.profile;
                 }
@@ -442,21 +444,16 @@ impl Enforcer {
         self.contracts.get(index).and_then(|kept| kept.qos(&self.profiles))
     }
 
-    /// Every tenant's contract with its stage and its classes' stages, by name.
+    /// Every tenant's contract with its stage and its classes' stages (none if none was kept:
+    /// each was fresh), by name.
     fn take_states(&mut self) -> FxHashMap<Arc<str>, (Kept, Stage, Vec<Stage>)> {
         let class_stages = std::mem::take(&mut self.class_stages);
-        let profiles = &self.profiles;
         let tenants = std::mem::take(&mut self.tenants).into_iter().zip(std::mem::take(&mut self.contracts));
         tenants
             .filter(|(_, kept)| kept.has_contract())
             .map(|(state, kept)| {
                 let first = state.first_row as usize;
-                // None kept: each was fresh.
-                let classes = if class_stages.is_empty() {
-                    kept.classes().iter().map(|class| Stage::new(&profiles.get(class.profile).contract())).collect()
-                } else {
-                    class_stages[first..first + state.classes as usize].to_vec()
-                };
+                let classes = if class_stages.is_empty() { Vec::new() } else { class_stages[first..first + state.classes as usize].to_vec() };
                 (kept.name.clone(), (kept, state.stage, classes))
             })
             .collect()
@@ -505,10 +502,13 @@ impl Enforcer {
         false
     }
 
-    /// The statistics rows' counters, into the archive under `keys` (theirs).
+    /// The statistics rows' counters, into the archive under `keys` (theirs); a key is copied
+    /// only for a row that counted packets.
     fn archive_rows(&mut self, keys: &[StatsKey]) {
         for (row, key) in keys.iter().enumerate() {
-            self.archive_row(row, key.clone());
+            if self.rows.counters(row).packets > 0 {
+                self.archive_row(row, key.clone());
+            }
         }
     }
 
