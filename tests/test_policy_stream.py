@@ -5,9 +5,11 @@ policy and warnings, or the same errors in the same order."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml  # type: ignore[import-untyped]
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -85,3 +87,26 @@ def test_a_syntax_error_after_bad_tenants_is_the_files_one_error(tmp_path: Path)
         assert err.errors == [("", "invalid YAML: line 4, column 1: while parsing a flow mapping, did not find expected ',' or '}'")]
     else:
         raise AssertionError("read a file that is not YAML")
+
+
+def reader_threads() -> int:
+    """The YAML reader's threads alive in this process (Linux names each thread in /proc)."""
+    return sum(comm.read_text().strip() == "isolane-yaml" for comm in Path("/proc/self/task").glob("*/comm"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads are counted through Linux's /proc")
+def test_the_reader_thread_ends_once_the_read_is_over(tmp_path: Path) -> None:
+    """It waits for the stream to go, then hands back its heap and ends: reads leave no thread
+    behind, good or bad."""
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("tenants:\n" + "".join(f"  - {{name: t{i}, vnis: [{i + 1}]}}\n" for i in range(200)))
+    bad.write_text("tenants:\n  - {name: a, vnis: [1]}\n  - [unclosed\n")
+    before = reader_threads()
+    for _ in range(5):
+        Policy.from_file(good)
+        with pytest.raises(PolicyError):
+            Policy.from_file(bad)
+    deadline = time.monotonic() + 10
+    while reader_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert reader_threads() == before
