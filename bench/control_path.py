@@ -107,9 +107,16 @@ def run(count: int) -> None:
     print(f"  {read_again(engine, path, document, tenants[: count // 2] + [tenant(10_000_000)] + tenants[count // 2 :], 'a tenant put in the middle')}")
     print(f"  {read_again(engine, path, document, [tenant(10_000_001)] + tenants + [tenant(10_000_002)], 'tenants put in at both ends')}")
     print(f"  {read_again(engine, path, document, tenants[1:] + tenants[:1], 'the first tenant moved to the end', 'put back')}")
-    print(f"  {read_again(engine, path, document, tenants, 'a new port buffer', 'the old one back', port=dict(port, buffer='32MB'))}")
     faster = f"{2 * max(400, count // 50)}Gbps"
-    print(f"  {read_again(engine, path, document, tenants, 'a new line rate', 'the old one back', port=dict(port, rate=faster))}")
+    port_changes = {
+        "a new port buffer": {"buffer": "32MB"},
+        "a new line rate": {"rate": faster},
+        "a new port mode": {"mode": "shared_fifo"},
+        "a new port microburst setting": {"microburst": {"window": "20us", "threshold": "50%"}},
+        "a new alpha (a rebuild)": {"alpha": 2},
+    }
+    for what, changed in port_changes.items():
+        print(f"  {read_again(engine, path, document, tenants, what, 'the old one back', port=dict(port, **changed))}")
     for label, make in (
         ("rules", lambda k: dict(tenant(k % count), rules=[{"dst": f"10.9.{k % 250}.0/24", "dst_ports": 80, "action": "allow"}])),
         ("meter", lambda k: dict(tenant(k % count), meter={"kind": "srtcm", "cir": f"{5 + k % 3}Mbps"})),
