@@ -63,6 +63,20 @@ pub fn release_free_heap() {
     }
 }
 
+/// Returns the free top of the calling thread's heap to the kernel, once what the thread
+/// allocated is freed. glibc gives a thread an arena of its own and trims that arena's top only
+/// when a chunk of 64 KiB or more is freed there; [`release_free_heap`] (`malloc_trim`) trims only
+/// the main arena's top. Freeing such a chunk here makes glibc trim it.
+pub fn release_thread_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    drop(std::hint::black_box(Vec::<u8>::with_capacity(TRIM_TRIGGER_BYTES)));
+}
+
+/// A chunk large enough for glibc to trim its arena when it is freed, and under the threshold at
+/// which glibc maps a block of its own instead (128 KiB by default).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const TRIM_TRIGGER_BYTES: usize = 96 << 10;
+
 /// Starts loading the cache line of `value`; no effect where the target has no prefetch.
 #[inline]
 pub fn prefetch<T>(value: &T) {
